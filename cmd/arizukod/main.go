@@ -1,0 +1,114 @@
+// Command arizukod runs AI agent turns in hardened, throw-away containers.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"sort"
+	"syscall"
+)
+
+// command is one subcommand: its one-line summary and its entry point.
+type command struct {
+	summary string
+	run     func(ctx context.Context, args []string) error
+}
+
+var commands = map[string]command{
+	"run":     {"run one turn and print its result JSON", cmdRun},
+	"image":   {"make agent images from static binaries", cmdImage},
+	"version": {"print the version", cmdVersion},
+}
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+// errUsage marks a command-line mistake: exit status 2, the usage already printed.
+var errUsage = errors.New("usage")
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(runMain(ctx, os.Args[1:]))
+}
+
+func runMain(ctx context.Context, args []string) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage()
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	c, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "arizukod: unknown command %q\n\n", args[0])
+		usage()
+		return 2
+	}
+	err := c.run(ctx, args[1:])
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errUsage):
+		return 2
+	case errors.Is(err, errTurnFailed):
+		return 1
+	}
+	fmt.Fprintf(os.Stderr, "arizukod %s: %v\n", args[0], err)
+	return 1
+}
+
+func usage() {
+	fmt.Fprintln(os.Stderr, "usage: arizukod <command> [flags]\n\ncommands:")
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(os.Stderr, "  %-10s %s\n", n, commands[n].summary)
+	}
+	fmt.Fprintln(os.Stderr, "\nRun 'arizukod <command> --help' for a command's flags.")
+}
+
+// newFlags returns a FlagSet whose parse errors and --help print the command's usage.
+func newFlags(name, synopsis string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: arizukod %s %s\n\nflags:\n", name, synopsis)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parseFlags parses args, mapping a parse error to errUsage and rejecting stray arguments.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return errUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(fs.Output(), "arizukod %s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
+		fs.Usage()
+		return errUsage
+	}
+	return nil
+}
+
+func cmdVersion(ctx context.Context, args []string) error {
+	fs := newFlags("version", "")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	fmt.Println("arizukod", version)
+	return nil
+}

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/arizuko/arizukod/contract"
+	"github.com/arizuko/arizukod/groupfolder"
+	"github.com/arizuko/arizukod/runtime"
+)
+
+// errTurnFailed makes the exit status 1 after the result JSON has been printed.
+var errTurnFailed = errors.New("turn did not end ok")
+
+// runResult is what `arizukod run` prints.
+type runResult struct {
+	RunID        string `json:"runId"`
+	Folder       string `json:"folder"`
+	Container    string `json:"container"`
+	Status       string `json:"status"`
+	Result       string `json:"result"`
+	NewSessionID string `json:"newSessionId,omitempty"`
+	Error        string `json:"error,omitempty"`
+	Failure      string `json:"failure,omitempty"`
+	Terminal     bool   `json:"terminal,omitempty"`
+	ExitCode     int    `json:"exitCode"`
+	DurationMs   int64  `json:"durationMs"`
+	LogFile      string `json:"logFile,omitempty"`
+}
+
+func cmdRun(ctx context.Context, args []string) error {
+	fs := newFlags("run", "--local --folder F --message TEXT [flags]")
+	var (
+		ef        engineFlags
+		local     = fs.Bool("local", false, "run the turn in this process, without a daemon")
+		folder    = fs.String("folder", "", "group folder, e.g. main or main/research (required)")
+		message   = fs.String("message", "", "the message of the turn (required)")
+		image     = fs.String("image", defaultImage(), "agent image; runs never pull ($CONTAINER_IMAGE)")
+		timeout   = fs.Duration("timeout", envDuration("RUNED_RUN_TIMEOUT", runtime.DefaultTimeout), "run timeout ($RUNED_RUN_TIMEOUT)")
+		dataDir   = fs.String("data-dir", defaultDataDir(), "data directory ($DATA_DIR)")
+		sender    = fs.String("sender", "", "sender JID of the message")
+		session   = fs.String("session", "", "session id to continue")
+		skillsDir = fs.String("skills-dir", "", "bundled skills, mounted read-only at /skills")
+	)
+	ef.register(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if !*local {
+		return fmt.Errorf("only --local is available: this build has no daemon API yet")
+	}
+	f, err := groupfolder.Parse(*folder)
+	if err != nil {
+		return fmt.Errorf("--folder: %w", err)
+	}
+	if *message == "" {
+		return errors.New("--message: required")
+	}
+	layout, err := groupfolder.NewLayout(*dataDir)
+	if err != nil {
+		return fmt.Errorf("--data-dir: %w", err)
+	}
+	if err := os.MkdirAll(*dataDir, 0o750); err != nil {
+		return fmt.Errorf("--data-dir: %w", err)
+	}
+	eng, info, err := ef.open(ctx)
+	if err != nil {
+		return err
+	}
+	runner, err := runtime.NewRunner(runtime.Config{
+		Engine:    eng,
+		Info:      info,
+		Layout:    layout,
+		Instance:  instanceLabel(*dataDir),
+		Image:     *image,
+		Timeout:   *timeout,
+		SkillsDir: *skillsDir,
+	})
+	if err != nil {
+		return err
+	}
+	runID := fmt.Sprintf("local-%d", time.Now().UnixMilli())
+	res, err := runner.Run(ctx, runtime.Turn{
+		RunID:  runID,
+		Folder: f,
+		Input: contract.Input{
+			SessionID: *session,
+			Messages:  []contract.Message{{Role: "user", Content: *message}},
+			SenderJID: *sender,
+		},
+	})
+	if err != nil {
+		return err
+	}
+	out := runResult{
+		RunID: res.RunID, Folder: string(f), Container: res.Container,
+		Status: string(res.Output.Status), Result: res.Output.Result, NewSessionID: res.Output.NewSessionID,
+		Error: res.Output.Error, Failure: string(res.Failure), Terminal: res.Terminal,
+		ExitCode: res.ExitCode, DurationMs: res.Duration.Milliseconds(), LogFile: res.LogFile,
+	}
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(out); err != nil {
+		return err
+	}
+	if res.Output.Status != contract.StatusOK {
+		return errTurnFailed
+	}
+	return nil
+}
+
+// envDuration reads a Go duration from the environment, falling back to def.
+func envDuration(name string, def time.Duration) time.Duration {
+	if v := os.Getenv(name); v != "" {
+		if d, err := time.ParseDuration(v); err == nil {
+			return d
+		}
+	}
+	return def
+}

@@ -1,0 +1,89 @@
+// Command agent is the example arizuko agent: the reference for people who write agent
+// images. It reads one turn from stdin (contract.Input), does what the last message says,
+// and prints its answer between the contract's markers.
+//
+// It is also the test fixture of the project, so the message text steers it. The first word
+// of the last message is a command; anything else is answered with an echo:
+//
+//	reply TEXT        answer TEXT
+//	noop              answer nothing, at once
+//	error TEXT        answer with status error
+//	fatal TEXT        answer with status fatal
+//	sleep DURATION    sleep, then answer; ends early when the _close sentinel appears
+//	exit CODE         exit with CODE, printing nothing
+//	silent            exit 0, printing nothing
+//	noise             print lines of noise before the answer
+//	badjson           print invalid JSON between the markers
+//	flood SIZE        print SIZE bytes of noise (e.g. 8MB), or "forever", then answer
+//	oom               allocate memory until the kernel kills it
+//	sandbox           answer a JSON report of its own sandbox (see sandbox.go)
+//	write PATH TEXT   write TEXT into PATH (relative to /workspace), answer the path
+//	steer             wait for SIGUSR1, then answer the steering messages it finds
+//	env               answer the names of its environment variables and the query timeout
+//	stderr TEXT       print TEXT on stderr, then answer
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/arizuko/arizukod/contract"
+)
+
+// ipcDir is where arizukod mounts the group's IPC directory.
+const ipcDir = "/var/run/pub/arizuko"
+
+func main() {
+	in, err := readInput(os.Stdin)
+	if err != nil {
+		answer(contract.Output{Status: contract.StatusFatal, Error: err.Error()})
+		return
+	}
+	text := ""
+	if n := len(in.Messages); n > 0 {
+		text = strings.TrimSpace(in.Messages[n-1].Content)
+	}
+	cmd, arg, _ := strings.Cut(text, " ")
+	run, ok := commands[cmd]
+	if !ok {
+		answer(contract.Output{Status: contract.StatusOK, Result: "echo: " + text, NewSessionID: sessionOf(in)})
+		return
+	}
+	out := run(in, strings.TrimSpace(arg))
+	if out.Status == "" {
+		return
+	}
+	if out.NewSessionID == "" {
+		out.NewSessionID = sessionOf(in)
+	}
+	answer(out)
+}
+
+func readInput(r io.Reader) (contract.Input, error) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	line, err := br.ReadBytes('\n')
+	if err != nil && (err != io.EOF || len(line) == 0) {
+		return contract.Input{}, fmt.Errorf("read stdin: %w", err)
+	}
+	var in contract.Input
+	if err := json.Unmarshal(line, &in); err != nil {
+		return contract.Input{}, fmt.Errorf("decode stdin: %w", err)
+	}
+	return in, nil
+}
+
+// sessionOf keeps the session the turn came with, or starts one named after the folder.
+func sessionOf(in contract.Input) string {
+	if in.SessionID != "" {
+		return in.SessionID
+	}
+	return "example-" + strings.ReplaceAll(in.Folder, "/", "-")
+}
+
+func answer(out contract.Output) {
+	os.Stdout.Write(contract.WriteOutput(out))
+}

@@ -1,0 +1,151 @@
+package main
+
+import (
+	"bufio"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Sandbox is what the agent can see of its own confinement. Tests compare it with what
+// arizukod promised, so every field is read from the kernel, never from configuration.
+type Sandbox struct {
+	UID        int               `json:"uid"`
+	GID        int               `json:"gid"`
+	Caps       map[string]string `json:"caps"` // CapInh, CapPrm, CapEff, CapBnd, CapAmb from /proc/self/status
+	NoNewPrivs string            `json:"noNewPrivs"`
+	Seccomp    string            `json:"seccomp"`
+	Writable   map[string]bool   `json:"writable"` // path -> a file could be created there
+	Interfaces []string          `json:"interfaces"`
+	Cgroup     map[string]string `json:"cgroup"` // memory, pids, cpu limits as the kernel shows them
+	Mounts     []Mount           `json:"mounts"`
+	Rlimits    map[string]uint64 `json:"rlimits"` // soft limits
+	Hostname   string            `json:"hostname"`
+}
+
+// Mount is one line of /proc/self/mountinfo.
+type Mount struct {
+	Target string `json:"target"`
+	Root   string `json:"root"`
+	FSType string `json:"fstype"`
+	RO     bool   `json:"ro"`
+}
+
+// probedPaths are checked for writability, with every /workspace/extra mount added.
+var probedPaths = []string{"/", "/etc", "/usr", "/tmp", "/workspace", "/workspace/share", "/workspace/media", "/root", ipcDir, "/skills", "/workspace/env-dir"}
+
+func inspectSandbox() Sandbox {
+	s := Sandbox{
+		UID:      os.Getuid(),
+		GID:      os.Getgid(),
+		Caps:     map[string]string{},
+		Writable: map[string]bool{},
+		Cgroup:   map[string]string{},
+		Rlimits:  map[string]uint64{},
+	}
+	readStatus(&s)
+	paths := append([]string{}, probedPaths...)
+	if extras, err := os.ReadDir("/workspace/extra"); err == nil {
+		for _, e := range extras {
+			paths = append(paths, filepath.Join("/workspace/extra", e.Name()))
+		}
+	}
+	for _, p := range paths {
+		if _, err := os.Stat(p); err == nil {
+			s.Writable[p] = canWrite(p)
+		}
+	}
+	if ifs, err := net.Interfaces(); err == nil {
+		for _, i := range ifs {
+			s.Interfaces = append(s.Interfaces, i.Name)
+		}
+	}
+	readCgroup(s.Cgroup)
+	s.Mounts = readMounts()
+	for name, res := range map[string]int{"nofile": unix.RLIMIT_NOFILE, "nproc": unix.RLIMIT_NPROC} {
+		var rl unix.Rlimit
+		if unix.Getrlimit(res, &rl) == nil {
+			s.Rlimits[name] = rl.Cur
+		}
+	}
+	s.Hostname, _ = os.Hostname()
+	return s
+}
+
+func readStatus(s *Sandbox) {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, _ := strings.Cut(sc.Text(), ":")
+		v = strings.TrimSpace(v)
+		switch {
+		case strings.HasPrefix(k, "Cap"):
+			s.Caps[k] = v
+		case k == "NoNewPrivs":
+			s.NoNewPrivs = v
+		case k == "Seccomp":
+			s.Seccomp = v
+		}
+	}
+}
+
+func canWrite(dir string) bool {
+	f, err := os.CreateTemp(dir, ".arizuko-probe-*")
+	if err != nil {
+		return false
+	}
+	f.Close()
+	os.Remove(f.Name())
+	return true
+}
+
+// readCgroup reads the limits of cgroup v2 or, failing that, v1 as mounted in the container.
+func readCgroup(out map[string]string) {
+	files := map[string][]string{
+		"memory": {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"},
+		"pids":   {"/sys/fs/cgroup/pids.max", "/sys/fs/cgroup/pids/pids.max"},
+		"cpu":    {"/sys/fs/cgroup/cpu.max", "/sys/fs/cgroup/cpu/cpu.cfs_quota_us", "/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us"},
+	}
+	for name, candidates := range files {
+		for _, p := range candidates {
+			if b, err := os.ReadFile(p); err == nil {
+				out[name] = strings.TrimSpace(string(b))
+				break
+			}
+		}
+	}
+}
+
+func readMounts() []Mount {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var mounts []Mount
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		// id parent major:minor root target options [optional...] - fstype source superopts
+		pre, post, ok := strings.Cut(sc.Text(), " - ")
+		fields, tail := strings.Fields(pre), strings.Fields(post)
+		if !ok || len(fields) < 6 || len(tail) < 1 {
+			continue
+		}
+		opts := strings.Split(fields[5], ",")
+		mounts = append(mounts, Mount{Target: unescape(fields[4]), Root: unescape(fields[3]), FSType: tail[0], RO: opts[0] == "ro"})
+	}
+	return mounts
+}
+
+// unescape undoes mountinfo's octal escapes of space, tab, newline and backslash.
+func unescape(s string) string {
+	r := strings.NewReplacer(`\040`, " ", `\011`, "\t", `\012`, "\n", `\134`, `\`)
+	return r.Replace(s)
+}

@@ -1,0 +1,90 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Candidate is one place an engine may answer.
+type Candidate struct {
+	Kind string // "podman" or "docker"
+	URI  string
+	From string // why it is a candidate: an environment variable or a well-known path
+}
+
+// Candidates lists where to look for an engine, in order of preference: Podman first
+// (CONTAINER_HOST, the rootless socket, the rootful socket), then Docker (DOCKER_HOST, the
+// default socket). kind narrows the list to "podman" or "docker"; empty keeps both.
+func Candidates(kind string, getenv func(string) string) []Candidate {
+	var c []Candidate
+	if kind == "" || kind == "podman" {
+		if v := getenv("CONTAINER_HOST"); v != "" {
+			c = append(c, Candidate{"podman", v, "CONTAINER_HOST"})
+		}
+		if d := getenv("XDG_RUNTIME_DIR"); d != "" {
+			c = append(c, Candidate{"podman", "unix://" + filepath.Join(d, "podman/podman.sock"), "rootless socket"})
+		}
+		c = append(c, Candidate{"podman", "unix:///run/podman/podman.sock", "rootful socket"})
+	}
+	if kind == "" || kind == "docker" {
+		if v := getenv("DOCKER_HOST"); v != "" {
+			c = append(c, Candidate{"docker", v, "DOCKER_HOST"})
+		}
+		c = append(c, Candidate{"docker", "unix:///var/run/docker.sock", "default socket"})
+	}
+	return c
+}
+
+// Open returns an engine of the given kind at uri, without contacting it.
+func Open(kind, uri string) (Engine, error) {
+	switch kind {
+	case "podman":
+		return NewPodman(uri), nil
+	case "docker":
+		return NewDocker(uri)
+	}
+	return nil, fmt.Errorf("engine %q: must be podman or docker", kind)
+}
+
+// Detect returns the first candidate engine that answers. With an explicit uri only that
+// one is tried, as kind (default podman). When nothing answers, the error lists every
+// socket tried and why it failed.
+func Detect(ctx context.Context, kind, uri string) (Engine, Info, error) {
+	var cands []Candidate
+	if uri != "" {
+		if kind == "" {
+			kind = "podman"
+		}
+		cands = []Candidate{{kind, uri, "explicit setting"}}
+	} else {
+		cands = Candidates(kind, os.Getenv)
+	}
+	var tried []string
+	for _, c := range cands {
+		if strings.HasPrefix(c.URI, "unix://") {
+			if _, err := os.Stat(strings.TrimPrefix(c.URI, "unix://")); err != nil {
+				tried = append(tried, fmt.Sprintf("%s %s (%s): %v", c.Kind, c.URI, c.From, errors.Unwrap(err)))
+				continue
+			}
+		}
+		e, err := Open(c.Kind, c.URI)
+		if err != nil {
+			tried = append(tried, fmt.Sprintf("%s %s (%s): %v", c.Kind, c.URI, c.From, err))
+			continue
+		}
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		info, err := e.Info(pctx)
+		cancel()
+		if err != nil {
+			tried = append(tried, fmt.Sprintf("%s %s (%s): %v", c.Kind, c.URI, c.From, err))
+			continue
+		}
+		return e, info, nil
+	}
+	return nil, Info{}, fmt.Errorf("%w; tried:\n  %s", ErrNoEngine, strings.Join(tried, "\n  "))
+}

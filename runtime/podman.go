@@ -1,0 +1,369 @@
+package runtime
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/containers/podman/v5/pkg/bindings"
+	"github.com/containers/podman/v5/pkg/bindings/containers"
+	"github.com/containers/podman/v5/pkg/bindings/images"
+	"github.com/containers/podman/v5/pkg/bindings/system"
+	"github.com/containers/podman/v5/pkg/specgen"
+	"github.com/docker/docker/pkg/stdcopy"
+	spec "github.com/opencontainers/runtime-spec/specs-go"
+	nettypes "go.podman.io/common/libnetwork/types"
+)
+
+// Podman is an Engine over the libpod API, through the Podman bindings.
+type Podman struct {
+	uri string
+
+	mu   sync.Mutex
+	conn context.Context // the bindings' connection, made on first use and after a failure
+}
+
+// NewPodman returns an engine for the libpod API at uri (unix:///run/podman/podman.sock,
+// tcp://host:port). It connects lazily, so an engine that is down now can answer later.
+func NewPodman(uri string) *Podman { return &Podman{uri: uri} }
+
+// connCtx carries the caller's deadline and cancellation with the bindings' connection.
+type connCtx struct {
+	context.Context
+	values context.Context
+}
+
+func (c connCtx) Value(key any) any {
+	if v := c.Context.Value(key); v != nil {
+		return v
+	}
+	return c.values.Value(key)
+}
+
+func (p *Podman) ctx(ctx context.Context) (context.Context, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.conn == nil {
+		// NewConnection pings the service; bound it by the caller's context.
+		c, err := bindings.NewConnection(ctx, p.uri)
+		if err != nil {
+			return nil, fmt.Errorf("podman at %s: %w", p.uri, err)
+		}
+		p.conn = c
+	}
+	return connCtx{Context: ctx, values: p.conn}, nil
+}
+
+// forget drops the connection after a transport failure so the next call reconnects.
+func (p *Podman) forget(err error) {
+	var ne net.Error
+	if errors.As(err, &ne) || errors.Is(err, io.EOF) || strings.Contains(err.Error(), "connection refused") {
+		p.mu.Lock()
+		p.conn = nil
+		p.mu.Unlock()
+	}
+}
+
+func (p *Podman) call(ctx context.Context, f func(ctx context.Context) error) error {
+	c, err := p.ctx(ctx)
+	if err != nil {
+		return err
+	}
+	if err := f(c); err != nil {
+		p.forget(err)
+		return podmanErr(err)
+	}
+	return nil
+}
+
+func podmanErr(err error) error {
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "no such container"):
+		return fmt.Errorf("%w: %v", ErrNoSuchContainer, err)
+	case strings.Contains(msg, "image not known"), strings.Contains(msg, "no such image"):
+		return fmt.Errorf("%w: %v", ErrNoSuchImage, err)
+	}
+	return err
+}
+
+func (p *Podman) Info(ctx context.Context) (Info, error) {
+	var info Info
+	err := p.call(ctx, func(ctx context.Context) error {
+		i, err := system.Info(ctx, nil)
+		if err != nil {
+			return err
+		}
+		info = Info{Name: "podman", Version: i.Version.Version, APIVersion: i.Version.APIVersion, Rootless: i.Host.Security.Rootless, Socket: p.uri}
+		return nil
+	})
+	return info, err
+}
+
+func (p *Podman) ImageExists(ctx context.Context, ref string) (bool, error) {
+	var ok bool
+	err := p.call(ctx, func(ctx context.Context) error {
+		var err error
+		ok, err = images.Exists(ctx, ref, nil)
+		return err
+	})
+	return ok, err
+}
+
+func (p *Podman) ImportImage(ctx context.Context, ref string, rootfs io.Reader, changes []string) error {
+	return p.call(ctx, func(ctx context.Context) error {
+		_, err := images.Import(ctx, rootfs, new(images.ImportOptions).WithReference(ref).WithChanges(changes))
+		return err
+	})
+}
+
+func (p *Podman) Create(ctx context.Context, s Spec) (string, error) {
+	g := specgen.NewSpecGenerator(s.Image, false)
+	g.Name = s.Name
+	g.Labels = s.Labels
+	g.Env = envMap(s.Env)
+	g.Stdin = &s.Stdin
+	g.Terminal = new(bool)
+	g.CapDrop = []string{"ALL"}
+	g.NoNewPrivileges = ptr(true)
+	g.ReadOnlyFilesystem = ptr(true)
+	// Only the tmpfs mounts the spec names, not podman's default ones on a read-only root.
+	g.ReadWriteTmpfs = ptr(false)
+	g.User = s.User
+	g.WorkDir = s.WorkingDir
+	g.LogConfiguration = &specgen.LogConfig{Driver: "k8s-file", Size: s.LogMaxBytes}
+	switch s.Network {
+	case "", "none":
+		g.NetNS = specgen.Namespace{NSMode: specgen.NoNetwork}
+	case "bridge":
+		g.NetNS = specgen.Namespace{NSMode: specgen.Bridge}
+	default:
+		g.NetNS = specgen.Namespace{NSMode: specgen.Bridge}
+		g.Networks = map[string]nettypes.PerNetworkOptions{s.Network: {}}
+	}
+	for _, m := range s.Mounts {
+		opts := []string{"rbind", "rw"}
+		if m.ReadOnly {
+			opts = []string{"rbind", "ro"}
+		}
+		g.Mounts = append(g.Mounts, spec.Mount{Destination: m.Target, Type: "bind", Source: m.Source, Options: opts})
+	}
+	for _, t := range s.Tmpfs {
+		g.Mounts = append(g.Mounts, spec.Mount{Destination: t.Target, Type: "tmpfs", Source: "tmpfs", Options: strings.Split(t.Options, ",")})
+	}
+	res := &spec.LinuxResources{}
+	if s.MemoryBytes > 0 {
+		res.Memory = &spec.LinuxMemory{Limit: &s.MemoryBytes}
+	}
+	if s.NanoCPUs > 0 {
+		period := uint64(100000)
+		quota := s.NanoCPUs * int64(period) / 1e9
+		res.CPU = &spec.LinuxCPU{Period: &period, Quota: &quota}
+	}
+	if s.PidsLimit > 0 {
+		res.Pids = &spec.LinuxPids{Limit: s.PidsLimit}
+	}
+	g.ResourceLimits = res
+	for _, r := range s.Rlimits {
+		g.Rlimits = append(g.Rlimits, spec.POSIXRlimit{Type: strings.ToUpper(r.Type), Soft: r.Soft, Hard: r.Hard})
+	}
+	var id string
+	err := p.call(ctx, func(ctx context.Context) error {
+		r, err := containers.CreateWithSpec(ctx, g, nil)
+		if err != nil {
+			return err
+		}
+		id = r.ID
+		return nil
+	})
+	if err != nil {
+		if errors.Is(err, ErrNoSuchImage) {
+			return "", fmt.Errorf("%w %s (runs never pull: import or build it first): %w", ErrNoSuchImage, s.Image, ErrCreate)
+		}
+		if isTransport(err) {
+			return "", err
+		}
+		return "", fmt.Errorf("%w: %v", ErrCreate, err)
+	}
+	return id, nil
+}
+
+func (p *Podman) Start(ctx context.Context, id string) error {
+	return p.call(ctx, func(ctx context.Context) error { return containers.Start(ctx, id, nil) })
+}
+
+func (p *Podman) Wait(ctx context.Context, id string) (State, error) {
+	err := p.call(ctx, func(ctx context.Context) error {
+		_, err := containers.Wait(ctx, id, new(containers.WaitOptions).WithConditions([]string{"stopped", "exited"}))
+		return err
+	})
+	if err != nil {
+		return State{}, err
+	}
+	return p.Inspect(ctx, id)
+}
+
+func (p *Podman) Inspect(ctx context.Context, id string) (State, error) {
+	var st State
+	err := p.call(ctx, func(ctx context.Context) error {
+		d, err := containers.Inspect(ctx, id, new(containers.InspectOptions).WithSize(false))
+		if err != nil {
+			return err
+		}
+		s := d.State
+		st = State{Running: s.Running, ExitCode: int(s.ExitCode), OOMKilled: s.OOMKilled, Status: s.Status, Error: s.Error, StartedAt: s.StartedAt, FinishedAt: s.FinishedAt}
+		return nil
+	})
+	return st, err
+}
+
+func (p *Podman) Signal(ctx context.Context, id, signal string) error {
+	return p.call(ctx, func(ctx context.Context) error {
+		return containers.Kill(ctx, id, new(containers.KillOptions).WithSignal(signal))
+	})
+}
+
+func (p *Podman) Stop(ctx context.Context, id string, grace time.Duration) error {
+	return p.call(ctx, func(ctx context.Context) error {
+		return containers.Stop(ctx, id, new(containers.StopOptions).WithTimeout(uint(grace.Seconds())).WithIgnore(true))
+	})
+}
+
+func (p *Podman) Remove(ctx context.Context, id string) error {
+	err := p.call(ctx, func(ctx context.Context) error {
+		_, err := containers.Remove(ctx, id, new(containers.RemoveOptions).WithForce(true).WithVolumes(true).WithIgnore(true))
+		return err
+	})
+	if errors.Is(err, ErrNoSuchContainer) {
+		return nil
+	}
+	return err
+}
+
+func (p *Podman) List(ctx context.Context, labels map[string]string) ([]Container, error) {
+	var out []Container
+	err := p.call(ctx, func(ctx context.Context) error {
+		var filter []string
+		for k, v := range labels {
+			filter = append(filter, k+"="+v)
+		}
+		list, err := containers.List(ctx, new(containers.ListOptions).WithAll(true).WithFilters(map[string][]string{"label": filter}))
+		if err != nil {
+			return err
+		}
+		for _, c := range list {
+			name := ""
+			if len(c.Names) > 0 {
+				name = c.Names[0]
+			}
+			out = append(out, Container{ID: c.ID, Name: name, Labels: c.Labels, Running: c.State == "running", Created: c.Created})
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Attach speaks the libpod attach endpoint on a connection of its own. The bindings'
+// containers.Attach swaps the transport of the shared client while it dials (podman marks
+// it "one giant race condition"), which concurrent turns cannot afford, and inspects the
+// container first, which a turn does not need.
+func (p *Podman) Attach(ctx context.Context, id string) (*Attachment, error) {
+	path := "/v4.0.0/libpod/containers/" + url.PathEscape(id) + "/attach?stream=true&stdin=true&stdout=true&stderr=true"
+	return hijack(ctx, p.uri, path, p.forget)
+}
+
+// hijack sends an HTTP upgrade request on a fresh connection to the engine at uri and
+// returns the raw stream, multiplexed in Docker's 8-byte-header framing (both engines use it
+// for a container without a terminal).
+func hijack(ctx context.Context, uri, path string, onErr func(error)) (*Attachment, error) {
+	conn, err := dialEngine(ctx, uri)
+	if err != nil {
+		onErr(err)
+		return nil, err
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		conn.SetDeadline(dl)
+	}
+	req, _ := http.NewRequest(http.MethodPost, "http://d"+path, nil)
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", "tcp")
+	if err := req.Write(conn); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("attach %s: %w", path, err)
+	}
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, req)
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("attach %s: %w", path, err)
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols && resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		conn.Close()
+		err := fmt.Errorf("attach: engine answered %s: %s", resp.Status, strings.TrimSpace(string(body)))
+		if resp.StatusCode == http.StatusNotFound {
+			err = fmt.Errorf("%w: %v", ErrNoSuchContainer, err)
+		}
+		return nil, err
+	}
+	conn.SetDeadline(time.Time{})
+	return &Attachment{
+		Stdin: halfCloser{conn},
+		copyOut: func(stdout, stderr io.Writer) error {
+			_, err := stdcopy.StdCopy(stdout, stderr, br)
+			return err
+		},
+		closeFn: conn.Close,
+	}, nil
+}
+
+// halfCloser closes only the write side, so the container sees EOF on stdin while its
+// output keeps flowing.
+type halfCloser struct{ net.Conn }
+
+func (h halfCloser) Close() error {
+	if cw, ok := h.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
+func dialEngine(ctx context.Context, uri string) (net.Conn, error) {
+	u, err := url.Parse(uri)
+	if err != nil {
+		return nil, fmt.Errorf("engine URI %q: %w", uri, err)
+	}
+	var d net.Dialer
+	switch u.Scheme {
+	case "unix":
+		return d.DialContext(ctx, "unix", u.Path)
+	case "tcp":
+		return d.DialContext(ctx, "tcp", u.Host)
+	}
+	return nil, fmt.Errorf("engine URI %q: scheme %q is not supported (use unix:// or tcp://)", uri, u.Scheme)
+}
+
+func isTransport(err error) bool {
+	var ne net.Error
+	var ce bindings.ConnectError
+	return errors.As(err, &ne) || errors.As(err, &ce)
+}
+
+func envMap(env []string) map[string]string {
+	m := make(map[string]string, len(env))
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		m[k] = v
+	}
+	return m
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,610 @@
+package runtime
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/arizuko/arizukod/contract"
+	"github.com/arizuko/arizukod/groupfolder"
+)
+
+// Labels every container of arizukod carries, so that cleanup finds exactly its own.
+const (
+	LabelInstance = "io.arizuko.instance"
+	LabelFolder   = "io.arizuko.folder"
+	LabelRun      = "io.arizuko.run"
+	LabelRole     = "io.arizuko.role"
+)
+
+// Defaults of a turn, overridable per group.
+const (
+	DefaultTimeout   = 20 * time.Minute
+	DefaultMemory    = 1 << 30
+	DefaultNanoCPUs  = 2e9
+	DefaultPidsLimit = 512
+	DefaultStopGrace = 10 * time.Second
+	// softGap is how long before the hard deadline the agent is told to wrap up.
+	softGap       = 30 * time.Second
+	maxStderrKept = 64 << 10
+	logMaxBytes   = 16 << 20
+)
+
+// CloseSentinel is the file written into the group's IPC input directory at the soft deadline.
+const CloseSentinel = "_close"
+
+// Failure says why a turn did not produce a usable answer, so the caller can act on it.
+type Failure string
+
+// Failures a Result can carry; empty means the agent answered.
+const (
+	FailNone      Failure = ""
+	FailTimeout   Failure = "timeout"
+	FailOOM       Failure = "oom"
+	FailMisconfig Failure = "misconfig" // create failure, exit 125/126/127, missing image: terminal
+	FailNoOutput  Failure = "no-output"
+	FailBadOutput Failure = "bad-output"
+	FailKilled    Failure = "killed"
+	FailEngine    Failure = "engine"
+)
+
+// Config is what a Runner needs for every turn.
+type Config struct {
+	Engine   Engine
+	Info     Info
+	Layout   groupfolder.Layout
+	Instance string // the value of LabelInstance on every container
+	Image    string
+	Timeout  time.Duration
+	// StopGrace is how long a container gets between SIGTERM and SIGKILL.
+	StopGrace time.Duration
+	// SkillsDir is mounted read-only at /skills when set.
+	SkillsDir string
+	// WebDir is mounted read-only at /workspace/web when set.
+	WebDir  string
+	Rlimits []Rlimit
+	// Redact removes secret values from text before it is logged; nil logs text as is.
+	Redact func(string) string
+	Logger *slog.Logger
+}
+
+// Limits are the resources of one container.
+type Limits struct {
+	MemoryBytes int64
+	NanoCPUs    int64
+	PidsLimit   int64
+	Network     string
+}
+
+// Turn is one request to run the agent.
+type Turn struct {
+	RunID  string
+	Folder groupfolder.Folder
+	// TaskID names a scheduled task's container arizuko-<folder>-task-<id>.
+	TaskID string
+	Input  contract.Input
+	Limits Limits
+	// ExtraMounts are additional mounts, already validated against the allowlist.
+	ExtraMounts []Mount
+	// Timeout overrides Config.Timeout when positive.
+	Timeout time.Duration
+	// OnCreated, when set, learns the container's name and id before it starts.
+	OnCreated func(name, id string)
+	// OnStderr, when set, gets each line the container prints on stderr.
+	OnStderr func(line string)
+}
+
+// Result is how a turn ended.
+type Result struct {
+	RunID     string
+	Container string
+	Output    contract.Output
+	ExitCode  int
+	Failure   Failure
+	// Terminal marks failures that a retry will not fix.
+	Terminal    bool
+	Duration    time.Duration
+	StdoutBytes int64
+	Stderr      string // the last bytes of stderr, redacted
+	LogFile     string
+}
+
+// Runner runs turns. It is safe for concurrent use.
+type Runner struct {
+	cfg Config
+	log *slog.Logger
+}
+
+// NewRunner checks cfg and returns a Runner.
+func NewRunner(cfg Config) (*Runner, error) {
+	if cfg.Engine == nil {
+		return nil, errors.New("runner: no engine")
+	}
+	if cfg.Image == "" {
+		return nil, errors.New("runner: no image")
+	}
+	if cfg.Instance == "" {
+		return nil, errors.New("runner: no instance label")
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.StopGrace <= 0 {
+		cfg.StopGrace = DefaultStopGrace
+	}
+	if cfg.Rlimits == nil {
+		cfg.Rlimits = DefaultRlimits()
+	}
+	if cfg.Redact == nil {
+		cfg.Redact = func(s string) string { return s }
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Runner{cfg: cfg, log: log}, nil
+}
+
+// DefaultRlimits are explicit, so that a container never inherits limits the host refuses.
+func DefaultRlimits() []Rlimit {
+	return []Rlimit{{"nofile", 1024, 1024}, {"nproc", 4096, 4096}}
+}
+
+// ContainerName is arizuko-<folder>-<unix_ms>, or arizuko-<folder>-task-<id> for a task.
+func ContainerName(f groupfolder.Folder, taskID string, now time.Time) string {
+	if taskID != "" {
+		return "arizuko-" + f.ContainerSlug() + "-task-" + taskID
+	}
+	return "arizuko-" + f.ContainerSlug() + "-" + strconv.FormatInt(now.UnixMilli(), 10)
+}
+
+// QueryTimeout is what the agent gets as ARIZUKO_QUERY_TIMEOUT_MS: the run timeout less the
+// 30 s it needs to deliver a summary before the hard kill.
+func QueryTimeout(timeout time.Duration) time.Duration {
+	if timeout > 2*softGap {
+		return timeout - softGap
+	}
+	return timeout * 3 / 4
+}
+
+// Run runs one turn to its end. Cancelling ctx kills the container; the Result then says
+// FailKilled. The returned error is non-nil only when the turn could not be attempted at
+// all (bad input, directories that cannot be made); everything that happens to the
+// container is in the Result.
+func (r *Runner) Run(ctx context.Context, t Turn) (Result, error) {
+	start := time.Now()
+	name := ContainerName(t.Folder, t.TaskID, start)
+	res := Result{RunID: t.RunID, Container: name}
+	timeout := r.cfg.Timeout
+	if t.Timeout > 0 {
+		timeout = t.Timeout
+	}
+	dirs, err := r.cfg.Layout.Ensure(t.Folder, os.Getuid(), os.Getgid())
+	if err != nil {
+		return res, fmt.Errorf("prepare %s: %w", t.Folder, err)
+	}
+	if err := clearInput(dirs.IPCInput); err != nil {
+		return res, fmt.Errorf("prepare %s: %w", t.Folder, err)
+	}
+	t.Input.Folder = string(t.Folder)
+	stdin, err := contract.EncodeInput(t.Input)
+	if err != nil {
+		return res, err
+	}
+	mounts, err := r.Mounts(t.Folder, dirs, t.ExtraMounts)
+	if err != nil {
+		return res, err
+	}
+	spec := r.spec(t, name, dirs, mounts, timeout)
+	tr := &turnRun{r: r, t: t, res: &res, dirs: dirs, started: start}
+	tr.run(ctx, spec, stdin, timeout)
+	res.Duration = time.Since(start)
+	tr.writeLog()
+	return res, nil
+}
+
+// Mounts is the mount table of a turn of f, in the order the engine gets it: the seed's
+// table, then the additional mounts.
+func (r *Runner) Mounts(f groupfolder.Folder, d groupfolder.Dirs, extra []Mount) ([]Mount, error) {
+	m := []Mount{
+		{Source: d.Group, Target: "/workspace"},
+		{Source: d.Share, Target: "/workspace/share"},
+		{Source: d.Media, Target: "/workspace/media"},
+		{Source: d.Session, Target: "/root"},
+		{Source: d.IPC, Target: "/var/run/pub/arizuko"},
+	}
+	if r.cfg.SkillsDir != "" {
+		m = append(m, Mount{Source: r.cfg.SkillsDir, Target: "/skills", ReadOnly: true})
+	}
+	if r.cfg.WebDir != "" {
+		m = append(m, Mount{Source: r.cfg.WebDir, Target: "/workspace/web", ReadOnly: true})
+	}
+	if env, err := r.cfg.Layout.EnvFile(); err == nil {
+		if fi, err := os.Stat(env); err == nil && fi.Mode().IsRegular() {
+			m = append(m, Mount{Source: env, Target: "/workspace/env-dir/env", ReadOnly: true})
+		}
+	}
+	for _, e := range extra {
+		if !strings.HasPrefix(e.Target, "/workspace/extra/") {
+			return nil, fmt.Errorf("additional mount %s: target %q is not under /workspace/extra", e.Source, e.Target)
+		}
+		m = append(m, e)
+	}
+	for _, x := range m {
+		if _, err := os.Stat(x.Source); err != nil {
+			return nil, fmt.Errorf("mount %s -> %s: source unusable: %w", x.Source, x.Target, err)
+		}
+	}
+	return m, nil
+}
+
+func (r *Runner) spec(t Turn, name string, d groupfolder.Dirs, mounts []Mount, timeout time.Duration) Spec {
+	l := t.Limits
+	if l.MemoryBytes <= 0 {
+		l.MemoryBytes = DefaultMemory
+	}
+	if l.NanoCPUs <= 0 {
+		l.NanoCPUs = DefaultNanoCPUs
+	}
+	if l.PidsLimit <= 0 {
+		l.PidsLimit = DefaultPidsLimit
+	}
+	s := Spec{
+		Name:  name,
+		Image: r.cfg.Image,
+		Labels: map[string]string{
+			LabelInstance: r.cfg.Instance,
+			LabelFolder:   string(t.Folder),
+			LabelRun:      t.RunID,
+			LabelRole:     "agent",
+		},
+		Env: []string{
+			"HOME=/root",
+			"ARIZUKO_FOLDER=" + string(t.Folder),
+			"ARIZUKO_RUN_ID=" + t.RunID,
+			"ARIZUKO_QUERY_TIMEOUT_MS=" + strconv.FormatInt(QueryTimeout(timeout).Milliseconds(), 10),
+		},
+		Mounts:      mounts,
+		Tmpfs:       []Tmpfs{{Target: "/tmp", Options: "rw,nosuid,nodev,size=256m,mode=1777"}},
+		Network:     l.Network,
+		MemoryBytes: l.MemoryBytes,
+		NanoCPUs:    l.NanoCPUs,
+		PidsLimit:   l.PidsLimit,
+		Rlimits:     r.cfg.Rlimits,
+		WorkingDir:  "/workspace",
+		Stdin:       true,
+		LogMaxBytes: logMaxBytes,
+	}
+	if !r.cfg.Info.Rootless {
+		// A rootful engine would otherwise write the agent's files as root; rootless
+		// Podman already maps the container's root to the daemon's user.
+		s.User = fmt.Sprintf("%d:%d", os.Getuid(), os.Getgid())
+	}
+	return s
+}
+
+// clearInput removes what an earlier turn left in the IPC input directory: a stale _close
+// would end the new turn at once.
+func clearInput(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// turnRun is the state of one Run.
+type turnRun struct {
+	r       *Runner
+	t       Turn
+	res     *Result
+	dirs    groupfolder.Dirs
+	started time.Time
+	id      string
+	stderr  tailBuffer
+	events  []string
+}
+
+func (tr *turnRun) note(format string, args ...any) {
+	tr.events = append(tr.events, fmt.Sprintf("%s "+format, append([]any{time.Since(tr.started).Round(time.Millisecond)}, args...)...))
+}
+
+func (tr *turnRun) fail(f Failure, terminal bool, format string, args ...any) {
+	tr.res.Failure = f
+	tr.res.Terminal = terminal
+	tr.res.Output = contract.Output{Status: contract.StatusFatal, Error: fmt.Sprintf(format, args...)}
+	tr.note("failed (%s): %s", f, tr.res.Output.Error)
+}
+
+func (tr *turnRun) run(ctx context.Context, spec Spec, stdin []byte, timeout time.Duration) {
+	e := tr.r.cfg.Engine
+	// Teardown must happen even when ctx is cancelled.
+	bg := context.WithoutCancel(ctx)
+	id, err := e.Create(ctx, spec)
+	if err != nil {
+		if errors.Is(err, ErrCreate) {
+			tr.fail(FailMisconfig, true, "create %s: %v", spec.Name, err)
+		} else {
+			tr.fail(FailEngine, false, "create %s: %v", spec.Name, err)
+		}
+		return
+	}
+	tr.id = id
+	tr.note("created %s", id[:min(12, len(id))])
+	defer func() {
+		rctx, cancel := context.WithTimeout(bg, 30*time.Second)
+		defer cancel()
+		if err := e.Remove(rctx, id); err != nil {
+			tr.r.log.Error("remove container", "container", spec.Name, "err", err)
+			tr.note("remove failed: %v", err)
+		}
+	}()
+	if tr.t.OnCreated != nil {
+		tr.t.OnCreated(spec.Name, id)
+	}
+	att, err := e.Attach(ctx, id)
+	if err != nil {
+		tr.fail(FailEngine, false, "attach %s: %v", spec.Name, err)
+		return
+	}
+	defer att.Close()
+	capture := &contract.Capture{}
+	stderr := &lineSplitter{onLine: tr.t.OnStderr, tail: &tr.stderr, redact: tr.r.cfg.Redact}
+	copied := make(chan error, 1)
+	go func() { copied <- att.CopyOutput(capture, stderr) }()
+	if err := e.Start(ctx, id); err != nil {
+		if ctx.Err() != nil {
+			tr.fail(FailKilled, false, "killed before start")
+		} else {
+			tr.fail(FailMisconfig, true, "start %s: %v", spec.Name, err)
+		}
+		return
+	}
+	tr.note("started")
+	go func() {
+		_, err := att.Stdin.Write(stdin)
+		if err == nil {
+			err = att.Stdin.Close()
+		}
+		if err != nil {
+			tr.r.log.Debug("write stdin", "container", spec.Name, "err", err)
+		}
+	}()
+
+	waited := make(chan waitResult, 1)
+	go func() {
+		st, err := e.Wait(bg, id)
+		waited <- waitResult{st, err}
+	}()
+	soft := time.NewTimer(QueryTimeout(timeout))
+	hard := time.NewTimer(timeout)
+	defer soft.Stop()
+	defer hard.Stop()
+	var cause Failure
+	var w waitResult
+loop:
+	for {
+		select {
+		case w = <-waited:
+			break loop
+		case <-soft.C:
+			tr.note("soft deadline: wrote %s", CloseSentinel)
+			if err := os.WriteFile(filepath.Join(tr.dirs.IPCInput, CloseSentinel), nil, 0o644); err != nil {
+				tr.r.log.Warn("write close sentinel", "container", spec.Name, "err", err)
+			}
+		case <-hard.C:
+			cause = FailTimeout
+			tr.note("hard deadline after %s: stopping", timeout)
+			tr.stop(bg, id)
+			w = <-waited
+			break loop
+		case <-ctx.Done():
+			cause = FailKilled
+			tr.note("killed: %v", context.Cause(ctx))
+			tr.stop(bg, id)
+			w = <-waited
+			break loop
+		}
+	}
+	// The streams end when the container does; do not let a stuck stream hold the turn.
+	select {
+	case <-copied:
+	case <-time.After(5 * time.Second):
+		tr.note("output stream did not end 5s after exit")
+		att.Close()
+	}
+	tr.res.StdoutBytes = capture.Total()
+	tr.res.Stderr = tr.r.cfg.Redact(tr.stderr.String())
+	if w.err != nil {
+		tr.fail(FailEngine, false, "wait %s: %v", spec.Name, w.err)
+		return
+	}
+	tr.res.ExitCode = w.state.ExitCode
+	tr.note("exited %d (%s)", w.state.ExitCode, w.state.Status)
+	out, perr := capture.Result()
+	switch {
+	case cause == FailKilled:
+		tr.fail(FailKilled, false, "run killed on request")
+	case cause == FailTimeout && perr != nil:
+		tr.fail(FailTimeout, false, "no answer within the %s run timeout", timeout)
+	case w.state.OOMKilled:
+		tr.fail(FailOOM, false, "the agent ran out of memory (limit %d bytes) and was killed", spec.MemoryBytes)
+	case perr == nil:
+		tr.res.Output = out
+		if cause == FailTimeout {
+			tr.res.Failure = FailTimeout
+		}
+	case w.state.ExitCode == 125 || w.state.ExitCode == 126 || w.state.ExitCode == 127:
+		tr.fail(FailMisconfig, true, "the container exited %d (%s): the image or its entrypoint is wrong", w.state.ExitCode, exitMeaning(w.state.ExitCode))
+	case errors.Is(perr, contract.ErrNoOutput):
+		tr.fail(FailNoOutput, false, "exit %d: %v", w.state.ExitCode, perr)
+	default:
+		tr.fail(FailBadOutput, false, "exit %d: %v", w.state.ExitCode, perr)
+	}
+}
+
+type waitResult struct {
+	state State
+	err   error
+}
+
+// stop asks the container to stop with grace, then kills it; removal follows in Run.
+func (tr *turnRun) stop(ctx context.Context, id string) {
+	e := tr.r.cfg.Engine
+	sctx, cancel := context.WithTimeout(ctx, tr.r.cfg.StopGrace+15*time.Second)
+	defer cancel()
+	if err := e.Stop(sctx, id, tr.r.cfg.StopGrace); err != nil && !errors.Is(err, ErrNoSuchContainer) {
+		tr.note("stop failed: %v; killing", err)
+		if err := e.Signal(ctx, id, "SIGKILL"); err != nil {
+			tr.note("kill failed: %v", err)
+		}
+	}
+}
+
+func exitMeaning(code int) string {
+	switch code {
+	case 125:
+		return "the engine failed to run it"
+	case 126:
+		return "the entrypoint cannot be executed"
+	case 127:
+		return "the entrypoint was not found"
+	}
+	return ""
+}
+
+// writeLog writes groups/<folder>/logs/container-<unix_ms>.log: header, events, exit,
+// duration and the tail of stderr. Secrets are redacted.
+func (tr *turnRun) writeLog() {
+	f, err := tr.r.cfg.Layout.CreateLog(tr.t.Folder, fmt.Sprintf("container-%d.log", tr.started.UnixMilli()))
+	if err != nil {
+		tr.r.log.Warn("run log", "folder", tr.t.Folder, "err", err)
+		return
+	}
+	defer f.Close()
+	res := tr.res
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "run: %s\nfolder: %s\ncontainer: %s\nimage: %s\nengine: %s %s\nstarted: %s\nduration: %s\nexit: %d\nstatus: %s\nfailure: %s\n",
+		res.RunID, tr.t.Folder, res.Container, tr.r.cfg.Image, tr.r.cfg.Info.Name, tr.r.cfg.Info.Version,
+		tr.started.UTC().Format(time.RFC3339Nano), res.Duration.Round(time.Millisecond), res.ExitCode, res.Output.Status, res.Failure)
+	if res.Output.Error != "" {
+		fmt.Fprintf(&b, "error: %s\n", tr.r.cfg.Redact(res.Output.Error))
+	}
+	fmt.Fprintf(&b, "stdout: %d bytes\n\n-- events --\n%s\n\n-- stderr (last %d bytes) --\n%s\n", res.StdoutBytes, strings.Join(tr.events, "\n"), maxStderrKept, res.Stderr)
+	if _, err := f.Write(b.Bytes()); err != nil {
+		tr.r.log.Warn("run log", "folder", tr.t.Folder, "err", err)
+	}
+	res.LogFile = f.Name()
+}
+
+// Steer drops messages into a running turn's IPC input directory and sends SIGUSR1 so the
+// agent reads them.
+func (r *Runner) Steer(ctx context.Context, f groupfolder.Folder, containerID string, msgs []contract.Message) error {
+	dir, err := r.cfg.Layout.IPCInputDir(f)
+	if err != nil {
+		return err
+	}
+	now := time.Now().UnixNano()
+	for i, m := range msgs {
+		b, err := json.Marshal(m)
+		if err != nil {
+			return err
+		}
+		name := filepath.Join(dir, fmt.Sprintf("%d-%03d.json", now, i))
+		if err := writeFileAtomic(name, b); err != nil {
+			return fmt.Errorf("steer %s: %w", f, err)
+		}
+	}
+	return r.cfg.Engine.Signal(ctx, containerID, "SIGUSR1")
+}
+
+func writeFileAtomic(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// tailBuffer keeps the last maxStderrKept bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if over := len(t.buf) - maxStderrKept; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.buf)
+}
+
+// lineSplitter feeds stderr to the tail buffer and, line by line, to a callback.
+type lineSplitter struct {
+	onLine func(string)
+	tail   *tailBuffer
+	redact func(string) string
+	line   []byte
+}
+
+func (l *lineSplitter) Write(p []byte) (int, error) {
+	l.tail.Write(p)
+	if l.onLine == nil {
+		return len(p), nil
+	}
+	rest := p
+	for len(rest) > 0 {
+		i := bytes.IndexByte(rest, '\n')
+		if i < 0 {
+			if len(l.line) < 4096 {
+				l.line = append(l.line, rest[:min(len(rest), 4096-len(l.line))]...)
+			}
+			break
+		}
+		if len(l.line) < 4096 {
+			l.line = append(l.line, rest[:min(i, 4096-len(l.line))]...)
+		}
+		l.onLine(l.redact(string(l.line)))
+		l.line = l.line[:0]
+		rest = rest[i+1:]
+	}
+	return len(p), nil
+}
