@@ -213,15 +213,15 @@ func (r *Runner) Run(ctx context.Context, t Turn) (Result, error) {
 }
 
 // Mounts is the mount table of a turn of f, in the order the engine gets it: the seed's
-// table, then the additional mounts.
+// table, then the additional mounts. Parents come before the mounts nested in them.
 func (r *Runner) Mounts(f groupfolder.Folder, d groupfolder.Dirs, extra []Mount) ([]Mount, error) {
-	m := []Mount{
-		{Source: d.Group, Target: "/workspace"},
-		{Source: d.Share, Target: "/workspace/share"},
-		{Source: d.Media, Target: "/workspace/media"},
-		{Source: d.Session, Target: "/root"},
-		{Source: d.IPC, Target: "/var/run/pub/arizuko"},
+	// media/ and, for a world's own turns, share/ live inside the group directory already:
+	// mounting them again would only add a window for a symlink swap.
+	m := []Mount{{Source: d.Group, Target: "/workspace"}}
+	if f.Depth() > 0 {
+		m = append(m, Mount{Source: d.Share, Target: "/workspace/share"})
 	}
+	m = append(m, Mount{Source: d.Session, Target: "/root"}, Mount{Source: d.IPC, Target: "/var/run/pub/arizuko"})
 	if r.cfg.SkillsDir != "" {
 		m = append(m, Mount{Source: r.cfg.SkillsDir, Target: "/skills", ReadOnly: true})
 	}
@@ -607,4 +607,25 @@ func (l *lineSplitter) Write(p []byte) (int, error) {
 		rest = rest[i+1:]
 	}
 	return len(p), nil
+}
+
+// RemoveLeftovers removes every container of this instance, running or not: what a crash
+// left behind. Call it at start, before any turn runs. It returns the names removed.
+func (r *Runner) RemoveLeftovers(ctx context.Context) ([]string, error) {
+	list, err := r.cfg.Engine.List(ctx, map[string]string{LabelInstance: r.cfg.Instance})
+	if err != nil {
+		return nil, fmt.Errorf("list leftovers: %w", err)
+	}
+	var removed []string
+	for _, c := range list {
+		if c.Labels[LabelInstance] != r.cfg.Instance {
+			continue
+		}
+		if err := r.cfg.Engine.Remove(ctx, c.ID); err != nil {
+			return removed, fmt.Errorf("remove leftover %s: %w", c.Name, err)
+		}
+		r.log.Info("removed leftover container", "container", c.Name, "folder", c.Labels[LabelFolder], "run", c.Labels[LabelRun])
+		removed = append(removed, c.Name)
+	}
+	return removed, nil
 }

@@ -20,6 +20,7 @@ type command struct {
 
 var commands = map[string]command{
 	"run":     {"run one turn and print its result JSON", cmdRun},
+	"doctor":  {"check the engine, directories and journald, with the command that fixes each failure", cmdDoctor},
 	"image":   {"make agent images from static binaries", cmdImage},
 	"version": {"print the version", cmdVersion},
 }

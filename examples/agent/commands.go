@@ -22,11 +22,16 @@ var commands map[string]command
 
 func init() {
 	commands = map[string]command{
-		"reply":   func(_ contract.Input, arg string) contract.Output { return ok(arg) },
-		"noop":    func(contract.Input, string) contract.Output { return ok("") },
-		"error":   func(_ contract.Input, arg string) contract.Output { return contract.Output{Status: contract.StatusError, Error: arg} },
-		"fatal":   func(_ contract.Input, arg string) contract.Output { return contract.Output{Status: contract.StatusFatal, Error: arg} },
+		"reply": func(_ contract.Input, arg string) contract.Output { return ok(arg) },
+		"noop":  func(contract.Input, string) contract.Output { return ok("") },
+		"error": func(_ contract.Input, arg string) contract.Output {
+			return contract.Output{Status: contract.StatusError, Error: arg}
+		},
+		"fatal": func(_ contract.Input, arg string) contract.Output {
+			return contract.Output{Status: contract.StatusFatal, Error: arg}
+		},
 		"sleep":   sleep,
+		"hang":    hang,
 		"exit":    exit,
 		"silent":  func(contract.Input, string) contract.Output { return contract.Output{} },
 		"noise":   noise,
@@ -37,7 +42,10 @@ func init() {
 		"write":   write,
 		"steer":   steer,
 		"env":     env,
-		"stderr":  func(_ contract.Input, arg string) contract.Output { fmt.Fprintln(os.Stderr, arg); return ok("said on stderr") },
+		"stderr": func(_ contract.Input, arg string) contract.Output {
+			fmt.Fprintln(os.Stderr, arg)
+			return ok("said on stderr")
+		},
 	}
 }
 
@@ -72,6 +80,16 @@ func sleep(_ contract.Input, arg string) contract.Output {
 		time.Sleep(min(50*time.Millisecond, time.Until(deadline)))
 	}
 	return ok("slept " + d.String())
+}
+
+// hang sleeps and ignores the _close sentinel, as a stuck agent would.
+func hang(_ contract.Input, arg string) contract.Output {
+	d, err := time.ParseDuration(arg)
+	if err != nil {
+		return fail("hang: %v", err)
+	}
+	time.Sleep(d)
+	return ok("hung " + d.String())
 }
 
 func exit(_ contract.Input, arg string) contract.Output {

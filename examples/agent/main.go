@@ -10,6 +10,7 @@
 //	error TEXT        answer with status error
 //	fatal TEXT        answer with status fatal
 //	sleep DURATION    sleep, then answer; ends early when the _close sentinel appears
+//	hang DURATION     sleep, ignoring the _close sentinel
 //	exit CODE         exit with CODE, printing nothing
 //	silent            exit 0, printing nothing
 //	noise             print lines of noise before the answer

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# demo.sh: the quickstart's main job. Builds arizukod and the example agent, makes sure a
+# container engine answers (installing and starting Podman if none does), imports the agent
+# image locally (nothing is pulled), runs one real turn in a fresh hardened container and
+# prints its result.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# shellcheck source=hack/env.sh
+. hack/env.sh
+
+MESSAGE=${1:-reply Hello from a fresh, locked-down container!}
+DEMO_DIR=${ARIZUKO_DEMO_DIR:-/var/tmp/arizuko-demo}
+
+say() { printf 'demo: %s\n' "$*" >&2; }
+
+say "building bin/arizukod and bin/agent"
+go build -trimpath -o bin/arizukod ./cmd/arizukod
+go build -trimpath -ldflags='-s -w' -o bin/agent ./examples/agent
+
+engine_answers() { bin/arizukod doctor --check engine >/dev/null 2>&1; }
+
+if [[ -z ${ARIZUKO_ENGINE_SOCKET:-} ]] && ! engine_answers; then
+	[[ $(id -u) -eq 0 ]] || { say "no container engine answers; start one (systemctl --user start podman.socket) or run as root"; exit 1; }
+	if ! command -v podman >/dev/null 2>&1; then
+		say "installing podman"
+		if command -v apt-get >/dev/null 2>&1; then
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq podman runc >/dev/null
+		else
+			dnf install -y -q podman >/dev/null
+		fi
+	fi
+	if [[ -d /run/systemd/system ]] && [[ $(ps -p 1 -o comm=) == systemd ]]; then
+		say "starting podman.socket"
+		systemctl enable --now podman.socket
+		export ARIZUKO_ENGINE_SOCKET=unix:///run/podman/podman.sock
+	else
+		# No systemd to socket-activate podman: run its API service ourselves, with private
+		# storage. runc and explicit ulimits work where crun or the host's limits do not.
+		say "starting a private podman API service in $DEMO_DIR"
+		mkdir -p "$DEMO_DIR"
+		cat >"$DEMO_DIR/containers.conf" <<'CONF'
+[containers]
+default_ulimits = ["nofile=1024:1024", "nproc=4096:4096"]
+[engine]
+runtime = "runc"
+cgroup_manager = "cgroupfs"
+events_logger = "file"
+CONF
+		if [[ -f $DEMO_DIR/podman.pid ]] && kill -0 "$(cat "$DEMO_DIR/podman.pid")" 2>/dev/null; then
+			:
+		else
+			rm -f "$DEMO_DIR/podman.sock"
+			CONTAINERS_CONF=$DEMO_DIR/containers.conf setsid podman --root "$DEMO_DIR/root" --runroot "$DEMO_DIR/runroot" \
+				system service --time=0 "unix://$DEMO_DIR/podman.sock" >"$DEMO_DIR/podman.log" 2>&1 &
+			echo $! >"$DEMO_DIR/podman.pid"
+		fi
+		for _ in $(seq 100); do [[ -S $DEMO_DIR/podman.sock ]] && break; sleep 0.1; done
+		export ARIZUKO_ENGINE=podman ARIZUKO_ENGINE_SOCKET=unix://$DEMO_DIR/podman.sock
+	fi
+fi
+
+say "importing the example agent as localhost/arizuko-agent:latest"
+bin/arizukod image import-static --tag localhost/arizuko-agent:latest bin/agent >&2
+say "running one turn: $MESSAGE"
+bin/arizukod run --local --data-dir "$DEMO_DIR/data" --folder main --message "$MESSAGE" --skills-dir "$PWD/container/skills"

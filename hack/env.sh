@@ -1,0 +1,24 @@
+# shellcheck shell=bash
+# env.sh: the Go toolchain and build flags every script of the project uses (sourced).
+
+# The Podman bindings build only in their "remote" flavour, without the storage drivers
+# that need C headers; every go command of the project uses these tags.
+export GOFLAGS="-tags=remote,exclude_graphdriver_btrfs,exclude_graphdriver_devicemapper,containers_image_openpgp ${GOFLAGS:-}"
+export CGO_ENABLED=${CGO_ENABLED:-0}
+
+if ! command -v go >/dev/null 2>&1 && [[ -x /usr/local/go/bin/go ]]; then
+	export PATH=/usr/local/go/bin:$PATH
+fi
+if ! command -v go >/dev/null 2>&1; then
+	if command -v apt-get >/dev/null 2>&1; then
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq golang-go >/dev/null
+	elif command -v dnf >/dev/null 2>&1; then
+		dnf install -y -q golang >/dev/null
+	fi
+fi
+# A distro Go older than go.mod asks for fetches the right toolchain through the module proxy.
+export GOTOOLCHAIN=${GOTOOLCHAIN:-auto}
+command -v go >/dev/null 2>&1 || {
+	echo "arizukod: no Go toolchain found; install Go 1.21 or newer (it fetches the version go.mod needs)" >&2
+	exit 1
+}

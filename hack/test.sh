@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# test.sh: the whole test suite, on the real test host. Starts the test host (Podman 4.3,
+# Podman 5 in a Debian 13 chroot, Docker, rootless Podman, journald, a systemd manager) from
+# distro packages, runs gofmt, go vet, every test with engines required (a missing engine
+# fails, never skips), each fuzz target for a bounded time, then stops the test host.
+#
+#   hack/test.sh            everything
+#   hack/test.sh ./runtime  only these packages (the test host still starts)
+#   FUZZTIME=0 hack/test.sh no fuzzing
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# shellcheck source=hack/env.sh
+. hack/env.sh
+
+FUZZTIME=${FUZZTIME:-10s}
+PKGS=("${@:-./...}")
+T0=$SECONDS
+
+say() { printf '\ntest: %s\n' "$*" >&2; }
+
+say "gofmt and go vet"
+unformatted=$(gofmt -l $(git ls-files '*.go'))
+[[ -z $unformatted ]] || { echo "gofmt would change: $unformatted" >&2; exit 1; }
+go vet "${PKGS[@]}"
+
+say "starting the test host"
+bash hack/testhost/up.sh
+trap 'say "stopping the test host"; bash hack/testhost/down.sh' EXIT
+# shellcheck disable=SC1091
+. "${ARIZUKO_TESTHOST_DIR:-/var/tmp/arizuko-testhost}/env"
+export ARIZUKO_REQUIRE_ENGINES=1
+
+say "go test ${PKGS[*]}"
+go test -count=1 -timeout 45m "${PKGS[@]}"
+
+if [[ $FUZZTIME != 0 && ${PKGS[*]} == ./... ]]; then
+	say "fuzzing every target for $FUZZTIME"
+	while read -r file target; do
+		pkg=./$(dirname "$file")
+		echo "fuzz $pkg $target"
+		go test -run '^$' -fuzz "^${target}\$" -fuzztime "$FUZZTIME" "$pkg" >/tmp/arizuko-fuzz.log 2>&1 ||
+			{ cat /tmp/arizuko-fuzz.log; exit 1; }
+	done < <(git grep -o -E '^func Fuzz[A-Za-z0-9_]+' -- '*_test.go' | sed -E 's/:func / /')
+fi
+say "all tests passed in $((SECONDS - T0)) s"

@@ -1,0 +1,165 @@
+// Package enginetest gives tests the real container engines of the test host that
+// hack/testhost/up.sh starts, and the example agent image inside each of them. It owns no
+// engine: it only reads the addresses up.sh exported.
+//
+// When ARIZUKO_REQUIRE_ENGINES=1 (make test and CI set it), an engine that is missing or does
+// not answer fails the test; otherwise the test is skipped with the reason, so that a plain
+// `go test ./...` on a laptop without the test host still runs the unit tests.
+package enginetest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/arizuko/arizukod/runtime"
+)
+
+// AgentImage is the image reference the example agent is imported as.
+const AgentImage = "localhost/arizuko-agent:test"
+
+// Engine is one engine of the test host.
+type Engine struct {
+	Name string // podman4, podman5, docker, podman-rootless
+	Kind string // podman or docker
+	URI  string
+	// User is the unprivileged user a rootless engine belongs to; a daemon using it must
+	// run as that user.
+	User string
+}
+
+var all = []struct{ name, kind, env string }{
+	{"podman4", "podman", "ARIZUKO_TEST_PODMAN4"},
+	{"podman5", "podman", "ARIZUKO_TEST_PODMAN5"},
+	{"docker", "docker", "ARIZUKO_TEST_DOCKER"},
+	{"podman-rootless", "podman", "ARIZUKO_TEST_PODMAN_ROOTLESS"},
+}
+
+// Required reports whether a missing engine must fail the test.
+func Required() bool { return os.Getenv("ARIZUKO_REQUIRE_ENGINES") == "1" }
+
+// Missing fails the test when engines are required and skips it otherwise.
+func Missing(t testing.TB, format string, args ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	if Required() {
+		t.Fatalf("%s (ARIZUKO_REQUIRE_ENGINES=1: run hack/testhost/up.sh and source its env file)", msg)
+	}
+	t.Skipf("%s; run `make test` for the real test host", msg)
+}
+
+// Rootful returns the engines a root test process can drive in-process.
+func Rootful(t testing.TB) []Engine {
+	var out []Engine
+	for _, e := range all[:3] {
+		out = append(out, get(t, e.name, e.kind, e.env))
+	}
+	return out
+}
+
+// Rootless returns the rootless Podman engine and its user.
+func Rootless(t testing.TB) Engine {
+	e := get(t, "podman-rootless", "podman", "ARIZUKO_TEST_PODMAN_ROOTLESS")
+	e.User = os.Getenv("ARIZUKO_TEST_ROOTLESS_USER")
+	if e.User == "" {
+		Missing(t, "ARIZUKO_TEST_ROOTLESS_USER is not set")
+	}
+	return e
+}
+
+func get(t testing.TB, name, kind, env string) Engine {
+	t.Helper()
+	uri := os.Getenv(env)
+	if uri == "" {
+		Missing(t, "engine %s: %s is not set", name, env)
+	}
+	return Engine{Name: name, Kind: kind, URI: uri}
+}
+
+// Open connects to e and checks that it answers.
+func (e Engine) Open(t testing.TB) (runtime.Engine, runtime.Info) {
+	t.Helper()
+	eng, err := runtime.Open(e.Kind, e.URI)
+	if err != nil {
+		t.Fatalf("open %s: %v", e.Name, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	info, err := eng.Info(ctx)
+	if err != nil {
+		Missing(t, "engine %s at %s does not answer: %v", e.Name, e.URI, err)
+	}
+	return eng, info
+}
+
+var (
+	buildOnce sync.Once
+	agentBin  string
+	buildErr  error
+	imported  sync.Map // engine URI -> *sync.Once-guarded error
+)
+
+type importResult struct {
+	once sync.Once
+	err  error
+}
+
+// AgentBinary builds the example agent, statically, once per test process.
+func AgentBinary(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "arizuko-agent-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		if err := os.Chmod(dir, 0o755); err != nil {
+			buildErr = err
+			return
+		}
+		agentBin = filepath.Join(dir, "agent")
+		cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", agentBin, "github.com/arizuko/arizukod/examples/agent")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("build example agent: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return agentBin
+}
+
+// EnsureAgentImage imports the example agent into eng as AgentImage, once per process.
+func EnsureAgentImage(t testing.TB, e Engine, eng runtime.Engine) string {
+	t.Helper()
+	bin := AgentBinary(t)
+	v, _ := imported.LoadOrStore(e.URI, &importResult{})
+	r := v.(*importResult)
+	r.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		r.err = runtime.ImportStatic(ctx, eng, AgentImage, bin)
+	})
+	if r.err != nil {
+		t.Fatalf("import agent image into %s: %v", e.Name, r.err)
+	}
+	return AgentImage
+}
+
+// DataDir returns a fresh data directory that the engine can bind-mount: under /tmp, which
+// the test host shares with the Podman 5 chroot at the same path.
+func DataDir(t testing.TB) string {
+	t.Helper()
+	d, err := os.MkdirTemp("/tmp", "arizuko-data-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
+}
