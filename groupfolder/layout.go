@@ -1,0 +1,166 @@
+package groupfolder
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+)
+
+// ErrOutsideDataDir is wrapped when a path is not inside the data directory.
+var ErrOutsideDataDir = errors.New("path outside the data directory")
+
+// ErrBadDataDir is wrapped when Layout.DataDir is not an absolute, clean path.
+var ErrBadDataDir = errors.New("invalid data directory")
+
+// Layout maps folders to directories under DataDir (absolute and clean; use
+// NewLayout to get one checked). DataDir itself may be a symlink chosen by the
+// operator; nothing below it may be.
+type Layout struct {
+	DataDir string
+}
+
+// NewLayout checks dataDir (absolute, clean, not "/", no NUL) and returns a Layout.
+func NewLayout(dataDir string) (Layout, error) {
+	l := Layout{DataDir: dataDir}
+	return l, l.check()
+}
+
+func (l Layout) check() error {
+	d := l.DataDir
+	switch {
+	case d == "":
+		return fmt.Errorf("%w: empty", ErrBadDataDir)
+	case strings.IndexByte(d, 0) >= 0:
+		return fmt.Errorf("%w %q: contains a NUL byte", ErrBadDataDir, d)
+	case !filepath.IsAbs(d):
+		return fmt.Errorf("%w %q: not an absolute path", ErrBadDataDir, d)
+	case filepath.Clean(d) != d:
+		return fmt.Errorf("%w %q: not clean, want %q", ErrBadDataDir, d, filepath.Clean(d))
+	case d == "/":
+		return fmt.Errorf("%w %q: the filesystem root cannot be the data directory", ErrBadDataDir, d)
+	}
+	return nil
+}
+
+// Within returns nil when path is DataDir itself or lexically inside it
+// (whole components: /data2 is not inside /data). path must be absolute and
+// clean; ".." components and NUL bytes are refused rather than interpreted.
+func (l Layout) Within(path string) error {
+	if err := l.check(); err != nil {
+		return err
+	}
+	switch {
+	case strings.IndexByte(path, 0) >= 0:
+		return fmt.Errorf("%w: %q contains a NUL byte", ErrOutsideDataDir, path)
+	case !filepath.IsAbs(path) || filepath.Clean(path) != path:
+		return fmt.Errorf("%w: %q is not an absolute clean path", ErrOutsideDataDir, path)
+	case path == l.DataDir:
+		return nil
+	case !strings.HasPrefix(path, l.DataDir+"/"):
+		return fmt.Errorf("%w: %q is not under %q", ErrOutsideDataDir, path, l.DataDir)
+	}
+	return nil
+}
+
+// build joins parts under DataDir and proves the result stays inside it.
+func (l Layout) build(parts ...string) (string, error) {
+	p := filepath.Join(append([]string{l.DataDir}, parts...)...)
+	if err := l.Within(p); err != nil {
+		return "", err
+	}
+	return p, nil
+}
+
+func (l Layout) buildFor(f Folder, parts ...string) (string, error) {
+	if err := f.Validate(); err != nil {
+		return "", err
+	}
+	return l.build(parts...)
+}
+
+// GroupDir is DataDir/groups/<folder>: the group's working directory (/workspace).
+func (l Layout) GroupDir(f Folder) (string, error) {
+	return l.buildFor(f, "groups", string(f))
+}
+
+// ShareDir is DataDir/groups/<world>/share: state shared by every group of the world.
+func (l Layout) ShareDir(f Folder) (string, error) {
+	return l.buildFor(f, "groups", string(f.World()), "share")
+}
+
+// SessionDir is DataDir/sessions/<folder>: the agent's session state (/root).
+func (l Layout) SessionDir(f Folder) (string, error) {
+	return l.buildFor(f, "sessions", string(f))
+}
+
+// IPCDir is DataDir/ipc/<folder>: the group's MCP sockets.
+func (l Layout) IPCDir(f Folder) (string, error) {
+	return l.buildFor(f, "ipc", string(f))
+}
+
+// IPCInputDir is IPCDir/input.
+func (l Layout) IPCInputDir(f Folder) (string, error) {
+	return l.buildFor(f, "ipc", string(f), "input")
+}
+
+// SidecarSocketDir is IPCDir/sidecars.
+func (l Layout) SidecarSocketDir(f Folder) (string, error) {
+	return l.buildFor(f, "ipc", string(f), "sidecars")
+}
+
+// MediaDir is GroupDir/media.
+func (l Layout) MediaDir(f Folder) (string, error) {
+	return l.buildFor(f, "groups", string(f), "media")
+}
+
+// LogsDir is GroupDir/logs.
+func (l Layout) LogsDir(f Folder) (string, error) {
+	return l.buildFor(f, "groups", string(f), "logs")
+}
+
+// EnvDir is DataDir/env, holding the filtered env file.
+func (l Layout) EnvDir() (string, error) { return l.build("env") }
+
+// EnvFile is DataDir/env/env, mounted read-only at /workspace/env-dir/env.
+func (l Layout) EnvFile() (string, error) { return l.build("env", "env") }
+
+// StorePath is DataDir/arizukod.db.
+func (l Layout) StorePath() (string, error) { return l.build("arizukod.db") }
+
+// Dirs are the absolute directories of one folder.
+type Dirs struct {
+	Group          string // DataDir/groups/<folder>
+	Share          string // DataDir/groups/<world>/share
+	Session        string // DataDir/sessions/<folder>
+	IPC            string // DataDir/ipc/<folder>
+	IPCInput       string // DataDir/ipc/<folder>/input
+	SidecarSockets string // DataDir/ipc/<folder>/sidecars
+	Media          string // DataDir/groups/<folder>/media
+	Logs           string // DataDir/groups/<folder>/logs
+}
+
+// Paths returns all of f's directories without touching the filesystem.
+func (l Layout) Paths(f Folder) (Dirs, error) {
+	var d Dirs
+	for _, e := range []struct {
+		dst *string
+		fn  func(Folder) (string, error)
+	}{
+		{&d.Group, l.GroupDir},
+		{&d.Share, l.ShareDir},
+		{&d.Session, l.SessionDir},
+		{&d.IPC, l.IPCDir},
+		{&d.IPCInput, l.IPCInputDir},
+		{&d.SidecarSockets, l.SidecarSocketDir},
+		{&d.Media, l.MediaDir},
+		{&d.Logs, l.LogsDir},
+	} {
+		p, err := e.fn(f)
+		if err != nil {
+			return Dirs{}, err
+		}
+		*e.dst = p
+	}
+	return d, nil
+}
