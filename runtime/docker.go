@@ -160,6 +160,16 @@ type closeWriter struct {
 
 func (c closeWriter) Close() error { return c.closeWrite() }
 
+func (d *Docker) Logs(ctx context.Context, id string, stdout, stderr io.Writer) error {
+	rc, err := d.cli.ContainerLogs(ctx, id, container.LogsOptions{ShowStdout: true, ShowStderr: true})
+	if err != nil {
+		return dockerErr(err)
+	}
+	defer rc.Close()
+	_, err = stdcopy.StdCopy(stdout, stderr, rc)
+	return err
+}
+
 func (d *Docker) Start(ctx context.Context, id string) error {
 	return dockerErr(d.cli.ContainerStart(ctx, id, container.StartOptions{}))
 }

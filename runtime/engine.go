@@ -33,6 +33,8 @@ type Engine interface {
 	Remove(ctx context.Context, id string) error
 	// List returns the containers, running or not, that carry every one of labels.
 	List(ctx context.Context, labels map[string]string) ([]Container, error)
+	// Logs copies what the container printed so far, as the engine's log kept it.
+	Logs(ctx context.Context, id string, stdout, stderr io.Writer) error
 }
 
 // Info describes an engine.

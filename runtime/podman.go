@@ -271,6 +271,26 @@ func (p *Podman) List(ctx context.Context, labels map[string]string) ([]Containe
 	return out, err
 }
 
+func (p *Podman) Logs(ctx context.Context, id string, stdout, stderr io.Writer) error {
+	return p.call(ctx, func(ctx context.Context) error {
+		outc, errc := make(chan string), make(chan string)
+		done := make(chan error, 1)
+		go func() {
+			done <- containers.Logs(ctx, id, new(containers.LogOptions).WithStdout(true).WithStderr(true), outc, errc)
+		}()
+		for {
+			select {
+			case line := <-outc:
+				io.WriteString(stdout, line)
+			case line := <-errc:
+				io.WriteString(stderr, line)
+			case err := <-done:
+				return err
+			}
+		}
+	})
+}
+
 // Attach speaks the libpod attach endpoint on a connection of its own. The bindings'
 // containers.Attach swaps the transport of the shared client while it dials (podman marks
 // it "one giant race condition"), which concurrent turns cannot afford, and inspects the

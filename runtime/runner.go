@@ -55,6 +55,10 @@ const (
 	FailBadOutput Failure = "bad-output"
 	FailKilled    Failure = "killed"
 	FailEngine    Failure = "engine"
+	// FailLost: the container of an adopted run was gone, and its result with it.
+	FailLost Failure = "lost"
+	// FailDetached: the run was left running on purpose; it is not over.
+	FailDetached Failure = "detached"
 )
 
 // Config is what a Runner needs for every turn.
@@ -101,6 +105,9 @@ type Turn struct {
 	OnCreated func(name, id string)
 	// OnStderr, when set, gets each line the container prints on stderr.
 	OnStderr func(line string)
+	// Detach, when closed, makes Run return at once and leave the container running, for
+	// a daemon that stops gracefully; Adopt collects the result later.
+	Detach <-chan struct{}
 }
 
 // Result is how a turn ended.
@@ -208,7 +215,9 @@ func (r *Runner) Run(ctx context.Context, t Turn) (Result, error) {
 	tr := &turnRun{r: r, t: t, res: &res, dirs: dirs, started: start}
 	tr.run(ctx, spec, stdin, timeout)
 	res.Duration = time.Since(start)
-	tr.writeLog()
+	if res.Failure != FailDetached {
+		tr.writeLog()
+	}
 	return res, nil
 }
 
@@ -332,8 +341,6 @@ func (tr *turnRun) fail(f Failure, terminal bool, format string, args ...any) {
 
 func (tr *turnRun) run(ctx context.Context, spec Spec, stdin []byte, timeout time.Duration) {
 	e := tr.r.cfg.Engine
-	// Teardown must happen even when ctx is cancelled.
-	bg := context.WithoutCancel(ctx)
 	id, err := e.Create(ctx, spec)
 	if err != nil {
 		if errors.Is(err, ErrCreate) {
@@ -345,14 +352,7 @@ func (tr *turnRun) run(ctx context.Context, spec Spec, stdin []byte, timeout tim
 	}
 	tr.id = id
 	tr.note("created %s", id[:min(12, len(id))])
-	defer func() {
-		rctx, cancel := context.WithTimeout(bg, 30*time.Second)
-		defer cancel()
-		if err := e.Remove(rctx, id); err != nil {
-			tr.r.log.Error("remove container", "container", spec.Name, "err", err)
-			tr.note("remove failed: %v", err)
-		}
-	}()
+	defer tr.remove(ctx)
 	if tr.t.OnCreated != nil {
 		tr.t.OnCreated(spec.Name, id)
 	}
@@ -363,7 +363,7 @@ func (tr *turnRun) run(ctx context.Context, spec Spec, stdin []byte, timeout tim
 	}
 	defer att.Close()
 	capture := &contract.Capture{}
-	stderr := &lineSplitter{onLine: tr.t.OnStderr, tail: &tr.stderr, redact: tr.r.cfg.Redact}
+	stderr := tr.stderrWriter()
 	copied := make(chan error, 1)
 	go func() { copied <- att.CopyOutput(capture, stderr) }()
 	if err := e.Start(ctx, id); err != nil {
@@ -384,41 +384,9 @@ func (tr *turnRun) run(ctx context.Context, spec Spec, stdin []byte, timeout tim
 			tr.r.log.Debug("write stdin", "container", spec.Name, "err", err)
 		}
 	}()
-
-	waited := make(chan waitResult, 1)
-	go func() {
-		st, err := e.Wait(bg, id)
-		waited <- waitResult{st, err}
-	}()
-	soft := time.NewTimer(QueryTimeout(timeout))
-	hard := time.NewTimer(timeout)
-	defer soft.Stop()
-	defer hard.Stop()
-	var cause Failure
-	var w waitResult
-loop:
-	for {
-		select {
-		case w = <-waited:
-			break loop
-		case <-soft.C:
-			tr.note("soft deadline: wrote %s", CloseSentinel)
-			if err := os.WriteFile(filepath.Join(tr.dirs.IPCInput, CloseSentinel), nil, 0o644); err != nil {
-				tr.r.log.Warn("write close sentinel", "container", spec.Name, "err", err)
-			}
-		case <-hard.C:
-			cause = FailTimeout
-			tr.note("hard deadline after %s: stopping", timeout)
-			tr.stop(bg, id)
-			w = <-waited
-			break loop
-		case <-ctx.Done():
-			cause = FailKilled
-			tr.note("killed: %v", context.Cause(ctx))
-			tr.stop(bg, id)
-			w = <-waited
-			break loop
-		}
+	cause, w := tr.supervise(ctx, timeout, tr.started)
+	if cause == FailDetached {
+		return
 	}
 	// The streams end when the container does; do not let a stuck stream hold the turn.
 	select {
@@ -427,10 +395,73 @@ loop:
 		tr.note("output stream did not end 5s after exit")
 		att.Close()
 	}
+	tr.classify(cause, w, capture, spec.MemoryBytes, timeout)
+}
+
+func (tr *turnRun) stderrWriter() *lineSplitter {
+	return &lineSplitter{onLine: tr.t.OnStderr, tail: &tr.stderr, redact: tr.r.cfg.Redact}
+}
+
+// remove removes the container unless the run was detached; it runs even when ctx is
+// cancelled.
+func (tr *turnRun) remove(ctx context.Context) {
+	if tr.res.Failure == FailDetached {
+		return
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := tr.r.cfg.Engine.Remove(rctx, tr.id); err != nil {
+		tr.r.log.Error("remove container", "container", tr.res.Container, "err", err)
+		tr.note("remove failed: %v", err)
+	}
+}
+
+// supervise waits for the container to exit, writing the _close sentinel at the soft
+// deadline and stopping it at the hard one, both counted from started. It returns why the
+// runner ended the container, if it did, and the final state.
+func (tr *turnRun) supervise(ctx context.Context, timeout time.Duration, started time.Time) (Failure, waitResult) {
+	e := tr.r.cfg.Engine
+	bg := context.WithoutCancel(ctx)
+	waited := make(chan waitResult, 1)
+	go func() {
+		st, err := e.Wait(bg, tr.id)
+		waited <- waitResult{st, err}
+	}()
+	soft := time.NewTimer(max(0, time.Until(started.Add(QueryTimeout(timeout)))))
+	hard := time.NewTimer(max(0, time.Until(started.Add(timeout))))
+	defer soft.Stop()
+	defer hard.Stop()
+	for {
+		select {
+		case w := <-waited:
+			return FailNone, w
+		case <-soft.C:
+			tr.note("soft deadline: wrote %s", CloseSentinel)
+			if err := os.WriteFile(filepath.Join(tr.dirs.IPCInput, CloseSentinel), nil, 0o644); err != nil {
+				tr.r.log.Warn("write close sentinel", "container", tr.res.Container, "err", err)
+			}
+		case <-hard.C:
+			tr.note("hard deadline after %s: stopping", timeout)
+			tr.stop(bg, tr.id)
+			return FailTimeout, <-waited
+		case <-ctx.Done():
+			tr.note("killed: %v", context.Cause(ctx))
+			tr.stop(bg, tr.id)
+			return FailKilled, <-waited
+		case <-tr.t.Detach:
+			tr.note("detached: the container keeps running")
+			tr.res.Failure = FailDetached
+			return FailDetached, waitResult{}
+		}
+	}
+}
+
+// classify turns how the container ended and what it printed into the Result.
+func (tr *turnRun) classify(cause Failure, w waitResult, capture *contract.Capture, memory int64, timeout time.Duration) {
 	tr.res.StdoutBytes = capture.Total()
 	tr.res.Stderr = tr.r.cfg.Redact(tr.stderr.String())
 	if w.err != nil {
-		tr.fail(FailEngine, false, "wait %s: %v", spec.Name, w.err)
+		tr.fail(FailEngine, false, "wait %s: %v", tr.res.Container, w.err)
 		return
 	}
 	tr.res.ExitCode = w.state.ExitCode
@@ -442,7 +473,7 @@ loop:
 	case cause == FailTimeout && perr != nil:
 		tr.fail(FailTimeout, false, "no answer within the %s run timeout", timeout)
 	case w.state.OOMKilled:
-		tr.fail(FailOOM, false, "the agent ran out of memory (limit %d bytes) and was killed", spec.MemoryBytes)
+		tr.fail(FailOOM, false, "the agent ran out of memory (limit %d bytes) and was killed", memory)
 	case perr == nil:
 		tr.res.Output = out
 		if cause == FailTimeout {
@@ -455,6 +486,45 @@ loop:
 	default:
 		tr.fail(FailBadOutput, false, "exit %d: %v", w.state.ExitCode, perr)
 	}
+}
+
+// Adopt takes over a run whose container a previous daemon left running (or exited): it
+// supervises it to the end of its timeout, counted from startedAt, collects its output from
+// the engine's log, removes it and returns the Result as Run would have.
+func (r *Runner) Adopt(ctx context.Context, t Turn, container string, startedAt time.Time) (Result, error) {
+	res := Result{RunID: t.RunID, Container: container}
+	timeout := r.cfg.Timeout
+	if t.Timeout > 0 {
+		timeout = t.Timeout
+	}
+	dirs, err := r.cfg.Layout.Paths(t.Folder)
+	if err != nil {
+		return res, err
+	}
+	tr := &turnRun{r: r, t: t, res: &res, dirs: dirs, started: startedAt, id: container}
+	if _, err := r.cfg.Engine.Inspect(ctx, container); err != nil {
+		if errors.Is(err, ErrNoSuchContainer) {
+			tr.fail(FailLost, false, "container %s vanished while the daemon was away", container)
+			res.Duration = time.Since(startedAt)
+			tr.writeLog()
+			return res, nil
+		}
+		return res, err
+	}
+	tr.note("adopted after a daemon restart")
+	defer tr.remove(ctx)
+	cause, w := tr.supervise(ctx, timeout, startedAt)
+	if cause == FailDetached {
+		return res, nil
+	}
+	capture := &contract.Capture{}
+	if err := r.cfg.Engine.Logs(ctx, container, capture, tr.stderrWriter()); err != nil {
+		tr.note("read logs: %v", err)
+	}
+	tr.classify(cause, w, capture, 0, timeout)
+	res.Duration = time.Since(startedAt)
+	tr.writeLog()
+	return res, nil
 }
 
 type waitResult struct {

@@ -23,6 +23,7 @@ var commands = map[string]command{
 	"doctor":  {"check the engine, directories and journald, with the command that fixes each failure", cmdDoctor},
 	"image":   {"make agent images from static binaries", cmdImage},
 	"version": {"print the version", cmdVersion},
+	"prompt":  {"print the system prompt a turn of a group would get", cmdPrompt},
 }
 
 // version is set at build time with -ldflags "-X main.version=...".

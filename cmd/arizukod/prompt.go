@@ -1,0 +1,81 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/arizuko/arizukod/groupfolder"
+	"github.com/arizuko/arizukod/memory"
+)
+
+// cmdPrompt prints exactly the memory system prompt a turn of a group would
+// get (memory/README.md describes it); nothing else goes to stdout.
+func cmdPrompt(ctx context.Context, args []string) error {
+	return runPrompt(ctx, args, os.Stdout, os.Stderr)
+}
+
+func runPrompt(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("prompt", "--folder F [--sender JID] [--now YYYY-MM-DD] [--tz ZONE] [--data-dir D]")
+	fs.SetOutput(stderr)
+	var (
+		folder  = fs.String("folder", "", "group folder, e.g. main or main/research (required)")
+		sender  = fs.String("sender", "", "sender JID of the message: selects the user layer")
+		now     = fs.String("now", "", "the turn's date, YYYY-MM-DD (default: today)")
+		tz      = fs.String("tz", "", "time zone that decides which day it is, e.g. Europe/Berlin (default: the local zone, $TZ)")
+		dataDir = fs.String("data-dir", defaultDataDir(), "data directory ($DATA_DIR)")
+		verbose = fs.Bool("verbose", false, "log every skipped file to stderr")
+	)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	f, err := groupfolder.Parse(*folder)
+	if err != nil {
+		return fmt.Errorf("--folder: %w", err)
+	}
+	loc := time.Local
+	if *tz != "" {
+		if loc, err = time.LoadLocation(*tz); err != nil {
+			return fmt.Errorf("--tz: %w", err)
+		}
+	}
+	at := time.Now().In(loc)
+	if *now != "" {
+		d, err := time.ParseInLocation("2006-01-02", *now, loc)
+		if err != nil {
+			return fmt.Errorf("--now %q: want a date as YYYY-MM-DD", *now)
+		}
+		at = time.Date(d.Year(), d.Month(), d.Day(), 12, 0, 0, 0, loc)
+	}
+	abs, err := filepath.Abs(*dataDir)
+	if err != nil {
+		return fmt.Errorf("--data-dir: %w", err)
+	}
+	layout, err := groupfolder.NewLayout(abs)
+	if err != nil {
+		return fmt.Errorf("--data-dir: %w", err)
+	}
+	groupDir, err := layout.GroupDir(f)
+	if err != nil {
+		return err
+	}
+	level := slog.LevelWarn
+	if *verbose {
+		level = slog.LevelDebug
+	}
+	p, err := memory.Assemble(ctx, groupDir, memory.Options{
+		Now:      at,
+		Location: loc,
+		Sender:   *sender,
+		Logger:   slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})),
+	})
+	if err != nil {
+		return err
+	}
+	_, err = io.WriteString(stdout, p)
+	return err
+}

@@ -1,0 +1,85 @@
+// Package session seeds a group's agent session directory before every turn.
+// The session directory is data/sessions/<folder>/ on the host and /root in
+// the container; Claude Code keeps its state there. Seed writes three things
+// and must not touch anything else in that directory (transcripts, caches,
+// the agent's own files) nor anything outside it: every path is resolved
+// through an os.Root, so a symlink planted by an agent cannot redirect a read or
+// a write, and files are opened non-blocking and must be regular files.
+//
+// # .claude/settings.json
+//
+// Merged, never replaced. arizukod owns exactly:
+//
+//   - env.<K> for every K in Options.Env (our value replaces the file's), plus
+//     env.ARIZUKO_MANAGED_ENV, the comma-separated list of the keys it set. On
+//     the next write the keys in that list are removed before the current ones
+//     are set, so a variable dropped from the configuration (a revoked token,
+//     say) disappears from the file. Every other env key survives.
+//   - mcpServers.arizuko: {"command":"socat","args":["STDIO","UNIX-CONNECT:/var/run/pub/arizuko/router.sock"]}.
+//   - mcpServers.<name> for every sidecar of the turn, the same socat form with
+//     UNIX-CONNECT:/var/run/pub/arizuko/sidecars/<name>.sock.
+//   - any other mcpServers entry whose command is socat and whose arguments
+//     connect to a socket under /var/run/pub/arizuko/: only arizukod serves
+//     sockets there, so such an entry is a bridge it wrote for a sidecar that is
+//     gone, and it is removed.
+//
+// Every other key, top-level or nested, is kept with its value as written
+// (numbers are not rounded, strings not re-escaped). The file is rewritten
+// only when its content changes, as two-space-indented JSON with keys in
+// sorted order, atomically (temporary file in the same directory, fsync,
+// rename, fsync of the directory). A new file gets mode 0600 (it may hold
+// secrets); an existing file keeps its mode. A settings.json that is not a
+// JSON object, or whose env or mcpServers is not an object, cannot be merged
+// without losing what the operator wrote (permission rules, for one): Seed then
+// fails with ErrCorruptSettings naming the file and leaves it untouched, and
+// the turn does not run until someone repairs it.
+//
+// # .claude.json
+//
+// Created only when missing (an existing one, even unreadable, is Claude
+// Code's and is left alone), atomically and without ever exposing a partial
+// file: hasCompletedOnboarding true (no first-run wizard), the trust dialog of
+// /workspace accepted, and userID, the hex SHA-256 of "arizuko:" + folder, so a
+// group keeps one identity across turns and re-seeding.
+//
+// # .claude/skills/
+//
+// The bundled skills tree (container/skills/ in the repository, installed
+// with the daemon) holds one directory per skill, a MIGRATION_VERSION file
+// (a positive integer) and optionally migrations/. When the session has no
+// .claude/skills/MIGRATION_VERSION the skill directories are copied in, each
+// file only if it does not exist yet (operator edits survive), and the version
+// file is written last; afterwards the tree is never copied again, so a skill
+// the operator deleted stays deleted (delete MIGRATION_VERSION to re-seed the
+// missing files).
+//
+// A migration is a file migrations/NNN-description.md, NNN an integer of at
+// least three digits (2 <= NNN <= MIGRATION_VERSION, unique), holding YAML
+// frontmatter with exactly one key:
+//
+//	---
+//	files:
+//	  - diary/SKILL.md
+//	  - old-skill/SKILL.md
+//	---
+//	Free text: why these files change.
+//
+// Applying it makes every listed path (relative to the skills directory)
+// equal to the bundled tree: the bundled content is written over the
+// session's file (atomically), or, when the bundle no longer has the path, the
+// session's file is removed. A new skill therefore needs a migration listing
+// its files. The content is always the current bundle's, so applying
+// migrations 2..N in a row ends in the bundle's state without intermediate
+// versions. When the installed version is lower than the bundled one, every
+// migration with a higher number is applied in order and the version file is
+// bumped (atomically) after each; then it is set to the bundled version.
+// Applying a migration twice gives the same files, so a crash between a
+// migration's writes and its version bump costs at most one idempotent redo.
+// A session whose installed version is higher than the bundle's is left alone.
+//
+// Two Seeds of one session at once (a message turn and a scheduled task) are
+// safe: every write is atomic and idempotent, and files that must not be
+// overwritten are created with a hard link, which fails instead of replacing.
+//
+// The package talks to no container engine, store or network.
+package session

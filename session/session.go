@@ -1,0 +1,103 @@
+package session
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+)
+
+const claudeJSONPath = ".claude.json"
+
+// ErrInvalidOptions is wrapped when Seed is called without what it needs.
+var ErrInvalidOptions = errors.New("invalid session options")
+
+// Options say what to seed.
+type Options struct {
+	Folder   string            // group folder; keys the stable userID of .claude.json
+	Env      map[string]string // env vars arizukod sets in settings.json
+	Sidecars []string          // names of the turn's MCP sidecars
+	Skills   fs.FS             // the bundled skills tree (container/skills/), e.g. os.DirFS of its install path
+	Owner    *Owner            // owner of what Seed creates (the container's user); nil keeps the daemon's
+	Logger   *slog.Logger      // nil discards logs
+}
+
+// Seed prepares the session directory sessionDir (data/sessions/<folder>/,
+// which must exist; groupfolder creates it) before a turn: it merges
+// .claude/settings.json, creates .claude.json if missing and seeds or
+// migrates .claude/skills/. It is safe to call before every turn; the
+// package documentation says what each file gets.
+func Seed(ctx context.Context, sessionDir string, opt Options) error {
+	if opt.Folder == "" {
+		return fmt.Errorf("%w: Folder is empty", ErrInvalidOptions)
+	}
+	if opt.Skills == nil {
+		return fmt.Errorf("%w: Skills is nil", ErrInvalidOptions)
+	}
+	log := opt.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	root, err := os.OpenRoot(sessionDir)
+	if err != nil {
+		return fmt.Errorf("session: open session directory: %w", err)
+	}
+	defer root.Close()
+	t := tree{root: root, owner: opt.Owner}
+	if err := t.writeSettings(opt.Env, opt.Sidecars); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := t.ensureClaudeJSON(opt.Folder, log); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return t.seedSkills(ctx, opt.Skills, log)
+}
+
+// UserID is the userID of a folder's .claude.json: the hex SHA-256 of
+// "arizuko:" + folder, stable across turns and re-seeding.
+func UserID(folder string) string {
+	sum := sha256.Sum256([]byte("arizuko:" + folder))
+	return hex.EncodeToString(sum[:])
+}
+
+type claudeProject struct {
+	HasTrustDialogAccepted bool `json:"hasTrustDialogAccepted"`
+}
+
+// claudeJSON is what a new .claude.json holds: enough for Claude Code to skip
+// its first-run onboarding and the trust dialog of /workspace.
+type claudeJSON struct {
+	HasCompletedOnboarding bool                     `json:"hasCompletedOnboarding"`
+	Projects               map[string]claudeProject `json:"projects"`
+	UserID                 string                   `json:"userID"`
+}
+
+func (t tree) ensureClaudeJSON(folder string, log *slog.Logger) error {
+	data, err := json.MarshalIndent(claudeJSON{
+		HasCompletedOnboarding: true,
+		Projects:               map[string]claudeProject{"/workspace": {HasTrustDialogAccepted: true}},
+		UserID:                 UserID(folder),
+	}, "", "  ")
+	if err != nil {
+		return fmt.Errorf("session: %w", err)
+	}
+	created, err := t.createIfMissing(claudeJSONPath, append(data, '\n'), secretMode)
+	if err != nil {
+		return fmt.Errorf("session: %w", err)
+	}
+	if created {
+		log.Info("session: created .claude.json", "path", t.path(claudeJSONPath))
+	}
+	return nil
+}

@@ -1,0 +1,246 @@
+package session
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"slices"
+	"strings"
+	"unicode/utf8"
+)
+
+// Paths inside the container that the MCP entries point at.
+const (
+	RouterSocket     = "/var/run/pub/arizuko/router.sock"
+	SidecarSocketDir = "/var/run/pub/arizuko/sidecars"
+	// ManagedEnvKey lists, in settings.json's env, the keys arizukod set.
+	ManagedEnvKey = "ARIZUKO_MANAGED_ENV"
+	// RouterServer is the mcpServers name of the router.
+	RouterServer = "arizuko"
+
+	settingsPath  = ".claude/settings.json"
+	ownedSocketIn = "UNIX-CONNECT:/var/run/pub/arizuko/"
+	maxSidecarLen = 64
+)
+
+var (
+	// ErrCorruptSettings is wrapped when an existing settings.json cannot be
+	// merged without losing what is in it.
+	ErrCorruptSettings = errors.New("settings.json cannot be merged")
+	// ErrInvalidEnv is wrapped when an env var name or value cannot be set.
+	ErrInvalidEnv = errors.New("invalid env var")
+	// ErrInvalidSidecar is wrapped when a sidecar name cannot name an MCP
+	// server and a socket file.
+	ErrInvalidSidecar = errors.New("invalid sidecar name")
+)
+
+// MCPServer is an mcpServers entry of settings.json.
+type MCPServer struct {
+	Command string   `json:"command"`
+	Args    []string `json:"args"`
+}
+
+// socat is the entry that bridges the agent's stdio MCP client to a socket.
+func socat(socket string) MCPServer {
+	return MCPServer{Command: "socat", Args: []string{"STDIO", "UNIX-CONNECT:" + socket}}
+}
+
+// MergeSettings returns the settings.json content with arizukod's keys set
+// and everything else in existing kept (see the package documentation for
+// which keys are whose). existing may be empty (no file yet). The result ends
+// with a newline; it equals existing when nothing changed and existing was
+// already in this form.
+func MergeSettings(existing []byte, env map[string]string, sidecars []string) ([]byte, error) {
+	if err := checkEnv(env); err != nil {
+		return nil, err
+	}
+	if err := checkSidecars(sidecars); err != nil {
+		return nil, err
+	}
+	top := map[string]json.RawMessage{}
+	if trimmed := bytes.TrimSpace(existing); len(trimmed) > 0 {
+		if trimmed[0] != '{' {
+			return nil, fmt.Errorf("%w: the top level is not a JSON object", ErrCorruptSettings)
+		}
+		if err := json.Unmarshal(trimmed, &top); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrCorruptSettings, err)
+		}
+	}
+	var enc encoder
+	envs, err := object(top, "env")
+	if err != nil {
+		return nil, err
+	}
+	if raw, ok := envs[ManagedEnvKey]; ok {
+		var list string
+		if json.Unmarshal(raw, &list) == nil {
+			for _, k := range strings.Split(list, ",") {
+				delete(envs, k)
+			}
+		}
+		delete(envs, ManagedEnvKey)
+	}
+	for k, v := range env {
+		envs[k] = enc.raw(v)
+	}
+	if len(env) > 0 {
+		envs[ManagedEnvKey] = enc.raw(strings.Join(slices.Sorted(maps.Keys(env)), ","))
+	}
+	if len(envs) > 0 {
+		top["env"] = enc.raw(envs)
+	} else {
+		delete(top, "env")
+	}
+	servers, err := object(top, "mcpServers")
+	if err != nil {
+		return nil, err
+	}
+	for name, raw := range servers {
+		if name == RouterServer || ownedBridge(raw) {
+			delete(servers, name)
+		}
+	}
+	servers[RouterServer] = enc.raw(socat(RouterSocket))
+	for _, s := range sidecars {
+		servers[s] = enc.raw(socat(SidecarSocketDir + "/" + s + ".sock"))
+	}
+	top["mcpServers"] = enc.raw(servers)
+	if enc.err != nil {
+		return nil, enc.err
+	}
+	var out bytes.Buffer
+	if err := json.Indent(&out, enc.raw(top), "", "  "); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCorruptSettings, err)
+	}
+	out.WriteByte('\n')
+	return out.Bytes(), enc.err
+}
+
+// object returns top[key] as an object (empty when absent or null).
+func object(top map[string]json.RawMessage, key string) (map[string]json.RawMessage, error) {
+	m := map[string]json.RawMessage{}
+	raw, ok := top[key]
+	if !ok || string(raw) == "null" {
+		return m, nil
+	}
+	if len(raw) == 0 || raw[0] != '{' {
+		return nil, fmt.Errorf("%w: %q is not a JSON object", ErrCorruptSettings, key)
+	}
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, fmt.Errorf("%w: %q: %w", ErrCorruptSettings, key, err)
+	}
+	return m, nil
+}
+
+// ownedBridge reports whether an mcpServers entry is a socat bridge to a
+// socket under /var/run/pub/arizuko/, which only arizukod serves.
+func ownedBridge(raw json.RawMessage) bool {
+	var s MCPServer
+	if json.Unmarshal(raw, &s) != nil || s.Command != "socat" {
+		return false
+	}
+	return slices.ContainsFunc(s.Args, func(a string) bool { return strings.HasPrefix(a, ownedSocketIn) })
+}
+
+// encoder marshals values without HTML escaping and keeps the first error.
+type encoder struct {
+	err error
+}
+
+func (e *encoder) raw(v any) json.RawMessage {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil && e.err == nil {
+		e.err = fmt.Errorf("%w: %w", ErrCorruptSettings, err)
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
+}
+
+// checkEnv accepts POSIX-style names ([A-Za-z_][A-Za-z0-9_]*), not
+// ManagedEnvKey, with UTF-8 values (JSON carries nothing else) free of NUL
+// bytes (execve cannot pass them).
+func checkEnv(env map[string]string) error {
+	for k, v := range env {
+		if k == "" {
+			return fmt.Errorf("%w: empty name", ErrInvalidEnv)
+		}
+		for i := 0; i < len(k); i++ {
+			c := k[i]
+			if !(c == '_' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || i > 0 && c >= '0' && c <= '9') {
+				return fmt.Errorf("%w %q: names are [A-Za-z_][A-Za-z0-9_]*", ErrInvalidEnv, k)
+			}
+		}
+		if k == ManagedEnvKey {
+			return fmt.Errorf("%w %q: reserved for arizukod's own bookkeeping", ErrInvalidEnv, k)
+		}
+		if strings.IndexByte(v, 0) >= 0 || !utf8.ValidString(v) {
+			return fmt.Errorf("%w %q: the value must be UTF-8 without NUL bytes", ErrInvalidEnv, k)
+		}
+	}
+	return nil
+}
+
+// checkSidecars accepts names of 1-64 bytes of [A-Za-z0-9_.-] starting with a
+// letter or digit, unique, other than RouterServer.
+func checkSidecars(names []string) error {
+	seen := map[string]bool{}
+	for _, n := range names {
+		if n == "" || len(n) > maxSidecarLen {
+			return fmt.Errorf("%w %q: must be 1-%d bytes", ErrInvalidSidecar, n, maxSidecarLen)
+		}
+		for i := 0; i < len(n); i++ {
+			c := n[i]
+			alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+			if !alnum && (i == 0 || c != '_' && c != '.' && c != '-') {
+				return fmt.Errorf("%w %q: names are [A-Za-z0-9][A-Za-z0-9_.-]*", ErrInvalidSidecar, n)
+			}
+		}
+		if n == RouterServer {
+			return fmt.Errorf("%w %q: the router's name", ErrInvalidSidecar, n)
+		}
+		if seen[n] {
+			return fmt.Errorf("%w %q: listed twice", ErrInvalidSidecar, n)
+		}
+		seen[n] = true
+	}
+	return nil
+}
+
+// writeSettings merges settings.json in place; it writes only when the
+// content changes and keeps an existing file's mode.
+func (t tree) writeSettings(env map[string]string, sidecars []string) error {
+	if err := t.mkdirAll(".claude"); err != nil {
+		return fmt.Errorf("session: %w", err)
+	}
+	existing, st, err := t.readRegular(settingsPath)
+	mode := fs.FileMode(secretMode)
+	switch {
+	case err == nil:
+		mode = st.Mode().Perm()
+	case errors.Is(err, fs.ErrNotExist):
+	case errors.Is(err, errNotRegular):
+		return fmt.Errorf("session: %s: %w: %w", t.path(settingsPath), ErrCorruptSettings, err)
+	default:
+		return fmt.Errorf("session: read %s: %w", t.path(settingsPath), err)
+	}
+	merged, err := MergeSettings(existing, env, sidecars)
+	if err != nil {
+		return fmt.Errorf("session: %s: %w", t.path(settingsPath), err)
+	}
+	if bytes.Equal(merged, existing) {
+		return nil
+	}
+	if err := t.writeAtomic(settingsPath, merged, mode); err != nil {
+		return fmt.Errorf("session: %w", err)
+	}
+	return nil
+}
+
+// path names a file for an error message: the session directory plus name.
+func (t tree) path(name string) string {
+	return t.root.Name() + "/" + name
+}

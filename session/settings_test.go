@@ -1,0 +1,240 @@
+package session
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+var (
+	testEnv      = map[string]string{"ARIZUKO_FOLDER": "main", "TZ": "Europe/Berlin", "HTML": "<a&b>"}
+	testSidecars = []string{"search", "calendar"}
+)
+
+// TestMergeSettingsGolden: operator keys survive verbatim, arizukod's keys
+// are replaced, stale ones removed; merging the result again changes nothing.
+func TestMergeSettingsGolden(t *testing.T) {
+	for _, name := range []string{"operator", "empty-object", "empty-file", "nulls"} {
+		t.Run(name, func(t *testing.T) {
+			in, err := os.ReadFile(filepath.Join("testdata", "settings", name+".json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := MergeSettings(in, testEnv, testSidecars)
+			if err != nil {
+				t.Fatal(err)
+			}
+			golden := filepath.Join("testdata", "settings", name+".golden")
+			if *update {
+				if err := os.WriteFile(golden, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run go test ./session -update to create it)", err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("differs from %s:\n--- got\n%s--- want\n%s", golden, got, want)
+			}
+			again, err := MergeSettings(got, testEnv, testSidecars)
+			if err != nil || !bytes.Equal(again, got) {
+				t.Errorf("second merge changed the file (%v):\n%s", err, again)
+			}
+		})
+	}
+}
+
+func TestMergeSettingsOperatorKeys(t *testing.T) {
+	in, err := os.ReadFile("testdata/settings/operator.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := MergeSettings(in, testEnv, testSidecars)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var before, after map[string]json.RawMessage
+	if err := json.Unmarshal(in, &before); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(out, &after); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range before {
+		if k == "env" || k == "mcpServers" {
+			continue
+		}
+		if !jsonEqual(t, v, after[k]) {
+			t.Errorf("operator key %s changed: %s -> %s", k, v, after[k])
+		}
+	}
+	var env map[string]string
+	var servers map[string]MCPServer
+	if err := json.Unmarshal(after["env"], &env); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(after["mcpServers"], &servers); err != nil {
+		t.Fatal(err)
+	}
+	wantEnv := map[string]string{
+		"OPERATOR_VAR": "kept", "TZ": "Europe/Berlin", "ARIZUKO_FOLDER": "main", "HTML": "<a&b>",
+		ManagedEnvKey: "ARIZUKO_FOLDER,HTML,TZ",
+	}
+	if !mapsEqual(env, wantEnv) {
+		t.Errorf("env = %v, want %v", env, wantEnv)
+	}
+	for name, want := range map[string]string{
+		"arizuko":  "UNIX-CONNECT:/var/run/pub/arizuko/router.sock",
+		"search":   "UNIX-CONNECT:/var/run/pub/arizuko/sidecars/search.sock",
+		"calendar": "UNIX-CONNECT:/var/run/pub/arizuko/sidecars/calendar.sock",
+	} {
+		s := servers[name]
+		if s.Command != "socat" || len(s.Args) != 2 || s.Args[0] != "STDIO" || s.Args[1] != want {
+			t.Errorf("mcpServers.%s = %+v", name, s)
+		}
+	}
+	for _, gone := range []string{"oldsidecar"} {
+		if _, ok := servers[gone]; ok {
+			t.Errorf("stale mcpServers.%s kept", gone)
+		}
+	}
+	for _, kept := range []string{"github", "operator-socat"} {
+		if _, ok := servers[kept]; !ok {
+			t.Errorf("operator mcpServers.%s lost", kept)
+		}
+	}
+	if !strings.Contains(string(out), `"bigNumber": 12345678901234567890123`) || !strings.Contains(string(out), `"float": 1.50`) ||
+		!strings.Contains(string(out), `"caf\u00e9 <b> & \"q\""`) {
+		t.Errorf("operator values not kept verbatim:\n%s", out)
+	}
+}
+
+func jsonEqual(t *testing.T, a, b json.RawMessage) bool {
+	t.Helper()
+	var x, y bytes.Buffer
+	if json.Compact(&x, a) != nil || json.Compact(&y, b) != nil {
+		return false
+	}
+	return bytes.Equal(x.Bytes(), y.Bytes())
+}
+
+func mapsEqual(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+// TestMergeSettingsDrops: an env var or a sidecar removed from the
+// configuration disappears from the file; operator entries stay.
+func TestMergeSettingsDrops(t *testing.T) {
+	first, err := MergeSettings([]byte(`{"env":{"MINE":"1"},"mcpServers":{"op":{"command":"x"}}}`), map[string]string{"A": "1", "SECRET": "s"}, []string{"x", "y"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := MergeSettings(first, map[string]string{"A": "2"}, []string{"x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Env        map[string]string
+		MCPServers map[string]json.RawMessage `json:"mcpServers"`
+	}
+	if err := json.Unmarshal(second, &got); err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]string{"MINE": "1", "A": "2", ManagedEnvKey: "A"}; !mapsEqual(got.Env, want) {
+		t.Errorf("env = %v, want %v", got.Env, want)
+	}
+	if _, ok := got.MCPServers["y"]; ok || len(got.MCPServers) != 3 {
+		t.Errorf("mcpServers = %s, want op, arizuko and x", second)
+	}
+	third, err := MergeSettings(second, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(third), ManagedEnvKey) || !strings.Contains(string(third), `"MINE": "1"`) {
+		t.Errorf("without env of ours: %s", third)
+	}
+}
+
+func TestMergeSettingsCorrupt(t *testing.T) {
+	for _, in := range []string{
+		`{"a": }`,
+		`[]`,
+		`null`,
+		`"text"`,
+		`{"env": []}`,
+		`{"env": "A=1"}`,
+		`{"mcpServers": "x"}`,
+		`{"mcpServers": {"a": 1}, "env": {"A": }}`,
+		`{} {}`,
+	} {
+		if got, err := MergeSettings([]byte(in), testEnv, testSidecars); !errors.Is(err, ErrCorruptSettings) {
+			t.Errorf("MergeSettings(%s) = %s, %v; want ErrCorruptSettings", in, got, err)
+		}
+	}
+}
+
+func TestMergeSettingsInvalid(t *testing.T) {
+	for _, tc := range []struct {
+		env      map[string]string
+		sidecars []string
+		want     error
+	}{
+		{map[string]string{"": "x"}, nil, ErrInvalidEnv},
+		{map[string]string{"1A": "x"}, nil, ErrInvalidEnv},
+		{map[string]string{"A-B": "x"}, nil, ErrInvalidEnv},
+		{map[string]string{"A=B": "x"}, nil, ErrInvalidEnv},
+		{map[string]string{ManagedEnvKey: "x"}, nil, ErrInvalidEnv},
+		{map[string]string{"A": "x\x00y"}, nil, ErrInvalidEnv},
+		{map[string]string{"A": "\xff"}, nil, ErrInvalidEnv},
+		{nil, []string{""}, ErrInvalidSidecar},
+		{nil, []string{"arizuko"}, ErrInvalidSidecar},
+		{nil, []string{"../x"}, ErrInvalidSidecar},
+		{nil, []string{"a/b"}, ErrInvalidSidecar},
+		{nil, []string{".x"}, ErrInvalidSidecar},
+		{nil, []string{"-x"}, ErrInvalidSidecar},
+		{nil, []string{"x", "x"}, ErrInvalidSidecar},
+		{nil, []string{strings.Repeat("a", 65)}, ErrInvalidSidecar},
+	} {
+		if _, err := MergeSettings(nil, tc.env, tc.sidecars); !errors.Is(err, tc.want) {
+			t.Errorf("env %q sidecars %q: err = %v, want %v", tc.env, tc.sidecars, err, tc.want)
+		}
+	}
+	if _, err := MergeSettings(nil, map[string]string{"_a1": "ok", "PATH": ""}, []string{"a", "A.b_c-1", strings.Repeat("a", 64)}); err != nil {
+		t.Errorf("valid names: %v", err)
+	}
+}
+
+func FuzzMergeSettings(f *testing.F) {
+	for _, s := range []string{`{}`, `{"env":{"A":"1","ARIZUKO_MANAGED_ENV":"A,B"}}`, `{"mcpServers":{"x":{"command":"socat","args":["UNIX-CONNECT:/var/run/pub/arizuko/x"]}}}`, `[`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		out, err := MergeSettings(in, testEnv, testSidecars)
+		if err != nil {
+			if !errors.Is(err, ErrCorruptSettings) {
+				t.Fatalf("error without ErrCorruptSettings: %v", err)
+			}
+			return
+		}
+		again, err := MergeSettings(out, testEnv, testSidecars)
+		if err != nil || !bytes.Equal(again, out) {
+			t.Fatalf("not idempotent: %v\n%s\n%s", err, out, again)
+		}
+	})
+}
