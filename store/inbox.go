@@ -428,3 +428,29 @@ func (s *Store) Unpark(ctx context.Context, folder string) (Cursor, error) {
 	}
 	return c, nil
 }
+
+// PendingFolders lists, in name order, the folders whose inbox holds messages past their
+// cursor that could be run now: not parked, no backoff pending, no inbox run open.
+func (s *Store) PendingFolders(ctx context.Context) ([]string, error) {
+	rows, err := s.db.QueryContext(ctx, `
+SELECT DISTINCT i.folder FROM inbox i
+LEFT JOIN cursors c ON c.folder = i.folder
+WHERE i.id > COALESCE(c.last_done_id, 0)
+  AND COALESCE(c.parked_reason, '') = ''
+  AND COALESCE(c.next_attempt_at, 0) <= ?
+  AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.folder = i.folder AND r.inbox_first IS NOT NULL AND r.state IN ('queued', 'running'))
+ORDER BY i.folder`, s.nowMS())
+	if err != nil {
+		return nil, fmt.Errorf("store: pending folders: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var f string
+		if err := rows.Scan(&f); err != nil {
+			return nil, fmt.Errorf("store: pending folders: %w", err)
+		}
+		out = append(out, f)
+	}
+	return out, rows.Err()
+}

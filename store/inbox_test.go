@@ -361,3 +361,27 @@ func TestCursorMethods(t *testing.T) {
 }
 
 func second[T any](_ T, err error) error { return err }
+
+func TestPendingFolders(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t)
+	if got, err := s.PendingFolders(ctx); err != nil || len(got) != 0 {
+		t.Fatalf("empty store: %v, %v", got, err)
+	}
+	for _, f := range []string{"main/b", "main", "main/a"} {
+		if _, err := s.AppendInbox(ctx, f, InboxMessage{Role: "user", Content: "hi", Source: SourceAPI}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Park(ctx, "main/a", "broken"); err != nil {
+		t.Fatal(err)
+	}
+	run, err := s.CreateInboxRun(ctx, "main/b", 0, func(p []InboxMessage) (Run, error) { return Run{Folder: "main/b"}, nil })
+	if err != nil || run == nil {
+		t.Fatalf("CreateInboxRun: %v %v", run, err)
+	}
+	got, err := s.PendingFolders(ctx)
+	if err != nil || len(got) != 1 || got[0] != "main" {
+		t.Fatalf("PendingFolders = %v, %v; want [main] (main/a parked, main/b has an open run)", got, err)
+	}
+}

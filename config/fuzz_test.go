@@ -1,0 +1,62 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"testing"
+)
+
+func FuzzDecode(f *testing.F) {
+	if sample, err := os.ReadFile("testdata/arizukod.toml"); err == nil {
+		f.Add(sample)
+		f.Add(settingLine.ReplaceAll(sample, []byte("$1")))
+	}
+	for _, s := range []string{
+		"run_timeout = \"5q\"\n",
+		"[limits]\nmemory = \"1x\"\ncpus = nan\n",
+		"limits.foo.bar = 1\n",
+		"[[memory]]\n",
+		"env_allow = [[1], {a = 1}]\n",
+		"a.\"b.c\".d = 1\n",
+		"listen = \"unix:\"\n",
+		"engine_socket = \"tcp://[::1]:0\"\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		l := &loader{c: &Config{}, set: map[string]bool{}}
+		err := l.decode("f.toml", data)
+		var ce *Error
+		if err != nil && (!errors.As(err, &ce) || ce.Source != "f.toml") {
+			t.Fatalf("decode: %v is not an *Error of f.toml", err)
+		}
+	})
+}
+
+func FuzzEnvironment(f *testing.F) {
+	for _, s := range []string{"/srv/x", "unix:/run/x.sock", ":8080", "20m", "image:tag", "", "\x00"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		for _, e := range envVars {
+			l := &loader{c: &Config{}, set: map[string]bool{}}
+			err := l.environment(env(e.name, v))
+			var ce *Error
+			if err != nil && (!errors.As(err, &ce) || ce.Key != e.name) {
+				t.Fatalf("%s=%q: %v does not name the variable", e.name, v, err)
+			}
+		}
+	})
+}
+
+func FuzzParseMemory(f *testing.F) {
+	for _, s := range []string{"1g", "512M", "6291456", "9223372036854775807", "8589934592g", "", "k"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		n, err := ParseMemory(s)
+		if err == nil && n < MinMemory {
+			t.Fatalf("ParseMemory(%q) = %d, below MinMemory", s, n)
+		}
+	})
+}

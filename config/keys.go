@@ -1,0 +1,416 @@
+package config
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/arizuko/arizukod/mountsec"
+)
+
+// setter checks one decoded TOML value and stores it in the Config.
+type setter func(c *Config, v any) error
+
+// textSetter checks one string (from the file or the environment) and
+// stores it in the Config.
+type textSetter func(c *Config, s string) error
+
+// fileKeys are the file's value keys, each with its setter; the testdata
+// sample documents every one.
+var fileKeys = map[string]setter{
+	"data_dir":            text(setDataDir),
+	"image":               text(setImage),
+	"run_timeout":         text(setRunTimeout),
+	"stop_grace":          text(duration(time.Second, 10*time.Minute, func(c *Config) *time.Duration { return &c.StopGrace })),
+	"max_running":         integer(1, 1000, func(c *Config) *int { return &c.MaxRunning }),
+	"engine":              text(setEngine),
+	"engine_socket":       text(setEngineSocket),
+	"listen":              text(setListen),
+	"socket_mode":         text(setSocketMode),
+	"allow_group":         text(setAllowGroup),
+	"skills_dir":          text(path(false, func(c *Config) *string { return &c.SkillsDir })),
+	"web_dir":             text(path(true, func(c *Config) *string { return &c.WebDir })),
+	"env_file":            text(setEnvFile),
+	"env_allow":           setEnvAllow,
+	"allowlist":           text(setAllowlist),
+	"instance":            text(setInstance),
+	"timezone":            text(setTimezone),
+	"retry_max":           integer(0, 100, func(c *Config) *int { return &c.RetryMax }),
+	"retry_backoff":       text(duration(time.Second, 24*time.Hour, func(c *Config) *time.Duration { return &c.RetryBackoff })),
+	"limits.memory":       text(setMemory),
+	"limits.cpus":         setCPUs,
+	"limits.pids":         integer(MinPids, MaxPids, func(c *Config) *int64 { return &c.Limits.PidsLimit }),
+	"limits.network":      text(setNetwork),
+	"memory.diary_max":    integer(1, 365, func(c *Config) *int { return &c.Memory.DiaryMax }),
+	"memory.episodes_max": integer(1, 100, func(c *Config) *int { return &c.Memory.EpisodesMax }),
+}
+
+// Bounds of the values whose limits callers may want to show or reuse.
+const (
+	MinRunTimeout = 10 * time.Second
+	MaxRunTimeout = 24 * time.Hour
+	MinMemory     = 6 << 20 // the smallest memory limit Docker accepts
+	MinNanoCPUs   = 1e7     // 0.01 CPU
+	MaxNanoCPUs   = 1024e9
+	MinPids       = 16
+	MaxPids       = 1 << 22 // the kernel's largest pid_max
+	maxSocketPath = 107     // sun_path is 108 bytes with its NUL
+)
+
+func text(set textSetter) setter {
+	return func(c *Config, v any) error {
+		s, ok := v.(string)
+		if !ok {
+			return fmt.Errorf("want a string, not %s", typeName(v))
+		}
+		return set(c, s)
+	}
+}
+
+func integer[T int | int64](lo, hi T, field func(*Config) *T) setter {
+	return func(c *Config, v any) error {
+		n, ok := v.(int64)
+		if !ok {
+			return fmt.Errorf("want an integer, not %s", typeName(v))
+		}
+		if n < int64(lo) || n > int64(hi) {
+			return fmt.Errorf("%d: must be between %d and %d", n, lo, hi)
+		}
+		*field(c) = T(n)
+		return nil
+	}
+}
+
+func duration(lo, hi time.Duration, field func(*Config) *time.Duration) textSetter {
+	return func(c *Config, s string) error {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return fmt.Errorf("%q: not a duration (like \"90s\" or \"20m\")", s)
+		}
+		if d < lo || d > hi {
+			return fmt.Errorf("%q: must be between %v and %v", s, lo, hi)
+		}
+		*field(c) = d
+		return nil
+	}
+}
+
+// path accepts an absolute path (cleaned), or "" when optional.
+func path(optional bool, field func(*Config) *string) textSetter {
+	return func(c *Config, s string) error {
+		if s == "" && optional {
+			*field(c) = ""
+			return nil
+		}
+		p, err := absPath(s)
+		if err != nil {
+			return err
+		}
+		*field(c) = p
+		return nil
+	}
+}
+
+func absPath(s string) (string, error) {
+	if s == "" {
+		return "", errors.New("must not be empty")
+	}
+	if strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		return "", fmt.Errorf("%q: contains a control character", s)
+	}
+	if !filepath.IsAbs(s) {
+		return "", fmt.Errorf("%q: not an absolute path", s)
+	}
+	return filepath.Clean(s), nil
+}
+
+var (
+	setEnvFile    = path(true, func(c *Config) *string { return &c.EnvFile })
+	setAllowlist  = path(false, func(c *Config) *string { return &c.Allowlist })
+	setRunTimeout = duration(MinRunTimeout, MaxRunTimeout, func(c *Config) *time.Duration { return &c.RunTimeout })
+)
+
+func setDataDir(c *Config, s string) error {
+	p, err := absPath(s)
+	if err != nil {
+		return err
+	}
+	if p == "/" {
+		return errors.New(`"/": the data directory must not be the root directory`)
+	}
+	c.DataDir = p
+	return nil
+}
+
+// setImage checks the shape of an image reference loosely: the engine
+// checks the rest, but nothing it could read as an option or a second word
+// gets through.
+func setImage(c *Config, s string) error {
+	if s == "" {
+		return errors.New("must not be empty")
+	}
+	if len(s) > 512 {
+		return fmt.Errorf("%q: longer than 512 bytes", s[:32]+"...")
+	}
+	if !isAlnum(s[0]) {
+		return fmt.Errorf("%q: an image reference starts with a letter or a digit", s)
+	}
+	for i := 0; i < len(s); i++ {
+		if !isAlnum(s[i]) && !strings.ContainsRune("._-:/@", rune(s[i])) {
+			return fmt.Errorf("%q: not an image reference (like %q)", s, DefaultImage)
+		}
+	}
+	c.Image = s
+	return nil
+}
+
+func setEngine(c *Config, s string) error {
+	switch s {
+	case "", "podman", "docker":
+		c.Engine = s
+		return nil
+	}
+	return fmt.Errorf("%q: must be \"podman\", \"docker\" or \"\" (detect)", s)
+}
+
+// setEngineSocket accepts "", unix:///ABSOLUTE/PATH or tcp://HOST:PORT.
+func setEngineSocket(c *Config, s string) error {
+	if s == "" {
+		c.EngineSocket = ""
+		return nil
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return fmt.Errorf("%q: not a URI", s)
+	}
+	if u.User != nil || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
+		return fmt.Errorf("%q: want unix:///PATH or tcp://HOST:PORT", s)
+	}
+	switch u.Scheme {
+	case "unix":
+		if u.Host != "" {
+			return fmt.Errorf("%q: a unix URI has three slashes: unix:///PATH", s)
+		}
+		if p, err := absPath(u.Path); err != nil || p == "/" {
+			return fmt.Errorf("%q: want unix:///PATH with the socket's absolute path", s)
+		}
+	case "tcp":
+		host, port, err := net.SplitHostPort(u.Host)
+		if err != nil || host == "" {
+			return fmt.Errorf("%q: want tcp://HOST:PORT", s)
+		}
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("%q: %q is not a port", s, port)
+		}
+		if u.Path != "" && u.Path != "/" {
+			return fmt.Errorf("%q: a tcp URI has no path", s)
+		}
+	default:
+		return fmt.Errorf("%q: the scheme must be unix:// or tcp://", s)
+	}
+	c.EngineSocket = s
+	return nil
+}
+
+// setListen accepts a unix socket path, plain or as unix:PATH or
+// unix://PATH. The API is local only: a TCP address is refused.
+func setListen(c *Config, s string) error {
+	p := s
+	if rest, ok := strings.CutPrefix(s, "unix://"); ok {
+		p = rest
+	} else if rest, ok := strings.CutPrefix(s, "unix:"); ok {
+		p = rest
+	}
+	if !filepath.IsAbs(p) && (strings.HasPrefix(s, "tcp") || strings.Contains(p, ":")) {
+		return fmt.Errorf("%q: a TCP address; the API is local only: give a unix socket path (like /run/arizuko/arizukod.sock)", s)
+	}
+	p, err := absPath(p)
+	if err != nil {
+		return fmt.Errorf("want a unix socket path: %w", err)
+	}
+	if len(p) > maxSocketPath {
+		return fmt.Errorf("%q: longer than %d bytes, the limit of a unix socket path", p, maxSocketPath)
+	}
+	c.Listen = p
+	return nil
+}
+
+// setSocketMode accepts octal permission bits as a string ("0660"); the
+// owner must keep read and write, or the service could not use its socket.
+func setSocketMode(c *Config, s string) error {
+	digits := strings.TrimPrefix(s, "0o")
+	m, err := strconv.ParseUint(digits, 8, 32)
+	if err != nil || digits == "" || m > 0o777 {
+		return fmt.Errorf("%q: not an octal permission mode (like \"0660\")", s)
+	}
+	if m&0o600 != 0o600 {
+		return fmt.Errorf("%q: the owner must have read and write permission (0600)", s)
+	}
+	c.SocketMode = os.FileMode(m)
+	return nil
+}
+
+// setAllowGroup accepts "" or a group name as shadow's groupadd allows it.
+func setAllowGroup(c *Config, s string) error {
+	if s != "" && !isGroupName(s) {
+		return fmt.Errorf("%q: not a group name (a letter or '_', then letters, digits, '_', '.', '-', at most 32)", s)
+	}
+	c.AllowGroup = s
+	return nil
+}
+
+func isGroupName(s string) bool {
+	name := strings.TrimSuffix(s, "$")
+	if name == "" || len(s) > 32 {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		ch := name[i]
+		letter := ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z' || ch == '_'
+		if !letter && (i == 0 || !(ch >= '0' && ch <= '9' || ch == '.' || ch == '-')) {
+			return false
+		}
+	}
+	return true
+}
+
+// setEnvAllow takes an array of variable names, checked by mountsec's own
+// rules (which also refuse PATH, LD_* and the like).
+func setEnvAllow(c *Config, v any) error {
+	list, ok := v.([]any)
+	if !ok {
+		return fmt.Errorf("want an array of strings, not %s", typeName(v))
+	}
+	names := make([]string, 0, len(list))
+	for i, e := range list {
+		s, ok := e.(string)
+		if !ok {
+			return fmt.Errorf("element %d: want a string, not %s", i+1, typeName(e))
+		}
+		names = append(names, s)
+	}
+	if _, err := mountsec.BuildEnvFile(context.Background(), "", names, nil); err != nil {
+		return err
+	}
+	c.EnvAllow = names
+	return nil
+}
+
+// setInstance accepts a label value; "" derives it from the data directory.
+func setInstance(c *Config, s string) error {
+	if s != "" && !isLabel(s) {
+		return fmt.Errorf("%q: want letters, digits, '_', '.', '-', starting with a letter or digit, at most 63", s)
+	}
+	c.Instance = s
+	return nil
+}
+
+func isLabel(s string) bool {
+	if s == "" || len(s) > 63 || !isAlnum(s[0]) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !isAlnum(s[i]) && !strings.ContainsRune("_.-", rune(s[i])) {
+			return false
+		}
+	}
+	return true
+}
+
+func setTimezone(c *Config, s string) error {
+	if s == "" {
+		return errors.New(`must not be empty (use "Local" or "UTC")`)
+	}
+	loc, err := time.LoadLocation(s)
+	if err != nil {
+		return fmt.Errorf("%q: unknown time zone (like \"Local\", \"UTC\" or \"Europe/Prague\")", s)
+	}
+	c.Location = loc
+	return nil
+}
+
+func setMemory(c *Config, s string) error {
+	n, err := ParseMemory(s)
+	if err != nil {
+		return err
+	}
+	c.Limits.MemoryBytes = n
+	return nil
+}
+
+// ParseMemory parses a memory size: a whole number of bytes, optionally
+// followed by k, m or g (powers of 1024, either case), of at least
+// MinMemory.
+func ParseMemory(s string) (int64, error) {
+	digits, shift := s, 0
+	if s != "" {
+		switch s[len(s)-1] {
+		case 'k', 'K':
+			shift = 10
+		case 'm', 'M':
+			shift = 20
+		case 'g', 'G':
+			shift = 30
+		}
+		if shift > 0 {
+			digits = s[:len(s)-1]
+		}
+	}
+	if digits == "" || strings.TrimLeft(digits, "0123456789") != "" {
+		return 0, fmt.Errorf("%q: not a memory size (like \"512m\" or \"1g\")", s)
+	}
+	n, err := strconv.ParseInt(digits, 10, 64)
+	if err != nil || n > math.MaxInt64>>shift {
+		return 0, fmt.Errorf("%q: too large", s)
+	}
+	n <<= shift
+	if n < MinMemory {
+		return 0, fmt.Errorf("%q: below the minimum of 6m", s)
+	}
+	return n, nil
+}
+
+// setCPUs takes a number of CPUs, integer or fractional.
+func setCPUs(c *Config, v any) error {
+	var f float64
+	switch n := v.(type) {
+	case int64:
+		f = float64(n)
+	case float64:
+		f = n
+	default:
+		return fmt.Errorf("want a number, not %s", typeName(v))
+	}
+	nano := math.Round(f * 1e9)
+	if math.IsNaN(f) || nano < MinNanoCPUs || nano > MaxNanoCPUs {
+		return fmt.Errorf("%v: must be between 0.01 and 1024", f)
+	}
+	c.Limits.NanoCPUs = int64(nano)
+	return nil
+}
+
+// setNetwork accepts "none" or an engine network name. "host" and the
+// namespace-sharing modes (container:ID, ns:PATH) are refused: they would
+// hand the agent a network stack that is not its own.
+func setNetwork(c *Config, s string) error {
+	switch {
+	case s == "host":
+		return errors.New(`"host": would give the agent the host's network; use "none" or a network name`)
+	case s == "" || !isLabel(s):
+		return fmt.Errorf("%q: want \"none\" or an engine network name (like \"bridge\")", s)
+	}
+	c.Limits.Network = s
+	return nil
+}
+
+func isAlnum(ch byte) bool {
+	return ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z' || ch >= '0' && ch <= '9'
+}

@@ -1,0 +1,483 @@
+// Package queue runs the store's queued work on the runner: at most one running turn per
+// folder, at most a global cap in all, each folder's runs in order. It turns pending inbox
+// messages into runs, records how each run ended (with the inbox cursor and the session in
+// the same transaction), retries fatal inbox runs with backoff and parks them after too many,
+// waits while the engine is away, and on start adopts the runs a previous daemon left.
+//
+// It owns no state but the set of runs in flight; everything durable is in the store. It
+// must not serve HTTP or build containers itself: the API calls it, it calls the runner.
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/arizuko/arizukod/contract"
+	"github.com/arizuko/arizukod/groupfolder"
+	"github.com/arizuko/arizukod/runtime"
+	"github.com/arizuko/arizukod/store"
+	"github.com/arizuko/arizukod/turn"
+)
+
+// Store is what the queue needs of the store.
+type Store interface {
+	StartNext(ctx context.Context, globalCap int) (*store.Run, error)
+	SetContainer(ctx context.Context, id, container string) error
+	RequeueRun(ctx context.Context, id string) error
+	FinishRun(ctx context.Context, id string, o store.Outcome) (*store.Run, error)
+	GetRun(ctx context.Context, id string) (*store.Run, error)
+	ListRunning(ctx context.Context) ([]store.Run, error)
+	CountRuns(ctx context.Context) (store.RunCounts, error)
+	ListCursors(ctx context.Context) ([]store.Cursor, error)
+	PendingFolders(ctx context.Context) ([]string, error)
+	CreateInboxRun(ctx context.Context, folder string, limit int, build func([]store.InboxMessage) (store.Run, error)) (*store.Run, error)
+	AppendLog(ctx context.Context, runID string, level store.LogLevel, message string) error
+}
+
+// Runner runs and adopts turns.
+type Runner interface {
+	Run(ctx context.Context, t runtime.Turn) (runtime.Result, error)
+	Adopt(ctx context.Context, t runtime.Turn, container string, startedAt time.Time) (runtime.Result, error)
+	Steer(ctx context.Context, f groupfolder.Folder, containerID string, msgs []contract.Message) error
+}
+
+// Builder builds a run's turn.
+type Builder interface {
+	Build(ctx context.Context, req turn.Request) (runtime.Turn, error)
+}
+
+// Hooks lets the daemon wrap each turn, for the per-turn MCP server and sidecars: Before
+// runs before the container starts and returns what to do after it exits.
+type Hooks interface {
+	Before(ctx context.Context, run *store.Run, f groupfolder.Folder) (after func(), err error)
+}
+
+// Config is the queue's wiring and policy.
+type Config struct {
+	Store   Store
+	Runner  Runner
+	Builder Builder
+	Hooks   Hooks // optional
+	// EngineUp reports whether the engine answers; while it does not, nothing starts.
+	EngineUp func() bool
+	// MaxRunning is the global cap (default 5).
+	MaxRunning int
+	// RetryMax and RetryBackoff govern fatal inbox runs: retries with doubling backoff,
+	// then the folder is parked.
+	RetryMax     int
+	RetryBackoff time.Duration
+	// InboxBatch bounds the messages of one inbox turn (default 50).
+	InboxBatch int
+	Logger     *slog.Logger
+	// OnChange is called when the counts of running or queued runs may have changed.
+	OnChange func()
+}
+
+// Queue dispatches runs. Start it with Run; Wake it when work arrives.
+type Queue struct {
+	cfg  Config
+	log  *slog.Logger
+	wake chan struct{}
+
+	mu       sync.Mutex
+	inflight map[string]*flight
+	changed  chan struct{} // closed and replaced when a run ends
+	detach   chan struct{}
+	wg       sync.WaitGroup
+}
+
+type flight struct {
+	cancel    context.CancelFunc
+	folder    groupfolder.Folder
+	container string // the engine's id, once created
+}
+
+// New checks cfg and returns a Queue.
+func New(cfg Config) (*Queue, error) {
+	if cfg.Store == nil || cfg.Runner == nil || cfg.Builder == nil {
+		return nil, errors.New("queue: store, runner and builder are required")
+	}
+	if cfg.MaxRunning <= 0 {
+		cfg.MaxRunning = 5
+	}
+	if cfg.RetryMax <= 0 {
+		cfg.RetryMax = 5
+	}
+	if cfg.RetryBackoff <= 0 {
+		cfg.RetryBackoff = 10 * time.Second
+	}
+	if cfg.InboxBatch <= 0 {
+		cfg.InboxBatch = 50
+	}
+	if cfg.EngineUp == nil {
+		cfg.EngineUp = func() bool { return true }
+	}
+	if cfg.OnChange == nil {
+		cfg.OnChange = func() {}
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Queue{cfg: cfg, log: log, wake: make(chan struct{}, 1), inflight: map[string]*flight{}, changed: make(chan struct{}), detach: make(chan struct{})}, nil
+}
+
+// Wake tells the queue that work may be waiting. It never blocks.
+func (q *Queue) Wake() {
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run dispatches until ctx ends. Then it detaches from the running turns, leaving their
+// containers to finish under the engine, and returns once every turn goroutine is gone.
+func (q *Queue) Run(ctx context.Context) error {
+	if err := q.adopt(ctx); err != nil {
+		q.log.Error("adopting the runs of the previous daemon", "err", err)
+	}
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		q.dispatch(ctx)
+		select {
+		case <-ctx.Done():
+			close(q.detach)
+			q.wg.Wait()
+			return nil
+		case <-q.wake:
+		case <-tick.C:
+		}
+	}
+}
+
+// dispatch makes inbox runs and starts what the store lets start.
+func (q *Queue) dispatch(ctx context.Context) {
+	if !q.cfg.EngineUp() {
+		return
+	}
+	q.makeInboxRuns(ctx)
+	for ctx.Err() == nil {
+		run, err := q.cfg.Store.StartNext(ctx, q.cfg.MaxRunning)
+		if err != nil {
+			q.log.Error("start next run", "err", err)
+			return
+		}
+		if run == nil {
+			return
+		}
+		q.cfg.OnChange()
+		q.start(ctx, run, "")
+	}
+}
+
+// inboxInput is the input JSON of runs made from a group's inbox.
+func (q *Queue) makeInboxRuns(ctx context.Context) {
+	folders, err := q.cfg.Store.PendingFolders(ctx)
+	if err != nil {
+		q.log.Error("pending inbox folders", "err", err)
+		return
+	}
+	for _, f := range folders {
+		run, err := q.cfg.Store.CreateInboxRun(ctx, f, q.cfg.InboxBatch, func(pending []store.InboxMessage) (store.Run, error) {
+			in := RunInput{}
+			for _, m := range pending {
+				role := m.Role
+				if role == "" {
+					role = "user"
+				}
+				in.Messages = append(in.Messages, contract.Message{Role: role, Content: m.Content})
+				if m.SenderJID != "" {
+					in.SenderJID = m.SenderJID
+				}
+			}
+			b, err := json.Marshal(in)
+			return store.Run{Folder: f, Input: b}, err
+		})
+		if err != nil {
+			q.log.Error("make inbox run", "ARIZUKO_FOLDER", f, "err", err)
+			continue
+		}
+		if run != nil {
+			q.log.Info("inbox run queued", "ARIZUKO_RUN_ID", run.ID, "ARIZUKO_FOLDER", f, "messages", run.InboxLast-run.InboxFirst+1)
+		}
+	}
+}
+
+// RunInput is the input JSON a run carries in the store.
+type RunInput struct {
+	Messages  []contract.Message `json:"messages"`
+	SessionID string             `json:"sessionId,omitempty"`
+	SenderJID string             `json:"senderJid,omitempty"`
+}
+
+// start runs one run in its own goroutine; container is set when adopting.
+func (q *Queue) start(ctx context.Context, run *store.Run, container string) {
+	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	f := groupfolder.Folder(run.Folder)
+	q.mu.Lock()
+	q.inflight[run.ID] = &flight{cancel: cancel, folder: f}
+	q.mu.Unlock()
+	q.wg.Add(1)
+	go func() {
+		defer q.wg.Done()
+		defer cancel()
+		q.execute(rctx, run, container)
+		q.mu.Lock()
+		delete(q.inflight, run.ID)
+		close(q.changed)
+		q.changed = make(chan struct{})
+		q.mu.Unlock()
+		q.cfg.OnChange()
+		q.Wake()
+	}()
+}
+
+func (q *Queue) execute(ctx context.Context, run *store.Run, adoptContainer string) {
+	log := q.log.With("ARIZUKO_RUN_ID", run.ID, "ARIZUKO_FOLDER", run.Folder)
+	f, err := groupfolder.Parse(run.Folder)
+	if err != nil {
+		q.finish(ctx, run, runtime.Result{Failure: runtime.FailMisconfig, Terminal: true,
+			Output: contract.Output{Status: contract.StatusFatal, Error: err.Error()}}, log)
+		return
+	}
+	var in RunInput
+	if len(run.Input) > 0 {
+		if err := json.Unmarshal(run.Input, &in); err != nil {
+			q.finish(ctx, run, misconfig("stored input: %v", err), log)
+			return
+		}
+	}
+	t, err := q.cfg.Builder.Build(ctx, turn.Request{
+		RunID: run.ID, Folder: f, TaskID: run.TaskID, Messages: in.Messages,
+		SessionID: in.SessionID, SenderJID: in.SenderJID,
+		Timeout: time.Duration(run.TimeoutMS) * time.Millisecond, Isolated: run.Kind == store.KindTask,
+	})
+	if err != nil {
+		q.finish(ctx, run, misconfig("prepare turn: %v", err), log)
+		return
+	}
+	if q.cfg.Hooks != nil {
+		after, err := q.cfg.Hooks.Before(ctx, run, f)
+		if err != nil {
+			q.finish(ctx, run, misconfig("prepare turn: %v", err), log)
+			return
+		}
+		defer after()
+	}
+	t.Detach = q.detach
+	t.OnCreated = func(name, id string) {
+		q.mu.Lock()
+		if fl := q.inflight[run.ID]; fl != nil {
+			fl.container = id
+		}
+		q.mu.Unlock()
+		if err := q.cfg.Store.SetContainer(context.WithoutCancel(ctx), run.ID, name); err != nil {
+			log.Error("record container", "container", name, "err", err)
+		}
+		log.Info("turn started", "ARIZUKO_CONTAINER", name)
+	}
+	t.OnStderr = func(line string) {
+		log.Info(line, "ARIZUKO_STREAM", "stderr", "ARIZUKO_CONTAINER", runtime.ContainerName(f, run.TaskID, time.UnixMilli(run.StartedAt)))
+	}
+	var res runtime.Result
+	if adoptContainer != "" {
+		res, err = q.cfg.Runner.Adopt(ctx, t, adoptContainer, time.UnixMilli(run.StartedAt))
+	} else {
+		res, err = q.cfg.Runner.Run(ctx, t)
+	}
+	if err != nil {
+		q.finish(ctx, run, misconfig("run: %v", err), log)
+		return
+	}
+	if res.Failure == runtime.FailDetached {
+		log.Info("turn detached: the daemon is stopping; the next start adopts it", "ARIZUKO_CONTAINER", res.Container)
+		return
+	}
+	if res.Failure == runtime.FailEngine && !q.cfg.EngineUp() {
+		// The engine went away under the run: put it back, it will start again when the
+		// engine returns.
+		if err := q.cfg.Store.RequeueRun(context.WithoutCancel(ctx), run.ID); err == nil {
+			log.Warn("engine unavailable: run requeued", "err", res.Output.Error)
+			return
+		}
+	}
+	q.finish(ctx, run, res, log)
+}
+
+func misconfig(format string, args ...any) runtime.Result {
+	return runtime.Result{Failure: runtime.FailMisconfig, Terminal: true,
+		Output: contract.Output{Status: contract.StatusFatal, Error: fmt.Sprintf(format, args...)}}
+}
+
+// finish records the end of a run with its cursor and session, and logs it.
+func (q *Queue) finish(ctx context.Context, run *store.Run, res runtime.Result, log *slog.Logger) {
+	ctx = context.WithoutCancel(ctx)
+	o := outcome(run, res, q.cfg.RetryMax, q.retryBackoff(run.Attempt))
+	var code *int
+	if res.Container != "" && res.Failure != runtime.FailLost && res.Failure != runtime.FailEngine {
+		c := res.ExitCode
+		code = &c
+	}
+	o.ExitCode = code
+	final, err := q.cfg.Store.FinishRun(ctx, run.ID, o)
+	if err != nil {
+		log.Error("record run end", "err", err)
+		return
+	}
+	attrs := []any{
+		"ARIZUKO_CONTAINER", res.Container,
+		"ARIZUKO_STATUS", string(o.Status),
+		"ARIZUKO_STATE", string(final.State),
+		"ARIZUKO_EXIT_CODE", res.ExitCode,
+		"ARIZUKO_DURATION_MS", res.Duration.Milliseconds(),
+	}
+	if o.Failure != "" {
+		attrs = append(attrs, "ARIZUKO_FAILURE", string(o.Failure), "ARIZUKO_ERROR", o.Error)
+	}
+	if o.Status == store.StatusOK {
+		log.Info("turn finished", attrs...)
+	} else {
+		log.Warn("turn failed", attrs...)
+	}
+}
+
+func (q *Queue) retryBackoff(attempt int) time.Duration {
+	d := q.cfg.RetryBackoff
+	for i := 1; i < attempt && d < time.Hour; i++ {
+		d *= 2
+	}
+	return min(d, time.Hour)
+}
+
+// outcome maps a runner Result to what the store records, with the cursor rule of seed
+// 000: ok and error advance the cursor, fatal rolls it back for a retry with backoff,
+// misconfiguration parks the folder (a retry would not help), a kill counts as handled.
+func outcome(run *store.Run, res runtime.Result, retryMax int, backoff time.Duration) store.Outcome {
+	o := store.Outcome{
+		Status:       store.Status(res.Output.Status),
+		Failure:      storeFailure(res.Failure),
+		Terminal:     res.Terminal,
+		Error:        res.Output.Error,
+		Result:       res.Output.Result,
+		NewSessionID: res.Output.NewSessionID,
+		SaveSession:  run.Kind != store.KindTask && res.Output.Status != contract.StatusFatal,
+	}
+	switch {
+	case res.Failure == runtime.FailKilled:
+		o.State = store.RunKilled
+	case res.Failure != runtime.FailNone && res.Failure != runtime.FailTimeout || res.Output.Status == contract.StatusFatal:
+		o.State = store.RunError
+	default:
+		o.State = store.RunExited
+	}
+	if o.Status == "" {
+		o.Status = store.StatusFatal
+	}
+	if run.InboxFirst == 0 {
+		return o
+	}
+	switch {
+	case res.Failure == runtime.FailKilled, o.Status == store.StatusOK, o.Status == store.StatusError:
+		o.Cursor = store.CursorUpdate{Op: store.CursorAdvance}
+	case res.Terminal:
+		o.Cursor = store.CursorUpdate{Op: store.CursorPark, Reason: o.Error}
+	default:
+		o.Cursor = store.CursorUpdate{Op: store.CursorRetry, Reason: o.Error, Backoff: backoff, MaxRetries: retryMax}
+	}
+	return o
+}
+
+func storeFailure(f runtime.Failure) store.Failure {
+	switch f {
+	case runtime.FailNone:
+		return store.FailureNone
+	case runtime.FailTimeout:
+		return store.FailureTimeout
+	case runtime.FailOOM:
+		return store.FailureOOM
+	case runtime.FailMisconfig:
+		return store.FailureMisconfig
+	case runtime.FailKilled:
+		return store.FailureKilled
+	case runtime.FailLost:
+		return store.FailureLost
+	case runtime.FailNoOutput, runtime.FailBadOutput:
+		return store.Failure(f)
+	}
+	return store.FailureEngine
+}
+
+// adopt picks up the runs the store says are running: a previous daemon detached from them
+// or died. Each is adopted by its container (still running or exited) or recorded as lost.
+func (q *Queue) adopt(ctx context.Context) error {
+	runs, err := q.cfg.Store.ListRunning(ctx)
+	if err != nil {
+		return err
+	}
+	for i := range runs {
+		run := &runs[i]
+		if run.Container == "" {
+			// It died before its container was made: run it again from the start.
+			if err := q.cfg.Store.RequeueRun(ctx, run.ID); err != nil {
+				return err
+			}
+			q.log.Info("run requeued: the previous daemon stopped before its container existed", "ARIZUKO_RUN_ID", run.ID, "ARIZUKO_FOLDER", run.Folder)
+			continue
+		}
+		q.log.Info("adopting run", "ARIZUKO_RUN_ID", run.ID, "ARIZUKO_FOLDER", run.Folder, "ARIZUKO_CONTAINER", run.Container)
+		q.start(ctx, run, run.Container)
+	}
+	return nil
+}
+
+// Kill stops a running run; it reports whether the run was in flight here.
+func (q *Queue) Kill(id string) bool {
+	q.mu.Lock()
+	fl := q.inflight[id]
+	q.mu.Unlock()
+	if fl == nil {
+		return false
+	}
+	fl.cancel()
+	return true
+}
+
+// ErrNotRunning says a run is not in flight here, so it cannot be steered.
+var ErrNotRunning = errors.New("run is not running")
+
+// Steer delivers messages to a running run.
+func (q *Queue) Steer(ctx context.Context, id string, msgs []contract.Message) error {
+	q.mu.Lock()
+	fl := q.inflight[id]
+	var folder groupfolder.Folder
+	var container string
+	if fl != nil {
+		folder, container = fl.folder, fl.container
+	}
+	q.mu.Unlock()
+	if fl == nil || container == "" {
+		return ErrNotRunning
+	}
+	return q.cfg.Runner.Steer(ctx, folder, container, msgs)
+}
+
+// Changed returns a channel that is closed when the next run ends, so a caller can wait
+// for a run without polling: take the channel, check the run, then wait on it.
+func (q *Queue) Changed() <-chan struct{} {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.changed
+}
+
+// Running is the number of runs in flight here.
+func (q *Queue) Running() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.inflight)
+}

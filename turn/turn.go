@@ -1,0 +1,260 @@
+// Package turn builds what one turn of a group needs before its container starts: the
+// group's container config, the validated mount table, the system prompt from memory, the
+// seeded ~/.claude and the grants. The daemon's queue, `arizukod run --local`, `arizukod
+// mounts` and `arizukod prompt` all use it, so they agree on what a turn gets.
+//
+// It reads the store (groups, sessions, grants) and the group's files; it writes only the
+// group's session directory. It must not start containers or touch the queue.
+package turn
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/arizuko/arizukod/config"
+	"github.com/arizuko/arizukod/contract"
+	"github.com/arizuko/arizukod/groupfolder"
+	"github.com/arizuko/arizukod/memory"
+	"github.com/arizuko/arizukod/mountsec"
+	"github.com/arizuko/arizukod/runtime"
+	"github.com/arizuko/arizukod/session"
+	"github.com/arizuko/arizukod/store"
+)
+
+// Errors callers branch on.
+var (
+	// ErrRejectedMount fails a turn closed: a requested mount was refused.
+	ErrRejectedMount = errors.New("additional mount rejected")
+	// ErrBadContainerConfig says the group's stored container config is unusable.
+	ErrBadContainerConfig = errors.New("bad container config")
+)
+
+// ContainerConfig is a group's container settings, stored as JSON with the group (seed 003).
+type ContainerConfig struct {
+	AdditionalMounts []mountsec.MountRequest `json:"additional_mounts,omitempty"`
+	// Timeout is the run timeout in milliseconds; 0 keeps the daemon's.
+	Timeout int64   `json:"timeout,omitempty"`
+	Network string  `json:"network,omitempty"`
+	Memory  string  `json:"memory,omitempty"`
+	CPUs    float64 `json:"cpus,omitempty"`
+	Pids    int64   `json:"pids,omitempty"`
+}
+
+// ParseContainerConfig decodes a stored container config; unknown fields are errors.
+func ParseContainerConfig(raw []byte) (ContainerConfig, error) {
+	var c ContainerConfig
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return c, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		return c, fmt.Errorf("%w: %v", ErrBadContainerConfig, err)
+	}
+	switch {
+	case c.Timeout < 0:
+		return c, fmt.Errorf("%w: timeout: must not be negative", ErrBadContainerConfig)
+	case c.CPUs < 0 || c.CPUs > 1024:
+		return c, fmt.Errorf("%w: cpus: %v is out of range", ErrBadContainerConfig, c.CPUs)
+	case c.Pids < 0:
+		return c, fmt.Errorf("%w: pids: must not be negative", ErrBadContainerConfig)
+	}
+	if c.Memory != "" {
+		if _, err := config.ParseMemory(c.Memory); err != nil {
+			return c, fmt.Errorf("%w: memory: %v", ErrBadContainerConfig, err)
+		}
+	}
+	return c, nil
+}
+
+// Store is what the builder reads.
+type Store interface {
+	GetGroup(ctx context.Context, folder string) (*store.Group, error)
+	GetSession(ctx context.Context, folder string) (string, error)
+	GetGrants(ctx context.Context, folder string) ([]string, error)
+}
+
+// Builder builds turns. Its fields are set once by the caller.
+type Builder struct {
+	Layout groupfolder.Layout
+	Store  Store
+	// Allowlist validates additional mounts; nil refuses them all, saying AllowlistErr.
+	Allowlist    *mountsec.Allowlist
+	AllowlistErr error
+	// Skills is the bundled skills tree seeded into each session; nil seeds none.
+	Skills   fs.FS
+	Location *time.Location
+	// Limits are the daemon's defaults; a group's container config overrides them.
+	Limits      runtime.Limits
+	DiaryMax    int
+	EpisodesMax int
+	// SettingsEnv is written into settings.json's env.
+	SettingsEnv map[string]string
+	Now         func() time.Time
+	Logger      *slog.Logger
+}
+
+// Request is one turn to build.
+type Request struct {
+	RunID     string
+	Folder    groupfolder.Folder
+	TaskID    string
+	Messages  []contract.Message
+	SessionID string // empty continues the folder's stored session
+	SenderJID string
+	Timeout   time.Duration
+	// Isolated turns (scheduled tasks) start a fresh session.
+	Isolated bool
+}
+
+// Plan is a group's container config with its mounts judged.
+type Plan struct {
+	Config   ContainerConfig
+	Mounts   []mountsec.Mount
+	Rejected []mountsec.Rejection
+}
+
+// Plan reads f's container config and validates its additional mounts.
+func (b *Builder) Plan(ctx context.Context, f groupfolder.Folder) (Plan, error) {
+	var p Plan
+	if b.Store != nil {
+		g, err := b.Store.GetGroup(ctx, string(f))
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+		case err != nil:
+			return p, err
+		default:
+			if p.Config, err = ParseContainerConfig(g.ContainerConfig); err != nil {
+				return p, fmt.Errorf("group %s: %w", f, err)
+			}
+		}
+	}
+	if len(p.Config.AdditionalMounts) > 0 {
+		p.Mounts, p.Rejected = mountsec.ValidateAll(b.Allowlist, p.Config.AdditionalMounts, f.Depth() == 0)
+	}
+	return p, nil
+}
+
+// Build prepares the turn: plan, prompt, session, grants. A rejected mount is an error
+// (ErrRejectedMount) naming the mount and the rule: the turn fails closed.
+func (b *Builder) Build(ctx context.Context, req Request) (runtime.Turn, error) {
+	f := req.Folder
+	plan, err := b.Plan(ctx, f)
+	if err != nil {
+		return runtime.Turn{}, err
+	}
+	if len(plan.Rejected) > 0 {
+		r := plan.Rejected[0]
+		return runtime.Turn{}, fmt.Errorf("%w (%d of %d refused): %v", ErrRejectedMount, len(plan.Rejected), len(plan.Config.AdditionalMounts), r.Err)
+	}
+	limits, err := b.limits(plan.Config)
+	if err != nil {
+		return runtime.Turn{}, err
+	}
+	var extra []runtime.Mount
+	for _, m := range plan.Mounts {
+		if err := mountsec.Recheck(m); err != nil {
+			return runtime.Turn{}, fmt.Errorf("%w: %v", ErrRejectedMount, err)
+		}
+		extra = append(extra, runtime.Mount{Source: m.HostPath, Target: m.ContainerPath, ReadOnly: m.ReadOnly})
+	}
+	dirs, err := b.Layout.Ensure(f, os.Getuid(), os.Getgid())
+	if err != nil {
+		return runtime.Turn{}, err
+	}
+	prompt, err := b.Prompt(ctx, f, req.SenderJID)
+	if err != nil {
+		return runtime.Turn{}, err
+	}
+	sessionID := req.SessionID
+	if sessionID == "" && !req.Isolated && b.Store != nil {
+		if sessionID, err = b.Store.GetSession(ctx, string(f)); err != nil {
+			return runtime.Turn{}, err
+		}
+	}
+	grants, err := b.grants(ctx, f)
+	if err != nil {
+		return runtime.Turn{}, err
+	}
+	err = session.Seed(ctx, dirs.Session, session.Options{
+		Folder: string(f), Env: b.SettingsEnv, Skills: b.Skills,
+		Owner: &session.Owner{UID: os.Getuid(), GID: os.Getgid()}, Logger: b.Logger,
+	})
+	if err != nil {
+		return runtime.Turn{}, fmt.Errorf("seed session of %s: %w", f, err)
+	}
+	timeout := req.Timeout
+	if timeout <= 0 && plan.Config.Timeout > 0 {
+		timeout = time.Duration(plan.Config.Timeout) * time.Millisecond
+	}
+	return runtime.Turn{
+		RunID:  req.RunID,
+		Folder: f,
+		TaskID: req.TaskID,
+		Input: contract.Input{
+			SessionID:    sessionID,
+			Messages:     req.Messages,
+			SystemPrompt: prompt,
+			Grants:       grants,
+			SenderJID:    req.SenderJID,
+		},
+		Limits:      limits,
+		ExtraMounts: extra,
+		Timeout:     timeout,
+	}, nil
+}
+
+// Prompt is the system prompt a turn of f from sender gets.
+func (b *Builder) Prompt(ctx context.Context, f groupfolder.Folder, sender string) (string, error) {
+	dir, err := b.Layout.GroupDir(f)
+	if err != nil {
+		return "", err
+	}
+	now := time.Now
+	if b.Now != nil {
+		now = b.Now
+	}
+	return memory.Assemble(ctx, dir, memory.Options{
+		Now: now(), Location: b.Location, Sender: sender,
+		DiaryMax: b.DiaryMax, EpisodesMax: b.EpisodesMax, Logger: b.Logger,
+	})
+}
+
+func (b *Builder) grants(ctx context.Context, f groupfolder.Folder) ([]string, error) {
+	if b.Store == nil {
+		return []string{"*"}, nil
+	}
+	g, err := b.Store.GetGrants(ctx, string(f))
+	if errors.Is(err, store.ErrNotFound) {
+		return []string{"*"}, nil
+	}
+	return g, err
+}
+
+func (b *Builder) limits(c ContainerConfig) (runtime.Limits, error) {
+	l := b.Limits
+	if c.Memory != "" {
+		m, err := config.ParseMemory(c.Memory)
+		if err != nil {
+			return l, fmt.Errorf("%w: memory: %v", ErrBadContainerConfig, err)
+		}
+		l.MemoryBytes = m
+	}
+	if c.CPUs > 0 {
+		l.NanoCPUs = int64(c.CPUs * 1e9)
+	}
+	if c.Pids > 0 {
+		l.PidsLimit = c.Pids
+	}
+	if c.Network != "" {
+		l.Network = c.Network
+	}
+	return l, nil
+}
