@@ -44,6 +44,7 @@ type Runner interface {
 	Run(ctx context.Context, t runtime.Turn) (runtime.Result, error)
 	Adopt(ctx context.Context, t runtime.Turn, container string, startedAt time.Time) (runtime.Result, error)
 	Steer(ctx context.Context, f groupfolder.Folder, containerID string, msgs []contract.Message) error
+	RemoveLeftovers(ctx context.Context, keep func(runtime.Container) bool) ([]string, error)
 }
 
 // Builder builds a run's turn.
@@ -138,13 +139,20 @@ func (q *Queue) Wake() {
 // Run dispatches until ctx ends. Then it detaches from the running turns, leaving their
 // containers to finish under the engine, and returns once every turn goroutine is gone.
 func (q *Queue) Run(ctx context.Context) error {
-	if err := q.adopt(ctx); err != nil {
-		q.log.Error("adopting the runs of the previous daemon", "err", err)
-	}
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
+	reconciled := false
 	for {
-		q.dispatch(ctx)
+		if !reconciled && q.cfg.EngineUp() {
+			if err := q.reconcile(ctx); err != nil {
+				q.log.Error("reconciling with the engine", "err", err)
+			} else {
+				reconciled = true
+			}
+		}
+		if reconciled {
+			q.dispatch(ctx)
+		}
 		select {
 		case <-ctx.Done():
 			close(q.detach)
@@ -413,12 +421,27 @@ func storeFailure(f runtime.Failure) store.Failure {
 	return store.FailureEngine
 }
 
-// adopt picks up the runs the store says are running: a previous daemon detached from them
-// or died. Each is adopted by its container (still running or exited) or recorded as lost.
-func (q *Queue) adopt(ctx context.Context) error {
+// reconcile runs once the engine first answers. The runs the store says are running were
+// detached from or orphaned by a previous daemon: each is adopted by its container (still
+// running or exited) or recorded as lost. Every other container of this instance is a
+// leftover and is removed.
+func (q *Queue) reconcile(ctx context.Context) error {
 	runs, err := q.cfg.Store.ListRunning(ctx)
 	if err != nil {
 		return err
+	}
+	adopt := map[string]bool{}
+	for _, r := range runs {
+		if r.Container != "" {
+			adopt[r.Container] = true
+		}
+	}
+	removed, err := q.cfg.Runner.RemoveLeftovers(ctx, func(c runtime.Container) bool { return adopt[c.Name] })
+	if err != nil {
+		return err
+	}
+	if len(removed) > 0 {
+		q.log.Info("removed leftover containers", "count", len(removed))
 	}
 	for i := range runs {
 		run := &runs[i]

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -87,4 +89,138 @@ func Detect(ctx context.Context, kind, uri string) (Engine, Info, error) {
 		return e, info, nil
 	}
 	return nil, Info{}, fmt.Errorf("%w; tried:\n  %s", ErrNoEngine, strings.Join(tried, "\n  "))
+}
+
+// Detecting is an Engine that finds its engine on first use, and again whenever the one it
+// found stops answering Info: for a daemon that starts before its engine does.
+type Detecting struct {
+	kind string
+
+	mu  sync.Mutex
+	cur Engine
+}
+
+// NewDetecting returns an Engine over the first candidate of kind that answers.
+func NewDetecting(kind string) *Detecting { return &Detecting{kind: kind} }
+
+// Info detects the engine when there is none, or when the current one does not answer.
+func (d *Detecting) Info(ctx context.Context) (Info, error) {
+	d.mu.Lock()
+	cur := d.cur
+	d.mu.Unlock()
+	if cur != nil {
+		if info, err := cur.Info(ctx); err == nil {
+			return info, nil
+		}
+	}
+	e, info, err := Detect(ctx, d.kind, "")
+	d.mu.Lock()
+	d.cur = e
+	d.mu.Unlock()
+	return info, err
+}
+
+func (d *Detecting) engine() (Engine, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.cur == nil {
+		return nil, fmt.Errorf("%w yet", ErrNoEngine)
+	}
+	return d.cur, nil
+}
+
+func (d *Detecting) ImageExists(ctx context.Context, ref string) (bool, error) {
+	e, err := d.engine()
+	if err != nil {
+		return false, err
+	}
+	return e.ImageExists(ctx, ref)
+}
+
+func (d *Detecting) ImportImage(ctx context.Context, ref string, rootfs io.Reader, changes []string) error {
+	e, err := d.engine()
+	if err != nil {
+		return err
+	}
+	return e.ImportImage(ctx, ref, rootfs, changes)
+}
+
+func (d *Detecting) Create(ctx context.Context, spec Spec) (string, error) {
+	e, err := d.engine()
+	if err != nil {
+		return "", err
+	}
+	return e.Create(ctx, spec)
+}
+
+func (d *Detecting) Attach(ctx context.Context, id string) (*Attachment, error) {
+	e, err := d.engine()
+	if err != nil {
+		return nil, err
+	}
+	return e.Attach(ctx, id)
+}
+
+func (d *Detecting) Start(ctx context.Context, id string) error {
+	e, err := d.engine()
+	if err != nil {
+		return err
+	}
+	return e.Start(ctx, id)
+}
+
+func (d *Detecting) Wait(ctx context.Context, id string) (State, error) {
+	e, err := d.engine()
+	if err != nil {
+		return State{}, err
+	}
+	return e.Wait(ctx, id)
+}
+
+func (d *Detecting) Inspect(ctx context.Context, id string) (State, error) {
+	e, err := d.engine()
+	if err != nil {
+		return State{}, err
+	}
+	return e.Inspect(ctx, id)
+}
+
+func (d *Detecting) Signal(ctx context.Context, id, signal string) error {
+	e, err := d.engine()
+	if err != nil {
+		return err
+	}
+	return e.Signal(ctx, id, signal)
+}
+
+func (d *Detecting) Stop(ctx context.Context, id string, grace time.Duration) error {
+	e, err := d.engine()
+	if err != nil {
+		return err
+	}
+	return e.Stop(ctx, id, grace)
+}
+
+func (d *Detecting) Remove(ctx context.Context, id string) error {
+	e, err := d.engine()
+	if err != nil {
+		return err
+	}
+	return e.Remove(ctx, id)
+}
+
+func (d *Detecting) List(ctx context.Context, labels map[string]string) ([]Container, error) {
+	e, err := d.engine()
+	if err != nil {
+		return nil, err
+	}
+	return e.List(ctx, labels)
+}
+
+func (d *Detecting) Logs(ctx context.Context, id string, stdout, stderr io.Writer) error {
+	e, err := d.engine()
+	if err != nil {
+		return err
+	}
+	return e.Logs(ctx, id, stdout, stderr)
 }

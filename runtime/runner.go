@@ -63,8 +63,11 @@ const (
 
 // Config is what a Runner needs for every turn.
 type Config struct {
-	Engine   Engine
+	Engine Engine
+	// Info describes the engine; InfoFunc, when set, is asked instead at every turn, for a
+	// daemon that learns the engine only once it answers.
 	Info     Info
+	InfoFunc func() Info
 	Layout   groupfolder.Layout
 	Instance string // the value of LabelInstance on every container
 	Image    string
@@ -159,6 +162,13 @@ func NewRunner(cfg Config) (*Runner, error) {
 		log = slog.Default()
 	}
 	return &Runner{cfg: cfg, log: log}, nil
+}
+
+func (r *Runner) info() Info {
+	if r.cfg.InfoFunc != nil {
+		return r.cfg.InfoFunc()
+	}
+	return r.cfg.Info
 }
 
 // DefaultRlimits are explicit, so that a container never inherits limits the host refuses.
@@ -293,7 +303,7 @@ func (r *Runner) spec(t Turn, name string, d groupfolder.Dirs, mounts []Mount, t
 		Stdin:       true,
 		LogMaxBytes: logMaxBytes,
 	}
-	if !r.cfg.Info.Rootless {
+	if !r.info().Rootless {
 		// A rootful engine would otherwise write the agent's files as root; rootless
 		// Podman already maps the container's root to the daemon's user.
 		s.User = fmt.Sprintf("%d:%d", os.Getuid(), os.Getgid())
@@ -569,7 +579,7 @@ func (tr *turnRun) writeLog() {
 	res := tr.res
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "run: %s\nfolder: %s\ncontainer: %s\nimage: %s\nengine: %s %s\nstarted: %s\nduration: %s\nexit: %d\nstatus: %s\nfailure: %s\n",
-		res.RunID, tr.t.Folder, res.Container, tr.r.cfg.Image, tr.r.cfg.Info.Name, tr.r.cfg.Info.Version,
+		res.RunID, tr.t.Folder, res.Container, tr.r.cfg.Image, tr.r.info().Name, tr.r.info().Version,
 		tr.started.UTC().Format(time.RFC3339Nano), res.Duration.Round(time.Millisecond), res.ExitCode, res.Output.Status, res.Failure)
 	if res.Output.Error != "" {
 		fmt.Fprintf(&b, "error: %s\n", tr.r.cfg.Redact(res.Output.Error))
@@ -679,22 +689,23 @@ func (l *lineSplitter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// RemoveLeftovers removes every container of this instance, running or not: what a crash
-// left behind. Call it at start, before any turn runs. It returns the names removed.
-func (r *Runner) RemoveLeftovers(ctx context.Context) ([]string, error) {
+// RemoveLeftovers removes the containers of this instance, running or not, that keep does
+// not claim: what a crash left behind. keep lets a restarting daemon spare the containers of
+// runs it adopts; nil keeps none. It returns the names removed.
+func (r *Runner) RemoveLeftovers(ctx context.Context, keep func(Container) bool) ([]string, error) {
 	list, err := r.cfg.Engine.List(ctx, map[string]string{LabelInstance: r.cfg.Instance})
 	if err != nil {
 		return nil, fmt.Errorf("list leftovers: %w", err)
 	}
 	var removed []string
 	for _, c := range list {
-		if c.Labels[LabelInstance] != r.cfg.Instance {
+		if c.Labels[LabelInstance] != r.cfg.Instance || keep != nil && keep(c) {
 			continue
 		}
 		if err := r.cfg.Engine.Remove(ctx, c.ID); err != nil {
 			return removed, fmt.Errorf("remove leftover %s: %w", c.Name, err)
 		}
-		r.log.Info("removed leftover container", "container", c.Name, "folder", c.Labels[LabelFolder], "run", c.Labels[LabelRun])
+		r.log.Info("removed leftover container", "container", c.Name, "ARIZUKO_FOLDER", c.Labels[LabelFolder], "ARIZUKO_RUN_ID", c.Labels[LabelRun])
 		removed = append(removed, c.Name)
 	}
 	return removed, nil

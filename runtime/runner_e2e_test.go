@@ -396,7 +396,7 @@ func TestRemoveLeftovers(t *testing.T) {
 			ours := mk("arizuko-leftover-"+h.cfg.Instance, h.cfg.Instance)
 			theirs := mk("arizuko-other-"+h.cfg.Instance, "someone-else")
 			defer h.eng.Remove(ctx, theirs)
-			removed, err := h.runner.RemoveLeftovers(ctx)
+			removed, err := h.runner.RemoveLeftovers(ctx, nil)
 			if err != nil || len(removed) != 1 {
 				t.Fatalf("RemoveLeftovers = %v, %v; want exactly our one container", removed, err)
 			}

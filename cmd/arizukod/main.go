@@ -19,7 +19,10 @@ type command struct {
 }
 
 var commands = map[string]command{
+	"serve":   {"run the daemon (socket-activated under systemd, or on its own socket)", cmdServe},
 	"run":     {"run one turn and print its result JSON", cmdRun},
+	"runs":    {"list, show and kill runs of the daemon", cmdRuns},
+	"groups":  {"list and register groups, set their grants", cmdGroups},
 	"doctor":  {"check the engine, directories and journald, with the command that fixes each failure", cmdDoctor},
 	"image":   {"make agent images from static binaries", cmdImage},
 	"version": {"print the version", cmdVersion},

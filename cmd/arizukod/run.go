@@ -33,10 +33,10 @@ type runResult struct {
 }
 
 func cmdRun(ctx context.Context, args []string) error {
-	fs := newFlags("run", "--local --folder F --message TEXT [flags]")
+	fs := newFlags("run", "--folder F --message TEXT [--local] [flags]")
 	var (
 		ef        engineFlags
-		local     = fs.Bool("local", false, "run the turn in this process, without a daemon")
+		local     = fs.Bool("local", false, "run the turn in this process, without a daemon (otherwise: through the daemon's socket)")
 		folder    = fs.String("folder", "", "group folder, e.g. main or main/research (required)")
 		message   = fs.String("message", "", "the message of the turn (required)")
 		image     = fs.String("image", defaultImage(), "agent image; runs never pull ($CONTAINER_IMAGE)")
@@ -46,12 +46,10 @@ func cmdRun(ctx context.Context, args []string) error {
 		session   = fs.String("session", "", "session id to continue")
 		skillsDir = fs.String("skills-dir", "", "bundled skills, mounted read-only at /skills")
 	)
+	socket := socketFlag(fs)
 	ef.register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
-	}
-	if !*local {
-		return fmt.Errorf("only --local is available: this build has no daemon API yet")
 	}
 	f, err := groupfolder.Parse(*folder)
 	if err != nil {
@@ -59,6 +57,13 @@ func cmdRun(ctx context.Context, args []string) error {
 	}
 	if *message == "" {
 		return errors.New("--message: required")
+	}
+	if !*local {
+		var t time.Duration
+		if *timeout != runtime.DefaultTimeout {
+			t = *timeout
+		}
+		return runDaemon(ctx, *socket, string(f), *message, *session, *sender, t)
 	}
 	layout, err := groupfolder.NewLayout(*dataDir)
 	if err != nil {

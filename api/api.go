@@ -1,0 +1,266 @@
+// Package api is arizukod's local JSON API over a unix socket: runs, group inboxes, groups
+// and their grants, the outbox and inbound chat messages. It validates every request and
+// answers a caller's mistake with a 4xx and a JSON error that names the field; it writes to
+// the store and wakes or asks the queue, and never touches an engine or a file.
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/arizuko/arizukod/contract"
+	"github.com/arizuko/arizukod/groupfolder"
+	"github.com/arizuko/arizukod/store"
+)
+
+// MaxBody bounds every request body.
+const MaxBody = 1 << 20
+
+// maxWait bounds a long poll.
+const maxWait = 10 * time.Minute
+
+// Queue is what the API asks of the queue.
+type Queue interface {
+	Wake()
+	Kill(id string) bool
+	Steer(ctx context.Context, id string, msgs []contract.Message) error
+	Changed() <-chan struct{}
+}
+
+// Health is what /health reports beyond the store.
+type Health interface {
+	Health(ctx context.Context) HealthReport
+}
+
+// HealthReport is the body of GET /health.
+type HealthReport struct {
+	Status  string       `json:"status"` // ok, or degraded while the engine is away
+	Version string       `json:"version"`
+	Engine  EngineHealth `json:"engine"`
+	Running int          `json:"running"`
+	Queued  int          `json:"queued"`
+}
+
+// EngineHealth is the engine part of HealthReport.
+type EngineHealth struct {
+	Up      bool   `json:"up"`
+	Name    string `json:"name,omitempty"`
+	Version string `json:"version,omitempty"`
+	Socket  string `json:"socket,omitempty"`
+	Error   string `json:"error,omitempty"`
+}
+
+// Server serves the API.
+type Server struct {
+	store  *store.Store
+	queue  Queue
+	health Health
+	log    *slog.Logger
+	mux    *http.ServeMux
+}
+
+// New returns the API over st and q.
+func New(st *store.Store, q Queue, h Health, log *slog.Logger) *Server {
+	s := &Server{store: st, queue: q, health: h, log: log, mux: http.NewServeMux()}
+	s.mux.HandleFunc("GET /health", s.getHealth)
+	s.mux.HandleFunc("POST /v1/runs", s.createRun)
+	s.mux.HandleFunc("GET /v1/runs", s.listRuns)
+	s.mux.HandleFunc("GET /v1/runs/{id}", s.getRun)
+	s.mux.HandleFunc("DELETE /v1/runs/{id}", s.killRun)
+	s.mux.HandleFunc("POST /v1/runs/{id}/steer", s.steerRun)
+	s.mux.HandleFunc("POST /v1/groups", s.putGroup)
+	s.mux.HandleFunc("GET /v1/groups", s.listGroups)
+	s.mux.HandleFunc("GET /v1/groups/{folder}", s.getGroup)
+	s.mux.HandleFunc("POST /v1/groups/{folder}/messages", s.appendInbox)
+	s.mux.HandleFunc("PUT /v1/groups/{folder}/grants", s.putGrants)
+	s.mux.HandleFunc("GET /v1/groups/{folder}/grants", s.getGrants)
+	s.mux.HandleFunc("GET /v1/groups/{folder}/outbox", s.listOutbox)
+	s.mux.HandleFunc("POST /v1/groups/{folder}/unpark", s.unpark)
+	s.mux.HandleFunc("POST /v1/messages", s.inbound)
+	return s
+}
+
+// ServeHTTP serves one request, turning a panic into a 500 that is logged.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	defer func() {
+		if v := recover(); v != nil {
+			s.log.Error("api handler panicked", "method", r.Method, "path", r.URL.Path, "panic", fmt.Sprint(v))
+			writeErr(w, http.StatusInternalServerError, "", "internal error")
+		}
+	}()
+	r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
+	s.mux.ServeHTTP(w, r)
+}
+
+// apiError is every error body: what went wrong and, for a bad field, which.
+type apiError struct {
+	Error string `json:"error"`
+	Field string `json:"field,omitempty"`
+}
+
+func writeErr(w http.ResponseWriter, code int, field, format string, args ...any) {
+	writeJSON(w, code, apiError{Error: fmt.Sprintf(format, args...), Field: field})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
+
+// decode reads a JSON body into v strictly: unknown fields, wrong types, trailing data and
+// oversized bodies are errors that name the field.
+func decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
+		writeErr(w, http.StatusUnsupportedMediaType, "", "Content-Type %q: send application/json", ct)
+		return false
+	}
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil && dec.More() {
+		err = errors.New("trailing data after the JSON object")
+	}
+	if err == nil {
+		if _, terr := dec.Token(); terr != io.EOF {
+			err = errors.New("trailing data after the JSON object")
+		}
+	}
+	if err == nil {
+		return true
+	}
+	var tooBig *http.MaxBytesError
+	var typeErr *json.UnmarshalTypeError
+	var syntaxErr *json.SyntaxError
+	switch {
+	case errors.As(err, &tooBig):
+		writeErr(w, http.StatusRequestEntityTooLarge, "", "body larger than %d bytes", tooBig.Limit)
+	case errors.As(err, &typeErr):
+		writeErr(w, http.StatusBadRequest, typeErr.Field, "%s: must be %s, not %s", typeErr.Field, typeErr.Type, typeErr.Value)
+	case errors.As(err, &syntaxErr):
+		writeErr(w, http.StatusBadRequest, "", "malformed JSON at byte %d: %v", syntaxErr.Offset, err)
+	case errors.Is(err, io.EOF):
+		writeErr(w, http.StatusBadRequest, "", "empty body: send a JSON object")
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		name := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+		writeErr(w, http.StatusBadRequest, name, "unknown field %q", name)
+	default:
+		writeErr(w, http.StatusBadRequest, "", "bad JSON body: %v", err)
+	}
+	return false
+}
+
+// folderParam reads {folder}: a folder with its slashes escaped (main%2Fresearch) or its
+// container slug (main-research).
+func folderParam(w http.ResponseWriter, r *http.Request) (groupfolder.Folder, bool) {
+	raw := r.PathValue("folder")
+	f, err := parseFolder(raw)
+	if err != nil {
+		writeErr(w, http.StatusBadRequest, "folder", "%v", err)
+		return "", false
+	}
+	return f, true
+}
+
+func parseFolder(raw string) (groupfolder.Folder, error) {
+	if !strings.Contains(raw, "/") && strings.Contains(raw, "-") {
+		return groupfolder.ParseSlug(raw)
+	}
+	return groupfolder.Parse(raw)
+}
+
+// knownGroup checks that f is registered: work for unknown groups is refused.
+func (s *Server) knownGroup(w http.ResponseWriter, r *http.Request, f groupfolder.Folder) bool {
+	_, err := s.store.GetGroup(r.Context(), string(f))
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		writeErr(w, http.StatusNotFound, "folder", "unknown group %q: register it first (POST /v1/groups or `arizukod groups add %s`)", f, f)
+		return false
+	case err != nil:
+		s.internal(w, r, err)
+		return false
+	}
+	return true
+}
+
+func (s *Server) internal(w http.ResponseWriter, r *http.Request, err error) {
+	s.log.Error("api", "method", r.Method, "path", r.URL.Path, "err", err)
+	writeErr(w, http.StatusInternalServerError, "", "internal error: %v", err)
+}
+
+func (s *Server) getHealth(w http.ResponseWriter, r *http.Request) {
+	h := s.health.Health(r.Context())
+	code := http.StatusOK
+	if h.Status != "ok" {
+		code = http.StatusServiceUnavailable
+	}
+	writeJSON(w, code, h)
+}
+
+// messagesField validates a message list.
+func messagesField(w http.ResponseWriter, field string, msgs []contract.Message) bool {
+	if len(msgs) == 0 {
+		writeErr(w, http.StatusBadRequest, field, "%s: at least one message is required", field)
+		return false
+	}
+	for i, m := range msgs {
+		switch {
+		case strings.TrimSpace(m.Content) == "":
+			writeErr(w, http.StatusBadRequest, fmt.Sprintf("%s[%d].content", field, i), "%s[%d].content: must not be empty", field, i)
+			return false
+		case m.Role != "" && m.Role != "user" && m.Role != "assistant" && m.Role != "system":
+			writeErr(w, http.StatusBadRequest, fmt.Sprintf("%s[%d].role", field, i), "%s[%d].role: %q is not user, assistant or system", field, i, m.Role)
+			return false
+		}
+	}
+	return true
+}
+
+// Duration accepts a Go duration string ("90s") or a number of milliseconds, and is
+// written as a string.
+type Duration time.Duration
+
+// MarshalJSON writes the duration as a Go duration string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// UnmarshalJSON reads a Go duration string or a number of milliseconds.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		v, err := time.ParseDuration(s)
+		if err != nil {
+			return err
+		}
+		*d = Duration(v)
+		return nil
+	}
+	var ms int64
+	if err := json.Unmarshal(b, &ms); err != nil {
+		return errors.New(`a duration like "90s" or a number of milliseconds`)
+	}
+	*d = Duration(time.Duration(ms) * time.Millisecond)
+	return nil
+}
+
+func queryInt(w http.ResponseWriter, r *http.Request, name string, def, lo, hi int64) (int64, bool) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return def, true
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < lo || n > hi {
+		writeErr(w, http.StatusBadRequest, name, "%s: %q is not a whole number from %d to %d", name, v, lo, hi)
+		return 0, false
+	}
+	return n, true
+}

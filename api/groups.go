@@ -1,0 +1,284 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/arizuko/arizukod/contract"
+	"github.com/arizuko/arizukod/groupfolder"
+	"github.com/arizuko/arizukod/ipc"
+	"github.com/arizuko/arizukod/store"
+	"github.com/arizuko/arizukod/turn"
+)
+
+// Group is a group on the wire.
+type Group struct {
+	Folder          string          `json:"folder"`
+	Parent          string          `json:"parent,omitempty"`
+	Name            string          `json:"name,omitempty"`
+	Description     string          `json:"description,omitempty"`
+	Tier            int             `json:"tier"`
+	ContainerConfig json.RawMessage `json:"container_config,omitempty"`
+}
+
+func wireGroup(g *store.Group) Group {
+	return Group{Folder: g.Folder, Parent: g.Parent, Name: g.Name, Description: g.Description,
+		Tier: ipc.FolderTier(g.Folder), ContainerConfig: g.ContainerConfig}
+}
+
+// PutGroupRequest is the body of POST /v1/groups.
+type PutGroupRequest struct {
+	Folder          string          `json:"folder"`
+	Name            string          `json:"name"`
+	Description     string          `json:"description"`
+	ContainerConfig json.RawMessage `json:"container_config"`
+}
+
+func (s *Server) putGroup(w http.ResponseWriter, r *http.Request) {
+	var req PutGroupRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	f, err := parseFolder(req.Folder)
+	if err != nil {
+		writeErr(w, http.StatusBadRequest, "folder", "%v", err)
+		return
+	}
+	if len(req.ContainerConfig) > 0 && string(req.ContainerConfig) != "null" {
+		if _, err := turn.ParseContainerConfig(req.ContainerConfig); err != nil {
+			writeErr(w, http.StatusBadRequest, "container_config", "container_config: %v", err)
+			return
+		}
+	} else {
+		req.ContainerConfig = nil
+	}
+	parent, hasParent := f.Parent()
+	if hasParent {
+		if _, err := s.store.GetGroup(r.Context(), string(parent)); errors.Is(err, store.ErrNotFound) {
+			writeErr(w, http.StatusBadRequest, "folder", "folder %q: its parent %q is not registered", f, parent)
+			return
+		}
+	}
+	g, err := s.store.UpsertGroup(r.Context(), store.Group{Folder: string(f), Parent: string(parent),
+		Name: req.Name, Description: req.Description, ContainerConfig: req.ContainerConfig})
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, wireGroup(g))
+}
+
+func (s *Server) listGroups(w http.ResponseWriter, r *http.Request) {
+	groups, err := s.store.ListGroups(r.Context())
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	out := make([]Group, 0, len(groups))
+	for i := range groups {
+		out = append(out, wireGroup(&groups[i]))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"groups": out})
+}
+
+func (s *Server) getGroup(w http.ResponseWriter, r *http.Request) {
+	f, ok := folderParam(w, r)
+	if !ok {
+		return
+	}
+	g, err := s.store.GetGroup(r.Context(), string(f))
+	if errors.Is(err, store.ErrNotFound) {
+		writeErr(w, http.StatusNotFound, "folder", "unknown group %q", f)
+		return
+	}
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, wireGroup(g))
+}
+
+// InboxRequest is the body of POST /v1/groups/{folder}/messages.
+type InboxRequest struct {
+	Messages  []contract.Message `json:"messages"`
+	SenderJID string             `json:"senderJid"`
+}
+
+func (s *Server) appendInbox(w http.ResponseWriter, r *http.Request) {
+	f, ok := folderParam(w, r)
+	if !ok {
+		return
+	}
+	var req InboxRequest
+	if !decode(w, r, &req) || !messagesField(w, "messages", req.Messages) || !s.knownGroup(w, r, f) {
+		return
+	}
+	msgs := make([]store.InboxMessage, 0, len(req.Messages))
+	for _, m := range req.Messages {
+		role := m.Role
+		if role == "" {
+			role = "user"
+		}
+		msgs = append(msgs, store.InboxMessage{SenderJID: req.SenderJID, Role: role, Content: m.Content, Source: store.SourceAPI})
+	}
+	ids, err := s.store.AppendInbox(r.Context(), string(f), msgs...)
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	s.queue.Wake()
+	writeJSON(w, http.StatusAccepted, map[string]any{"folder": f, "ids": ids})
+}
+
+// GrantsRequest is the body of PUT /v1/groups/{folder}/grants.
+type GrantsRequest struct {
+	Rules []string `json:"rules"`
+}
+
+func (s *Server) putGrants(w http.ResponseWriter, r *http.Request) {
+	f, ok := folderParam(w, r)
+	if !ok {
+		return
+	}
+	var req GrantsRequest
+	if !decode(w, r, &req) || !s.knownGroup(w, r, f) {
+		return
+	}
+	if req.Rules == nil {
+		writeErr(w, http.StatusBadRequest, "rules", `rules: required (use [] to allow nothing, ["*"] for the tier alone)`)
+		return
+	}
+	for i, rule := range req.Rules {
+		if _, err := ipc.ParseRule(rule); err != nil {
+			writeErr(w, http.StatusBadRequest, "rules", "rules[%d]: %v", i, err)
+			return
+		}
+	}
+	if err := s.store.SetGrants(r.Context(), string(f), req.Rules); err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"folder": f, "rules": req.Rules})
+}
+
+func (s *Server) getGrants(w http.ResponseWriter, r *http.Request) {
+	f, ok := folderParam(w, r)
+	if !ok || !s.knownGroup(w, r, f) {
+		return
+	}
+	rules, err := s.store.GetGrants(r.Context(), string(f))
+	isDefault := errors.Is(err, store.ErrNotFound)
+	if isDefault {
+		rules, err = []string{"*"}, nil
+	}
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"folder": f, "rules": rules, "default": isDefault})
+}
+
+// OutboxItem is an outbox entry on the wire.
+type OutboxItem struct {
+	ID        int64  `json:"id"`
+	RunID     string `json:"runId,omitempty"`
+	Kind      string `json:"kind"`
+	Target    string `json:"target,omitempty"`
+	Content   string `json:"content,omitempty"`
+	DocPath   string `json:"docPath,omitempty"`
+	DocName   string `json:"docName,omitempty"`
+	CreatedAt string `json:"createdAt"`
+}
+
+func (s *Server) listOutbox(w http.ResponseWriter, r *http.Request) {
+	f, ok := folderParam(w, r)
+	if !ok || !s.knownGroup(w, r, f) {
+		return
+	}
+	since, ok := queryInt(w, r, "since", 0, 0, 1<<62)
+	if !ok {
+		return
+	}
+	limit, ok := queryInt(w, r, "limit", 100, 1, 10000)
+	if !ok {
+		return
+	}
+	items, err := s.store.ListOutbox(r.Context(), string(f), since, int(limit))
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	out := make([]OutboxItem, 0, len(items))
+	for _, it := range items {
+		out = append(out, OutboxItem{ID: it.ID, RunID: it.RunID, Kind: string(it.Kind), Target: it.Target,
+			Content: it.Content, DocPath: it.DocPath, DocName: it.DocName, CreatedAt: msTime(it.CreatedAt)})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"folder": f, "items": out})
+}
+
+func (s *Server) unpark(w http.ResponseWriter, r *http.Request) {
+	f, ok := folderParam(w, r)
+	if !ok || !s.knownGroup(w, r, f) {
+		return
+	}
+	c, err := s.store.Unpark(r.Context(), string(f))
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	s.queue.Wake()
+	writeJSON(w, http.StatusOK, map[string]any{"folder": f, "lastDoneId": c.LastDoneID})
+}
+
+// InboundMessage is the body of POST /v1/messages: a chat message for the routes.
+type InboundMessage struct {
+	Platform string `json:"platform"`
+	Room     string `json:"room"`
+	ChatJID  string `json:"chat_jid"`
+	Sender   string `json:"sender"`
+	Verb     string `json:"verb"`
+	Content  string `json:"content"`
+}
+
+func (s *Server) inbound(w http.ResponseWriter, r *http.Request) {
+	var req InboundMessage
+	if !decode(w, r, &req) {
+		return
+	}
+	if req.Content == "" {
+		writeErr(w, http.StatusBadRequest, "content", "content: required")
+		return
+	}
+	routes, err := s.store.ListRoutes(r.Context())
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	entries := make([]ipc.RouteEntry, 0, len(routes))
+	for _, rt := range routes {
+		m, err := ipc.ParseMatch(rt.Match)
+		if err != nil {
+			s.log.Warn("stored route does not parse; skipped", "route", rt.ID, "match", rt.Match, "err", err)
+			continue
+		}
+		entries = append(entries, ipc.RouteEntry{ID: rt.ID, Seq: rt.Seq, Match: m, Target: rt.Target})
+	}
+	msg := ipc.InboundMessage{Platform: req.Platform, Room: req.Room, ChatJID: req.ChatJID, Sender: req.Sender, Verb: req.Verb, Content: req.Content}
+	target, ok := ipc.Route(entries, msg)
+	if !ok {
+		writeErr(w, http.StatusUnprocessableEntity, "", "no route matches this message (platform=%q room=%q chat_jid=%q sender=%q verb=%q)", req.Platform, req.Room, req.ChatJID, req.Sender, req.Verb)
+		return
+	}
+	if _, err := groupfolder.Parse(target); err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	ids, err := s.store.AppendInbox(r.Context(), target, store.InboxMessage{SenderJID: req.Sender, Role: "user", Content: req.Content, Source: store.SourceRoute})
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	s.queue.Wake()
+	writeJSON(w, http.StatusAccepted, map[string]any{"folder": target, "ids": ids})
+}

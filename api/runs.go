@@ -1,0 +1,226 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/arizuko/arizukod/contract"
+	"github.com/arizuko/arizukod/queue"
+	"github.com/arizuko/arizukod/store"
+)
+
+// Run is a run on the wire.
+type Run struct {
+	ID           string `json:"id"`
+	Folder       string `json:"folder"`
+	Kind         string `json:"kind"`
+	TaskID       string `json:"taskId,omitempty"`
+	Container    string `json:"container,omitempty"`
+	State        string `json:"state"`
+	Status       string `json:"status,omitempty"`
+	Failure      string `json:"failure,omitempty"`
+	Terminal     bool   `json:"terminal,omitempty"`
+	ExitCode     *int   `json:"exitCode,omitempty"`
+	Error        string `json:"error,omitempty"`
+	Result       string `json:"result,omitempty"`
+	NewSessionID string `json:"newSessionId,omitempty"`
+	Attempt      int    `json:"attempt"`
+	TimeoutMs    int64  `json:"timeoutMs,omitempty"`
+	CreatedAt    string `json:"createdAt"`
+	StartedAt    string `json:"startedAt,omitempty"`
+	EndedAt      string `json:"endedAt,omitempty"`
+}
+
+func msTime(ms int64) string {
+	if ms == 0 {
+		return ""
+	}
+	return time.UnixMilli(ms).UTC().Format(time.RFC3339Nano)
+}
+
+func wireRun(r *store.Run) Run {
+	return Run{
+		ID: r.ID, Folder: r.Folder, Kind: string(r.Kind), TaskID: r.TaskID, Container: r.Container,
+		State: string(r.State), Status: string(r.Status), Failure: string(r.Failure), Terminal: r.Terminal,
+		ExitCode: r.ExitCode, Error: r.Error, Result: r.Result, NewSessionID: r.NewSessionID,
+		Attempt: r.Attempt, TimeoutMs: r.TimeoutMS,
+		CreatedAt: msTime(r.CreatedAt), StartedAt: msTime(r.StartedAt), EndedAt: msTime(r.EndedAt),
+	}
+}
+
+// CreateRunRequest is the body of POST /v1/runs.
+type CreateRunRequest struct {
+	Folder    string             `json:"folder"`
+	Messages  []contract.Message `json:"messages"`
+	SessionID string             `json:"sessionId"`
+	SenderJID string             `json:"senderJid"`
+	Timeout   *Duration          `json:"timeout,omitempty"`
+}
+
+func (s *Server) createRun(w http.ResponseWriter, r *http.Request) {
+	var req CreateRunRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	if req.Folder == "" {
+		writeErr(w, http.StatusBadRequest, "folder", "folder: required")
+		return
+	}
+	f, err := parseFolder(req.Folder)
+	if err != nil {
+		writeErr(w, http.StatusBadRequest, "folder", "%v", err)
+		return
+	}
+	if !messagesField(w, "messages", req.Messages) {
+		return
+	}
+	var timeoutMS int64
+	if req.Timeout != nil {
+		d := time.Duration(*req.Timeout)
+		if d < time.Second || d > 24*time.Hour {
+			writeErr(w, http.StatusBadRequest, "timeout", "timeout: %s is outside 1s..24h", d)
+			return
+		}
+		timeoutMS = d.Milliseconds()
+	}
+	if !s.knownGroup(w, r, f) {
+		return
+	}
+	input, err := json.Marshal(queue.RunInput{Messages: req.Messages, SessionID: req.SessionID, SenderJID: req.SenderJID})
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	if len(input) > contract.MaxInputBytes/2 {
+		writeErr(w, http.StatusRequestEntityTooLarge, "messages", "messages: %d bytes leave no room for the system prompt in the 1 MiB turn input", len(input))
+		return
+	}
+	run, err := s.store.CreateRun(r.Context(), store.Run{Folder: string(f), Input: input, TimeoutMS: timeoutMS})
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	s.queue.Wake()
+	writeJSON(w, http.StatusAccepted, wireRun(run))
+}
+
+func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	var wait time.Duration
+	if v := r.URL.Query().Get("wait"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 || d > maxWait {
+			writeErr(w, http.StatusBadRequest, "wait", "wait: %q is not a duration from 0 to %s", v, maxWait)
+			return
+		}
+		wait = d
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), wait)
+	defer cancel()
+	for {
+		changed := s.queue.Changed()
+		run, err := s.store.GetRun(r.Context(), id)
+		if errors.Is(err, store.ErrNotFound) {
+			writeErr(w, http.StatusNotFound, "id", "no run %q", id)
+			return
+		}
+		if err != nil {
+			s.internal(w, r, err)
+			return
+		}
+		if run.State.Final() || wait == 0 {
+			writeJSON(w, http.StatusOK, wireRun(run))
+			return
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			writeJSON(w, http.StatusOK, wireRun(run))
+			return
+		}
+	}
+}
+
+func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	filter := store.RunFilter{State: store.RunState(q.Get("state"))}
+	switch filter.State {
+	case "", store.RunQueued, store.RunRunning, store.RunExited, store.RunError, store.RunKilled:
+	default:
+		writeErr(w, http.StatusBadRequest, "state", "state: %q is not queued, running, exited, error or killed", filter.State)
+		return
+	}
+	if v := q.Get("folder"); v != "" {
+		f, err := parseFolder(v)
+		if err != nil {
+			writeErr(w, http.StatusBadRequest, "folder", "%v", err)
+			return
+		}
+		filter.Folder = string(f)
+	}
+	limit, ok := queryInt(w, r, "limit", 100, 1, 10000)
+	if !ok {
+		return
+	}
+	filter.Limit = int(limit)
+	runs, err := s.store.ListRuns(r.Context(), filter)
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	out := make([]Run, 0, len(runs))
+	for i := range runs {
+		out = append(out, wireRun(&runs[i]))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"runs": out})
+}
+
+func (s *Server) killRun(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	run, err := s.store.RequestKill(r.Context(), id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		writeErr(w, http.StatusNotFound, "id", "no run %q", id)
+		return
+	case errors.Is(err, store.ErrConflict):
+		writeErr(w, http.StatusConflict, "id", "run %q has already ended", id)
+		return
+	case err != nil:
+		s.internal(w, r, err)
+		return
+	}
+	if run.State == store.RunRunning {
+		s.queue.Kill(id)
+	}
+	writeJSON(w, http.StatusAccepted, wireRun(run))
+}
+
+// SteerRequest is the body of POST /v1/runs/{id}/steer.
+type SteerRequest struct {
+	Messages []contract.Message `json:"messages"`
+}
+
+func (s *Server) steerRun(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	var req SteerRequest
+	if !decode(w, r, &req) || !messagesField(w, "messages", req.Messages) {
+		return
+	}
+	err := s.queue.Steer(r.Context(), id, req.Messages)
+	if errors.Is(err, queue.ErrNotRunning) {
+		if _, gerr := s.store.GetRun(r.Context(), id); errors.Is(gerr, store.ErrNotFound) {
+			writeErr(w, http.StatusNotFound, "id", "no run %q", id)
+			return
+		}
+		writeErr(w, http.StatusConflict, "id", "run %q is not running", id)
+		return
+	}
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, map[string]any{"id": id, "steered": len(req.Messages)})
+}

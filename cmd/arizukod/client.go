@@ -1,0 +1,178 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/arizuko/arizukod/api"
+	"github.com/arizuko/arizukod/config"
+	"github.com/arizuko/arizukod/contract"
+)
+
+const levelDebug = slog.LevelDebug
+
+// socketFlag registers --socket, defaulting to where the daemon of this user listens.
+func socketFlag(fs *flag.FlagSet) *string {
+	def := "/run/arizuko/arizukod.sock"
+	if cfg, err := config.Load(serviceMode(), "", os.Getenv); err == nil {
+		def = cfg.Listen
+	}
+	return fs.String("socket", def, "the daemon's API socket")
+}
+
+// runDaemon is `arizukod run` without --local: submit, wait, print.
+func runDaemon(ctx context.Context, socket, folder, message, session, sender string, timeout time.Duration) error {
+	c := api.NewClient(socket)
+	req := api.CreateRunRequest{Folder: folder, Messages: []contract.Message{{Role: "user", Content: message}}, SessionID: session, SenderJID: sender}
+	if timeout > 0 {
+		d := api.Duration(timeout)
+		req.Timeout = &d
+	}
+	run, err := c.CreateRun(ctx, req)
+	if err != nil {
+		return err
+	}
+	run, err = c.WaitRun(ctx, run.ID)
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(run); err != nil {
+		return err
+	}
+	if run.Status != "ok" {
+		return errTurnFailed
+	}
+	return nil
+}
+
+func cmdRuns(ctx context.Context, args []string) error {
+	fs := newFlags("runs", "[list|show ID|kill ID] [--folder F] [--state S] [--limit N]")
+	socket := socketFlag(fs)
+	folder := fs.String("folder", "", "only runs of this folder")
+	state := fs.String("state", "", "only runs in this state: queued, running, exited, error, killed")
+	limit := fs.Int("limit", 20, "at most this many runs, newest first")
+	verb, rest := "list", args
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		verb, rest = args[0], args[1:]
+	}
+	var id string
+	if verb == "show" || verb == "kill" {
+		if len(rest) == 0 || strings.HasPrefix(rest[0], "-") {
+			fs.Usage()
+			return errUsage
+		}
+		id, rest = rest[0], rest[1:]
+	}
+	if err := parseFlags(fs, rest); err != nil {
+		return err
+	}
+	c := api.NewClient(*socket)
+	switch verb {
+	case "list":
+		q := url.Values{"limit": {fmt.Sprint(*limit)}}
+		if *folder != "" {
+			q.Set("folder", *folder)
+		}
+		if *state != "" {
+			q.Set("state", *state)
+		}
+		var out struct{ Runs []api.Run }
+		if err := c.Do(ctx, http.MethodGet, "/v1/runs?"+q.Encode(), nil, &out); err != nil {
+			return err
+		}
+		tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "RUN\tFOLDER\tSTATE\tSTATUS\tFAILURE\tCREATED\tCONTAINER")
+		for _, r := range out.Runs {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Folder, r.State, r.Status, r.Failure, r.CreatedAt, r.Container)
+		}
+		return tw.Flush()
+	case "show", "kill":
+		var r api.Run
+		method, path := http.MethodGet, "/v1/runs/"+url.PathEscape(id)
+		if verb == "kill" {
+			method = http.MethodDelete
+		}
+		if err := c.Do(ctx, method, path, nil, &r); err != nil {
+			return err
+		}
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(r)
+	}
+	fs.Usage()
+	return errUsage
+}
+
+func cmdGroups(ctx context.Context, args []string) error {
+	fs := newFlags("groups", "[list | add FOLDER [--name N] [--config JSON] | grants FOLDER RULE...]")
+	socket := socketFlag(fs)
+	name := fs.String("name", "", "the group's display name")
+	cc := fs.String("config", "", "the group's container config as JSON, e.g. '{\"network\":\"none\"}'")
+	verb, rest := "list", args
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		verb, rest = args[0], args[1:]
+	}
+	var folder string
+	var positional []string
+	if verb == "add" || verb == "grants" {
+		if len(rest) == 0 || strings.HasPrefix(rest[0], "-") {
+			fs.Usage()
+			return errUsage
+		}
+		folder, rest = rest[0], rest[1:]
+		for len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
+			positional, rest = append(positional, rest[0]), rest[1:]
+		}
+	}
+	if err := parseFlags(fs, rest); err != nil {
+		return err
+	}
+	c := api.NewClient(*socket)
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", "  ")
+	switch verb {
+	case "list":
+		var out struct{ Groups []api.Group }
+		if err := c.Do(ctx, http.MethodGet, "/v1/groups", nil, &out); err != nil {
+			return err
+		}
+		tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "FOLDER\tTIER\tNAME")
+		for _, g := range out.Groups {
+			fmt.Fprintf(tw, "%s\t%d\t%s\n", g.Folder, g.Tier, g.Name)
+		}
+		return tw.Flush()
+	case "add":
+		req := api.PutGroupRequest{Folder: folder, Name: *name}
+		if *cc != "" {
+			req.ContainerConfig = json.RawMessage(*cc)
+		}
+		var g api.Group
+		if err := c.Do(ctx, http.MethodPost, "/v1/groups", req, &g); err != nil {
+			return err
+		}
+		return enc.Encode(g)
+	case "grants":
+		if positional == nil {
+			positional = []string{}
+		}
+		var out any
+		if err := c.Do(ctx, http.MethodPut, "/v1/groups/"+url.PathEscape(folder)+"/grants", api.GrantsRequest{Rules: positional}, &out); err != nil {
+			return err
+		}
+		return enc.Encode(out)
+	}
+	fs.Usage()
+	return errUsage
+}

@@ -1,0 +1,43 @@
+package main
+
+import (
+	"context"
+	"os"
+
+	"github.com/arizuko/arizukod/config"
+	"github.com/arizuko/arizukod/daemon"
+	"github.com/arizuko/arizukod/logging"
+)
+
+// serviceMode is the system service for root and system users without a home, a user
+// service otherwise; ARIZUKO_MODE=system|user decides explicitly.
+func serviceMode() config.Mode {
+	switch os.Getenv("ARIZUKO_MODE") {
+	case "system":
+		return config.ModeSystem
+	case "user":
+		return config.ModeUser
+	}
+	if os.Geteuid() == 0 || os.Getenv("INVOCATION_ID") != "" && os.Getenv("XDG_RUNTIME_DIR") == "" {
+		return config.ModeSystem
+	}
+	return config.ModeUser
+}
+
+func cmdServe(ctx context.Context, args []string) error {
+	fs := newFlags("serve", "[--config FILE]")
+	path := fs.String("config", "", "configuration file (default /etc/arizuko/arizukod.toml for the system service, $XDG_CONFIG_HOME/arizuko/arizukod.toml for a user service)")
+	debug := fs.Bool("debug", false, "log debug messages")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	cfg, err := config.Load(serviceMode(), *path, os.Getenv)
+	if err != nil {
+		return err
+	}
+	opts := logging.Options{Identifier: "arizukod", Stderr: os.Stderr}
+	if *debug {
+		opts.Level = levelDebug
+	}
+	return daemon.Run(ctx, cfg, version, logging.New(opts))
+}

@@ -1,0 +1,284 @@
+// Package daemon is `arizukod serve`: it wires the configuration, the store, the engine, the
+// runner, the queue and the API together, listens (socket-activated or on its own socket),
+// tells systemd how it is doing over sd_notify, watches the engine, and stops gracefully by
+// detaching from running turns. It owns the lifecycle and nothing else: every decision
+// about a turn lives in the packages it wires.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/coreos/go-systemd/v22/daemon"
+
+	"github.com/arizuko/arizukod/api"
+	"github.com/arizuko/arizukod/config"
+	"github.com/arizuko/arizukod/groupfolder"
+	"github.com/arizuko/arizukod/mountsec"
+	"github.com/arizuko/arizukod/queue"
+	"github.com/arizuko/arizukod/runtime"
+	"github.com/arizuko/arizukod/store"
+	"github.com/arizuko/arizukod/turn"
+)
+
+// Daemon is one running arizukod.
+type Daemon struct {
+	cfg     *config.Config
+	log     *slog.Logger
+	version string
+	store   *store.Store
+	engine  runtime.Engine
+	queue   *queue.Queue
+	runner  *runtime.Runner
+
+	mu       sync.Mutex
+	info     runtime.Info
+	engineUp bool
+	engErr   string
+}
+
+// Run serves until ctx ends, then stops gracefully: running turns are detached, the store
+// is closed, STOPPING=1 is sent.
+func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logger) error {
+	d := &Daemon{cfg: cfg, log: log, version: version}
+	layout, err := groupfolder.NewLayout(cfg.DataDir)
+	if err != nil {
+		return fmt.Errorf("data_dir: %w", err)
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
+		return fmt.Errorf("data_dir: %w", err)
+	}
+	dbPath, err := layout.StorePath()
+	if err != nil {
+		return err
+	}
+	if d.store, err = store.Open(ctx, dbPath); err != nil {
+		return err
+	}
+	defer d.store.Close()
+
+	if d.engine, err = openEngine(cfg); err != nil {
+		return err
+	}
+	secrets, err := writeEnvFile(ctx, cfg, layout)
+	if err != nil {
+		return err
+	}
+	allow, allowErr := mountsec.LoadAllowlist(cfg.Allowlist, mountsec.Options{Protected: []string{cfg.DataDir}})
+	if allowErr != nil && !errors.Is(allowErr, mountsec.ErrNoAllowlist) {
+		return allowErr
+	}
+	if errors.Is(allowErr, mountsec.ErrNoAllowlist) {
+		log.Info("no mount allowlist: groups get no additional mounts", "path", cfg.Allowlist)
+	}
+	var skills fs.FS
+	if fi, err := os.Stat(cfg.SkillsDir); err == nil && fi.IsDir() {
+		skills = os.DirFS(cfg.SkillsDir)
+	}
+	d.runner, err = runtime.NewRunner(runtime.Config{
+		Engine: d.engine, Layout: layout, Instance: cfg.Instance, Image: cfg.Image,
+		Timeout: cfg.RunTimeout, StopGrace: cfg.StopGrace, SkillsDir: existingDir(cfg.SkillsDir),
+		WebDir: existingDir(cfg.WebDir), Redact: secrets.Redact, Logger: log,
+		InfoFunc: d.engineInfo,
+	})
+	if err != nil {
+		return err
+	}
+	builder := &turn.Builder{
+		Layout: layout, Store: d.store, Allowlist: allow, AllowlistErr: allowErr, Skills: skills,
+		Location: cfg.Location, Limits: runtime.Limits(cfg.Limits),
+		DiaryMax: cfg.Memory.DiaryMax, EpisodesMax: cfg.Memory.EpisodesMax, Logger: log,
+	}
+	d.queue, err = queue.New(queue.Config{
+		Store: d.store, Runner: d.runner, Builder: builder, EngineUp: d.up,
+		MaxRunning: cfg.MaxRunning, RetryMax: cfg.RetryMax, RetryBackoff: cfg.RetryBackoff,
+		Logger: log, OnChange: d.notifyStatus,
+	})
+	if err != nil {
+		return err
+	}
+
+	l, activated, err := listen(cfg.Listen, cfg.SocketMode, cfg.AllowGroup)
+	if err != nil {
+		return err
+	}
+	pl, err := newPeerListener(l, cfg.AllowGroup, log)
+	if err != nil {
+		l.Close()
+		return err
+	}
+	srv := &http.Server{Handler: api.New(d.store, d.queue, d, log), ReadHeaderTimeout: 10 * time.Second}
+	log.Info("arizukod listening", "socket", l.Addr().String(), "socket_activated", activated, "data_dir", cfg.DataDir, "config", cfg.Source)
+
+	var wg sync.WaitGroup
+	qctx, stopQueue := context.WithCancel(context.WithoutCancel(ctx))
+	wg.Add(3)
+	go func() { defer wg.Done(); d.watchEngine(ctx) }()
+	go func() { defer wg.Done(); d.queue.Run(qctx) }()
+	go func() { defer wg.Done(); d.watchdog(ctx) }()
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(pl) }()
+
+	select {
+	case <-ctx.Done():
+	case err := <-serveErr:
+		log.Error("API server stopped", "err", err)
+	}
+	daemon.SdNotify(false, daemon.SdNotifyStopping)
+	log.Info("arizukod stopping: running turns are detached and adopted at the next start")
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	srv.Shutdown(sctx)
+	stopQueue()
+	wg.Wait()
+	if !activated {
+		os.Remove(cfg.Listen)
+	}
+	return nil
+}
+
+func existingDir(p string) string {
+	if p == "" {
+		return ""
+	}
+	if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+		return p
+	}
+	return ""
+}
+
+func openEngine(cfg *config.Config) (runtime.Engine, error) {
+	if cfg.EngineSocket != "" {
+		kind := cfg.Engine
+		if kind == "" {
+			kind = "podman"
+		}
+		return runtime.Open(kind, cfg.EngineSocket)
+	}
+	return runtime.NewDetecting(cfg.Engine), nil
+}
+
+// writeEnvFile filters the service's env file into data_dir/env/env for the containers and
+// returns the values, for redaction.
+func writeEnvFile(ctx context.Context, cfg *config.Config, layout groupfolder.Layout) (mountsec.Secrets, error) {
+	if cfg.EnvFile == "" {
+		return mountsec.Secrets{}, nil
+	}
+	if _, err := os.Stat(cfg.EnvFile); errors.Is(err, os.ErrNotExist) {
+		return mountsec.Secrets{}, nil
+	}
+	secrets, err := mountsec.BuildEnvFile(ctx, cfg.EnvFile, cfg.EnvAllow, mountsec.GitConfigIdentity)
+	if err != nil {
+		return nil, fmt.Errorf("env_file: %w", err)
+	}
+	path, err := layout.EnsureEnvDir()
+	if err != nil {
+		return nil, err
+	}
+	if err := mountsec.WriteEnvFile(path, secrets); err != nil {
+		return nil, err
+	}
+	return secrets, nil
+}
+
+func (d *Daemon) up() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.engineUp
+}
+
+func (d *Daemon) engineInfo() runtime.Info {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.info
+}
+
+// watchEngine asks the engine who it is: every 2 s while it is away, every 15 s while it
+// answers. The first answer sends READY=1.
+func (d *Daemon) watchEngine(ctx context.Context) {
+	ready := false
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		info, err := d.engine.Info(cctx)
+		cancel()
+		d.mu.Lock()
+		was := d.engineUp
+		d.engineUp = err == nil
+		if err == nil {
+			d.info, d.engErr = info, ""
+		} else {
+			d.engErr = err.Error()
+		}
+		d.mu.Unlock()
+		switch {
+		case err == nil && !was:
+			d.log.Info("engine answers", "engine", info.Name, "version", info.Version, "rootless", info.Rootless, "socket", info.Socket)
+			d.queue.Wake()
+		case err != nil && (was || !ready):
+			d.log.Warn("engine unavailable: work stays queued until it answers", "err", err)
+		}
+		if err == nil && !ready {
+			ready = true
+			daemon.SdNotify(false, daemon.SdNotifyReady)
+		}
+		d.notifyStatus()
+		wait := 15 * time.Second
+		if err != nil {
+			wait = 2 * time.Second
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
+}
+
+// watchdog pings systemd at half the interval the unit asks for.
+func (d *Daemon) watchdog(ctx context.Context) {
+	every, err := daemon.SdWatchdogEnabled(false)
+	if err != nil || every == 0 {
+		return
+	}
+	t := time.NewTicker(every / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			daemon.SdNotify(false, daemon.SdNotifyWatchdog)
+		}
+	}
+}
+
+func (d *Daemon) notifyStatus() {
+	h := d.Health(context.Background())
+	eng := "engine unavailable: " + h.Engine.Error
+	if h.Engine.Up {
+		eng = fmt.Sprintf("%s %s", h.Engine.Name, h.Engine.Version)
+	}
+	daemon.SdNotify(false, fmt.Sprintf("STATUS=%d running, %d queued; %s", h.Running, h.Queued, eng))
+}
+
+// Health reports the daemon's state for GET /health and STATUS=.
+func (d *Daemon) Health(ctx context.Context) api.HealthReport {
+	d.mu.Lock()
+	h := api.HealthReport{Status: "ok", Version: d.version, Engine: api.EngineHealth{
+		Up: d.engineUp, Name: d.info.Name, Version: d.info.Version, Socket: d.info.Socket, Error: d.engErr}}
+	d.mu.Unlock()
+	if !h.Engine.Up {
+		h.Status = "degraded"
+	}
+	if c, err := d.store.CountRuns(ctx); err == nil {
+		h.Running, h.Queued = c.Running, c.Queued
+	}
+	return h
+}
