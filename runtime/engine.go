@@ -92,6 +92,7 @@ type Mount struct {
 	Source   string // absolute host path
 	Target   string // absolute container path
 	ReadOnly bool
+	Origin   string // why it is there: group, share, session, ipc, skills, web, env, extra
 }
 
 // Tmpfs is one tmpfs mount, such as /tmp.

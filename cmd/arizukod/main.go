@@ -27,6 +27,7 @@ var commands = map[string]command{
 	"image":   {"make agent images from static binaries", cmdImage},
 	"version": {"print the version", cmdVersion},
 	"prompt":  {"print the system prompt a turn of a group would get", cmdPrompt},
+	"mounts":  {"print the mount table a turn of a group would get, and every rejected mount", cmdMounts},
 }
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -63,7 +64,7 @@ func runMain(ctx context.Context, args []string) int {
 		return 0
 	case errors.Is(err, errUsage):
 		return 2
-	case errors.Is(err, errTurnFailed):
+	case errors.Is(err, errTurnFailed), errors.Is(err, errRejected):
 		return 1
 	}
 	fmt.Fprintf(os.Stderr, "arizukod %s: %v\n", args[0], err)

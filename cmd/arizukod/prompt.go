@@ -10,11 +10,12 @@ import (
 	"time"
 
 	"github.com/arizuko/arizukod/groupfolder"
-	"github.com/arizuko/arizukod/memory"
+	"github.com/arizuko/arizukod/turn"
 )
 
-// cmdPrompt prints exactly the memory system prompt a turn of a group would
-// get (memory/README.md describes it); nothing else goes to stdout.
+// cmdPrompt prints exactly the system prompt a turn of a group would get, built by the
+// same turn.Builder the daemon uses (memory/README.md describes it); nothing else goes to
+// stdout.
 func cmdPrompt(ctx context.Context, args []string) error {
 	return runPrompt(ctx, args, os.Stdout, os.Stderr)
 }
@@ -59,20 +60,13 @@ func runPrompt(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return fmt.Errorf("--data-dir: %w", err)
 	}
-	groupDir, err := layout.GroupDir(f)
-	if err != nil {
-		return err
-	}
 	level := slog.LevelWarn
 	if *verbose {
 		level = slog.LevelDebug
 	}
-	p, err := memory.Assemble(ctx, groupDir, memory.Options{
-		Now:      at,
-		Location: loc,
-		Sender:   *sender,
-		Logger:   slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})),
-	})
+	b := &turn.Builder{Layout: layout, Location: loc, Now: func() time.Time { return at },
+		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))}
+	p, err := b.Prompt(ctx, f, *sender)
 	if err != nil {
 		return err
 	}

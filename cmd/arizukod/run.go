@@ -11,6 +11,7 @@ import (
 	"github.com/arizuko/arizukod/contract"
 	"github.com/arizuko/arizukod/groupfolder"
 	"github.com/arizuko/arizukod/runtime"
+	"github.com/arizuko/arizukod/turn"
 )
 
 // errTurnFailed makes the exit status 1 after the result JSON has been printed.
@@ -35,19 +36,19 @@ type runResult struct {
 func cmdRun(ctx context.Context, args []string) error {
 	fs := newFlags("run", "--folder F --message TEXT [--local] [flags]")
 	var (
-		ef        engineFlags
-		local     = fs.Bool("local", false, "run the turn in this process, without a daemon (otherwise: through the daemon's socket)")
-		folder    = fs.String("folder", "", "group folder, e.g. main or main/research (required)")
-		message   = fs.String("message", "", "the message of the turn (required)")
-		image     = fs.String("image", defaultImage(), "agent image; runs never pull ($CONTAINER_IMAGE)")
-		timeout   = fs.Duration("timeout", envDuration("RUNED_RUN_TIMEOUT", runtime.DefaultTimeout), "run timeout ($RUNED_RUN_TIMEOUT)")
-		dataDir   = fs.String("data-dir", defaultDataDir(), "data directory ($DATA_DIR)")
-		sender    = fs.String("sender", "", "sender JID of the message")
-		session   = fs.String("session", "", "session id to continue")
-		skillsDir = fs.String("skills-dir", "", "bundled skills, mounted read-only at /skills")
+		ef      engineFlags
+		lf      localFlags
+		local   = fs.Bool("local", false, "run the turn in this process, without a daemon (otherwise: through the daemon's socket)")
+		folder  = fs.String("folder", "", "group folder, e.g. main or main/research (required)")
+		message = fs.String("message", "", "the message of the turn (required)")
+		image   = fs.String("image", defaultImage(), "agent image; runs never pull ($CONTAINER_IMAGE)")
+		timeout = fs.Duration("timeout", envDuration("RUNED_RUN_TIMEOUT", runtime.DefaultTimeout), "run timeout ($RUNED_RUN_TIMEOUT)")
+		sender  = fs.String("sender", "", "sender JID of the message")
+		session = fs.String("session", "", "session id to continue (default: the group's last)")
 	)
 	socket := socketFlag(fs)
 	ef.register(fs)
+	lf.register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -65,13 +66,11 @@ func cmdRun(ctx context.Context, args []string) error {
 		}
 		return runDaemon(ctx, *socket, string(f), *message, *session, *sender, t)
 	}
-	layout, err := groupfolder.NewLayout(*dataDir)
+	builder, st, err := lf.open(ctx)
 	if err != nil {
-		return fmt.Errorf("--data-dir: %w", err)
+		return err
 	}
-	if err := os.MkdirAll(*dataDir, 0o750); err != nil {
-		return fmt.Errorf("--data-dir: %w", err)
-	}
+	defer st.Close()
 	eng, info, err := ef.open(ctx)
 	if err != nil {
 		return err
@@ -79,27 +78,31 @@ func cmdRun(ctx context.Context, args []string) error {
 	runner, err := runtime.NewRunner(runtime.Config{
 		Engine:    eng,
 		Info:      info,
-		Layout:    layout,
-		Instance:  instanceLabel(*dataDir),
+		Layout:    builder.Layout,
+		Instance:  instanceLabel(builder.Layout.DataDir),
 		Image:     *image,
 		Timeout:   *timeout,
-		SkillsDir: *skillsDir,
+		SkillsDir: lf.skillsDir,
 	})
 	if err != nil {
 		return err
 	}
 	runID := fmt.Sprintf("local-%d", time.Now().UnixMilli())
-	res, err := runner.Run(ctx, runtime.Turn{
-		RunID:  runID,
-		Folder: f,
-		Input: contract.Input{
-			SessionID: *session,
-			Messages:  []contract.Message{{Role: "user", Content: *message}},
-			SenderJID: *sender,
-		},
+	t, err := builder.Build(ctx, turn.Request{
+		RunID: runID, Folder: f, SenderJID: *sender, SessionID: *session,
+		Messages: []contract.Message{{Role: "user", Content: *message}},
 	})
 	if err != nil {
 		return err
+	}
+	res, err := runner.Run(ctx, t)
+	if err != nil {
+		return err
+	}
+	if res.Output.Status == contract.StatusOK && res.Output.NewSessionID != "" {
+		if err := st.SetSession(ctx, string(f), res.Output.NewSessionID); err != nil {
+			return err
+		}
 	}
 	out := runResult{
 		RunID: res.RunID, Folder: string(f), Container: res.Container,

@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"text/tabwriter"
+
+	"github.com/arizuko/arizukod/groupfolder"
+	"github.com/arizuko/arizukod/mountsec"
+	"github.com/arizuko/arizukod/runtime"
+)
+
+// errRejected makes the exit status 1 after the table has been printed.
+var errRejected = errors.New("mounts rejected")
+
+func cmdMounts(ctx context.Context, args []string) error {
+	fs := newFlags("mounts", "--folder F [--data-dir D] [--allowlist FILE]")
+	var lf localFlags
+	lf.register(fs)
+	folder := fs.String("folder", "", "group folder (required)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	f, err := groupfolder.Parse(*folder)
+	if err != nil {
+		return fmt.Errorf("--folder: %w", err)
+	}
+	b, st, err := lf.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	plan, err := b.Plan(ctx, f)
+	if err != nil {
+		return err
+	}
+	dirs, err := b.Layout.Paths(f)
+	if err != nil {
+		return err
+	}
+	var extra []runtime.Mount
+	for _, m := range plan.Mounts {
+		extra = append(extra, runtime.Mount{Source: m.HostPath, Target: m.ContainerPath, ReadOnly: m.ReadOnly})
+	}
+	table := runtime.MountTable(f, dirs, runtime.MountOptions{SkillsDir: lf.skillsDir, EnvFile: envFileIfPresent(b.Layout)}, extra)
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "HOST PATH\tCONTAINER PATH\tMODE\tORIGIN")
+	for _, m := range table {
+		mode := "rw"
+		if m.ReadOnly {
+			mode = "ro"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", m.Source, m.Target, mode, m.Origin)
+	}
+	tw.Flush()
+	if errors.Is(b.AllowlistErr, mountsec.ErrNoAllowlist) && len(plan.Config.AdditionalMounts) > 0 {
+		fmt.Printf("\nno allowlist at %s: no additional mounts are allowed\n", lf.allowlist)
+	}
+	if len(plan.Rejected) == 0 {
+		return nil
+	}
+	fmt.Println("\nREJECTED")
+	for _, r := range plan.Rejected {
+		fmt.Printf("  %s -> %s: %v\n", r.Request.HostPath, r.Request.ContainerPath, r.Err)
+	}
+	return errRejected
+}
+
+func envFileIfPresent(l groupfolder.Layout) string {
+	p, err := l.EnvFile()
+	if err != nil {
+		return ""
+	}
+	if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+		return p
+	}
+	return ""
+}
