@@ -22,7 +22,7 @@ type Options struct {
 	Folder   string            // group folder; keys the stable userID of .claude.json
 	Env      map[string]string // env vars arizukod sets in settings.json
 	Sidecars []string          // names of the turn's MCP sidecars
-	Skills   fs.FS             // the bundled skills tree (container/skills/), e.g. os.DirFS of its install path
+	Skills   fs.FS             // the bundled skills tree (container/skills/), e.g. os.DirFS of its install path; nil seeds none
 	Owner    *Owner            // owner of what Seed creates (the container's user); nil keeps the daemon's
 	Logger   *slog.Logger      // nil discards logs
 }
@@ -35,9 +35,6 @@ type Options struct {
 func Seed(ctx context.Context, sessionDir string, opt Options) error {
 	if opt.Folder == "" {
 		return fmt.Errorf("%w: Folder is empty", ErrInvalidOptions)
-	}
-	if opt.Skills == nil {
-		return fmt.Errorf("%w: Skills is nil", ErrInvalidOptions)
 	}
 	log := opt.Logger
 	if log == nil {
@@ -60,6 +57,10 @@ func Seed(ctx context.Context, sessionDir string, opt Options) error {
 	}
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	if opt.Skills == nil {
+		// No bundled skills on this host: nothing to seed or migrate.
+		return nil
 	}
 	return t.seedSkills(ctx, opt.Skills, log)
 }

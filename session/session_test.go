@@ -236,10 +236,15 @@ func TestSeedNoEscape(t *testing.T) {
 
 func TestSeedOptions(t *testing.T) {
 	dir := t.TempDir()
-	for _, opt := range []Options{{Skills: oldBundle}, {Folder: "main"}} {
-		if err := Seed(context.Background(), dir, opt); !errors.Is(err, ErrInvalidOptions) {
-			t.Errorf("%+v: err = %v", opt, err)
-		}
+	if err := Seed(context.Background(), dir, Options{Skills: oldBundle}); !errors.Is(err, ErrInvalidOptions) {
+		t.Errorf("no folder: err = %v", err)
+	}
+	// Without bundled skills the settings and .claude.json are still seeded.
+	if err := Seed(context.Background(), dir, Options{Folder: "main"}); err != nil {
+		t.Errorf("no skills: err = %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, ".claude", "settings.json")); err != nil {
+		t.Errorf("no skills: settings.json not written: %v", err)
 	}
 	if err := Seed(context.Background(), filepath.Join(dir, "missing"), Options{Folder: "main", Skills: oldBundle}); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("missing session dir: err = %v", err)
