@@ -1,0 +1,101 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/arizuko/arizukod/internal/enginetest"
+)
+
+// TestRootlessPodman runs `arizukod run --local` as the unprivileged test user against that
+// user's rootless Podman: the deployment the system service uses. It checks the sandbox
+// from inside and that the agent's files belong to that user on the host.
+func TestRootlessPodman(t *testing.T) {
+	e := enginetest.Rootless(t)
+	eng, _ := e.Open(t)
+	image := enginetest.EnsureAgentImage(t, e, eng)
+	u, err := user.Lookup(e.User)
+	if err != nil {
+		t.Fatalf("user %s: %v", e.User, err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+
+	bin := filepath.Join(filepath.Dir(enginetest.AgentBinary(t)), "arizukod")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build arizukod: %v\n%s", err, out)
+	}
+	dataDir, err := os.MkdirTemp(u.HomeDir, "arizuko-rootless-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dataDir) })
+	if err := os.Chown(dataDir, uid, gid); err != nil {
+		t.Fatal(err)
+	}
+	run := func(message string) map[string]any {
+		t.Helper()
+		cmd := exec.Command("runuser", "-u", e.User, "--", bin, "run", "--local",
+			"--engine", "podman", "--engine-socket", e.URI, "--image", image,
+			"--data-dir", dataDir, "--folder", "main", "--message", message)
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + u.HomeDir, "XDG_RUNTIME_DIR=/run/user/" + u.Uid}
+		out, err := cmd.Output()
+		var res map[string]any
+		if jerr := json.Unmarshal(out, &res); jerr != nil {
+			stderr := ""
+			if ee, ok := err.(*exec.ExitError); ok {
+				stderr = string(ee.Stderr)
+			}
+			t.Fatalf("run %q as %s: %v\n%s\n%s", message, e.User, err, out, stderr)
+		}
+		if res["status"] != "ok" {
+			t.Fatalf("run %q: %v", message, res)
+		}
+		return res
+	}
+
+	var s struct {
+		UID        int               `json:"uid"`
+		Caps       map[string]string `json:"caps"`
+		NoNewPrivs string            `json:"noNewPrivs"`
+		Writable   map[string]bool   `json:"writable"`
+		Interfaces []string          `json:"interfaces"`
+	}
+	if err := json.Unmarshal([]byte(run("sandbox")["result"].(string)), &s); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range s.Caps {
+		if strings.Trim(v, "0") != "" {
+			t.Errorf("%s = %s, want no capabilities", k, v)
+		}
+	}
+	if s.NoNewPrivs != "1" {
+		t.Errorf("NoNewPrivs = %q", s.NoNewPrivs)
+	}
+	if s.Writable["/"] || s.Writable["/etc"] || !s.Writable["/workspace"] || !s.Writable["/root"] {
+		t.Errorf("writable = %v", s.Writable)
+	}
+	if len(s.Interfaces) != 1 || s.Interfaces[0] != "lo" {
+		t.Errorf("interfaces = %v, want only lo", s.Interfaces)
+	}
+
+	run("write out/note.txt from a rootless agent")
+	p := filepath.Join(dataDir, "groups", "main", "out", "note.txt")
+	fi, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := fi.Sys().(*syscall.Stat_t)
+	if int(st.Uid) != uid || int(st.Gid) != gid {
+		t.Errorf("%s owned by %d:%d, want the service user %d:%d", p, st.Uid, st.Gid, uid, gid)
+	}
+}
