@@ -24,6 +24,7 @@ import (
 	"github.com/arizuko/arizukod/mountsec"
 	"github.com/arizuko/arizukod/queue"
 	"github.com/arizuko/arizukod/runtime"
+	"github.com/arizuko/arizukod/scheduler"
 	"github.com/arizuko/arizukod/store"
 	"github.com/arizuko/arizukod/turn"
 )
@@ -105,6 +106,8 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 		return err
 	}
 
+	sched := scheduler.New(scheduler.Config{Store: d.store, Location: cfg.Location, Wake: d.queue.Wake, Logger: log})
+
 	l, activated, err := listen(cfg.Listen, cfg.SocketMode, cfg.AllowGroup)
 	if err != nil {
 		return err
@@ -119,8 +122,9 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 
 	var wg sync.WaitGroup
 	qctx, stopQueue := context.WithCancel(context.WithoutCancel(ctx))
-	wg.Add(3)
+	wg.Add(4)
 	go func() { defer wg.Done(); d.watchEngine(ctx) }()
+	go func() { defer wg.Done(); sched.Run(ctx) }()
 	go func() { defer wg.Done(); d.queue.Run(qctx) }()
 	go func() { defer wg.Done(); d.watchdog(ctx) }()
 	serveErr := make(chan error, 1)
