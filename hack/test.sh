@@ -29,6 +29,12 @@ trap 'say "stopping the test host"; bash hack/testhost/down.sh' EXIT
 # shellcheck disable=SC1091
 . "${ARIZUKO_TESTHOST_DIR:-/var/tmp/arizuko-testhost}/env"
 export ARIZUKO_REQUIRE_ENGINES=1
+# Podman 5's real Quadlet generator lives in the Debian 13 chroot; /tmp is shared with it, so
+# the tests' unit directories resolve there too.
+QUADLET_GENERATOR=$ARIZUKO_TESTHOST_DIR/quadlet-generator
+printf '#!/bin/sh\nexec chroot %s /usr/libexec/podman/quadlet "$@"\n' "$ARIZUKO_TEST_PODMAN5_CHROOT" >"$QUADLET_GENERATOR"
+chmod +x "$QUADLET_GENERATOR"
+export QUADLET_GENERATOR
 
 say "go test ${PKGS[*]}"
 go test -count=1 -timeout 45m "${PKGS[@]}"
