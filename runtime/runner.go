@@ -504,6 +504,10 @@ func (tr *turnRun) classify(cause Failure, w waitResult, capture *contract.Captu
 		tr.fail(FailTimeout, false, "no answer within the %s run timeout", timeout)
 	case w.state.OOMKilled:
 		tr.fail(FailOOM, false, "the agent ran out of memory (limit %d bytes) and was killed", memory)
+	case w.state.ExitCode == 137 && perr != nil:
+		// SIGKILL that arizukod did not send. Podman 4.3 with runc on cgroup v1 does not
+		// always report the OOM kill, and the kernel's OOM killer is what sends it.
+		tr.fail(FailOOM, false, "the agent was killed by SIGKILL (exit 137) that arizukod did not send: most likely the memory limit (%d bytes)", memory)
 	case perr == nil:
 		tr.res.Output = out
 		if cause == FailTimeout {
