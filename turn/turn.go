@@ -25,6 +25,7 @@ import (
 	"github.com/arizuko/arizukod/mountsec"
 	"github.com/arizuko/arizukod/runtime"
 	"github.com/arizuko/arizukod/session"
+	"github.com/arizuko/arizukod/sidecar"
 	"github.com/arizuko/arizukod/store"
 )
 
@@ -45,6 +46,8 @@ type ContainerConfig struct {
 	Memory  string  `json:"memory,omitempty"`
 	CPUs    float64 `json:"cpus,omitempty"`
 	Pids    int64   `json:"pids,omitempty"`
+	// Sidecars are the group's MCP sidecars, started around each of its turns.
+	Sidecars []sidecar.Config `json:"sidecars,omitempty"`
 }
 
 // ParseContainerConfig decodes a stored container config; unknown fields are errors.
@@ -70,6 +73,9 @@ func ParseContainerConfig(raw []byte) (ContainerConfig, error) {
 		if _, err := config.ParseMemory(c.Memory); err != nil {
 			return c, fmt.Errorf("%w: memory: %v", ErrBadContainerConfig, err)
 		}
+	}
+	if err := sidecar.Validate(c.Sidecars); err != nil {
+		return c, fmt.Errorf("%w: %v", ErrBadContainerConfig, err)
 	}
 	return c, nil
 }
@@ -184,7 +190,7 @@ func (b *Builder) Build(ctx context.Context, req Request) (runtime.Turn, error) 
 		return runtime.Turn{}, err
 	}
 	err = session.Seed(ctx, dirs.Session, session.Options{
-		Folder: string(f), Env: b.SettingsEnv, Skills: b.Skills,
+		Folder: string(f), Env: b.SettingsEnv, Skills: b.Skills, Sidecars: sidecar.Names(plan.Config.Sidecars),
 		Owner: &session.Owner{UID: os.Getuid(), GID: os.Getgid()}, Logger: b.Logger,
 	})
 	if err != nil {

@@ -26,6 +26,7 @@ var checks = []check{
 	{"engine", checkEngine, "systemctl --user enable --now podman.socket   (rootful: systemctl enable --now podman.socket)"},
 	{"data-dir", checkDataDir, "mkdir -p DIR && chown $(id -u):$(id -g) DIR   (or set --data-dir / $DATA_DIR)"},
 	{"journald", checkJournald, "systemctl start systemd-journald   (without journald, logs go to stderr)"},
+	{"sidecars", checkSidecars, "run arizukod under systemd (system or user manager) with the engine's CLI in PATH, for sidecars as transient units"},
 }
 
 func cmdDoctor(ctx context.Context, args []string) error {

@@ -28,6 +28,7 @@ var commands = map[string]command{
 	"version": {"print the version", cmdVersion},
 	"prompt":  {"print the system prompt a turn of a group would get", cmdPrompt},
 	"mounts":  {"print the mount table a turn of a group would get, and every rejected mount", cmdMounts},
+	"quadlet": {"write Podman Quadlet units that reproduce a turn of a group and its sidecars", cmdQuadlet},
 }
 
 // version is set at build time with -ldflags "-X main.version=...".

@@ -1,0 +1,16 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/arizuko/arizukod/sidecar"
+)
+
+// checkSidecars says where the daemon would run sidecars: as transient units of the
+// systemd manager it runs under, or directly on the engine. Both work; the engine mode
+// has no journal per sidecar and cannot pass a sidecar a command.
+func checkSidecars(ctx context.Context, _ *doctorOpts) (string, error) {
+	mode, why := sidecar.Probe(ctx)
+	return fmt.Sprintf("%s: %s", mode, why), nil
+}

@@ -1,0 +1,537 @@
+package sidecar
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	sddbus "github.com/coreos/go-systemd/v22/dbus"
+
+	"github.com/arizuko/arizukod/groupfolder"
+	"github.com/arizuko/arizukod/runtime"
+)
+
+// errDenied says the manager does not let this user start units (polkit): the sidecar
+// runs on the engine instead.
+var errDenied = errors.New("the systemd manager refused to start a unit for this user")
+
+// ErrStart marks a sidecar that did not come up: its unit or container failed, or its
+// socket never answered. The error carries the last lines it logged.
+var ErrStart = errors.New("sidecar did not start")
+
+// Defaults of a Manager.
+const (
+	DefaultStartTimeout = 30 * time.Second
+	DefaultStopGrace    = 5 * time.Second
+	// ClientMemory is what the engine's CLI, the unit's own process, may use on top of the
+	// container's memory: the unit's MemoryMax is the container's limit plus this.
+	ClientMemory = 64 << 20
+	// unitPattern matches the units of every sidecar.
+	unitPattern = "arizuko-sc-*.service"
+)
+
+// Options configure a Manager.
+type Options struct {
+	Engine runtime.Engine
+	// Info describes the engine (its Name is the kind, its Socket the URI the CLI uses);
+	// InfoFunc, when set, is asked instead at every Start, as in runtime.Config.
+	Info     runtime.Info
+	InfoFunc func() runtime.Info
+	Layout   groupfolder.Layout
+	Instance string           // runtime.LabelInstance of this daemon's containers
+	Rlimits  []runtime.Rlimit // default runtime.DefaultRlimits()
+	// Mode forces a mode; empty detects it (see New).
+	Mode Mode
+	// CLI is the engine's command-line tool that transient units run; empty looks up
+	// "podman" or "docker", after the engine's kind, in PATH.
+	CLI string
+	// EnvDir holds the env files of running sidecars (mode 0700, never mounted);
+	// default DataDir/sidecar-env.
+	EnvDir       string
+	StartTimeout time.Duration // how long a sidecar's socket may take to answer
+	StopGrace    time.Duration // between SIGTERM and SIGKILL when a sidecar stops
+	Logger       *slog.Logger
+}
+
+// Manager starts and stops the sidecars of turns. It is safe for concurrent use.
+type Manager struct {
+	o    Options
+	mode Mode
+	sd   *manager
+	log  *slog.Logger
+}
+
+// New returns a Manager. With Options.Mode empty it uses the systemd manager arizukod
+// runs under (the system's when it runs as a system service, else the user's) when that
+// one answers on D-Bus, and the engine otherwise; a forced systemd mode that does not
+// answer is an error.
+func New(ctx context.Context, o Options) (*Manager, error) {
+	switch {
+	case o.Engine == nil:
+		return nil, errors.New("sidecar manager: no engine")
+	case o.Instance == "":
+		return nil, errors.New("sidecar manager: no instance label")
+	case o.Layout.DataDir == "":
+		return nil, errors.New("sidecar manager: no data directory")
+	}
+	if o.Rlimits == nil {
+		o.Rlimits = runtime.DefaultRlimits()
+	}
+	if o.EnvDir == "" {
+		o.EnvDir = filepath.Join(o.Layout.DataDir, "sidecar-env")
+	}
+	if o.StartTimeout <= 0 {
+		o.StartTimeout = DefaultStartTimeout
+	}
+	if o.StopGrace <= 0 {
+		o.StopGrace = DefaultStopGrace
+	}
+	m := &Manager{o: o, mode: o.Mode, log: o.Logger}
+	if m.log == nil {
+		m.log = slog.Default()
+	}
+	switch o.Mode {
+	case "":
+		want := scope(os.Getenv, os.Geteuid())
+		c, err := dial(ctx, want, os.Getenv)
+		if err != nil {
+			m.mode = ModeEngine
+			m.log.Info("sidecars run on the engine", "reason", err)
+			return m, nil
+		}
+		m.mode, m.sd = want, &manager{mode: want, getenv: os.Getenv, conn: c}
+	case ModeSystemdUser, ModeSystemdSystem:
+		c, err := dial(ctx, o.Mode, os.Getenv)
+		if err != nil {
+			return nil, err
+		}
+		m.sd = &manager{mode: o.Mode, getenv: os.Getenv, conn: c}
+	case ModeEngine:
+	default:
+		return nil, fmt.Errorf("sidecar manager: mode %q: want %s, %s or %s", o.Mode, ModeSystemdUser, ModeSystemdSystem, ModeEngine)
+	}
+	return m, nil
+}
+
+// Mode says where sidecars run.
+func (m *Manager) Mode() Mode { return m.mode }
+
+// Close drops the D-Bus connection.
+func (m *Manager) Close() {
+	if m.sd != nil {
+		m.sd.close()
+	}
+}
+
+// Probe says where a Manager made now would run sidecars, and why: for `arizukod doctor`.
+func Probe(ctx context.Context) (Mode, string) {
+	want := scope(os.Getenv, os.Geteuid())
+	c, err := dial(ctx, want, os.Getenv)
+	if err != nil {
+		return ModeEngine, err.Error()
+	}
+	defer c.Close()
+	var clis []string
+	for _, k := range []string{kindPodman, kindDocker} {
+		if p, err := exec.LookPath(k); err == nil {
+			clis = append(clis, p)
+		}
+	}
+	if len(clis) == 0 {
+		return ModeEngine, fmt.Sprintf("the %s manager answers, but no podman or docker CLI is in PATH for its units", want)
+	}
+	return want, "transient units, run by " + strings.Join(clis, " or ")
+}
+
+func (m *Manager) info() runtime.Info {
+	if m.o.InfoFunc != nil {
+		return m.o.InfoFunc()
+	}
+	return m.o.Info
+}
+
+// Handle is the sidecars of one turn.
+type Handle struct {
+	m       *Manager
+	running []*running
+}
+
+// running is one started sidecar.
+type running struct {
+	u       *Unit
+	unit    bool   // a transient unit runs it; else the engine does
+	id      string // the engine's container id, when the engine runs it
+	envFile string
+}
+
+// Names are the names of the running sidecars, in config order: session.Options.Sidecars.
+func (h *Handle) Names() []string {
+	var out []string
+	for _, r := range h.running {
+		out = append(out, r.u.Name)
+	}
+	return out
+}
+
+// Start starts the sidecars of a turn of f, one after the other, each until its socket
+// answers. When one fails, those already started are stopped and the error (ErrStart,
+// with what the sidecar logged last) fails the turn. No sidecars is a Handle with none.
+func (m *Manager) Start(ctx context.Context, f groupfolder.Folder, runID string, cs []Config) (*Handle, error) {
+	h := &Handle{m: m}
+	if len(cs) == 0 {
+		return h, nil
+	}
+	if err := Validate(cs); err != nil {
+		return nil, err
+	}
+	dirs, err := m.o.Layout.Ensure(f, os.Getuid(), os.Getgid())
+	if err != nil {
+		return nil, fmt.Errorf("sidecars of %s: %w", f, err)
+	}
+	info := m.info()
+	user := ""
+	if !info.Rootless {
+		user = fmt.Sprintf("%d:%d", os.Getuid(), os.Getgid())
+	}
+	for _, c := range cs {
+		u, err := NewUnit(f, c, UnitOptions{Instance: m.o.Instance, RunID: runID, SocketDir: dirs.SidecarSockets, User: user, Rlimits: m.o.Rlimits})
+		if err != nil {
+			return nil, errors.Join(err, h.Stop(ctx))
+		}
+		r, err := m.start(ctx, u, info, runID)
+		if err != nil {
+			return nil, errors.Join(err, h.Stop(ctx))
+		}
+		h.running = append(h.running, r)
+	}
+	return h, nil
+}
+
+// start starts one sidecar: as a transient unit when a systemd manager and the engine's
+// CLI are there, else on the engine.
+func (m *Manager) start(ctx context.Context, u *Unit, info runtime.Info, runID string) (*running, error) {
+	log := m.log.With("ARIZUKO_FOLDER", u.Folder, "ARIZUKO_RUN_ID", runID, "sidecar", u.Name)
+	if err := removeFile(u.Socket()); err != nil {
+		return nil, fmt.Errorf("sidecar %s: stale socket: %w", u.Name, err)
+	}
+	if m.sd != nil {
+		cli, err := m.cli(info.Name)
+		if err == nil {
+			r, err := m.startUnit(ctx, u, info, cli)
+			if err == nil {
+				log.Info("sidecar started", "unit", u.Service, "mode", m.mode)
+			}
+			if !errors.Is(err, errDenied) {
+				return r, err
+			}
+		}
+		log.Warn("sidecar runs on the engine: no transient unit", "err", err)
+	}
+	r, err := m.startContainer(ctx, u)
+	if err == nil {
+		log.Info("sidecar started", "container", u.Container.ContainerName, "mode", ModeEngine)
+	}
+	return r, err
+}
+
+// cli is the absolute path of the engine's CLI.
+func (m *Manager) cli(kind string) (string, error) {
+	if kind != kindPodman && kind != kindDocker {
+		return "", fmt.Errorf("engine kind %q is unknown yet", kind)
+	}
+	p := m.o.CLI
+	if p == "" {
+		var err error
+		if p, err = exec.LookPath(kind); err != nil {
+			return "", err
+		}
+	}
+	return filepath.Abs(p)
+}
+
+// startUnit runs u as a transient unit whose main process is the engine CLI's `run`.
+func (m *Manager) startUnit(ctx context.Context, u *Unit, info runtime.Info, cli string) (*running, error) {
+	name := u.Container.ContainerName
+	// What a crash of an earlier daemon of this instance may have left under the names.
+	state, desc, err := m.sd.unitState(ctx, u.Service)
+	if err != nil {
+		return nil, fmt.Errorf("sidecar %s: %w", u.Name, err)
+	}
+	if state != "gone" {
+		if !strings.HasSuffix(desc, " "+instanceMark(m.o.Instance)) {
+			return nil, fmt.Errorf("%w: %s: unit %s exists and is not this arizukod's (%s)", ErrStart, u.Name, u.Service, desc)
+		}
+		if err := m.sd.stopUnit(ctx, u.Service); err != nil {
+			return nil, fmt.Errorf("sidecar %s: %w", u.Name, err)
+		}
+	}
+	if err := m.removeLeftover(ctx, name); err != nil {
+		return nil, fmt.Errorf("sidecar %s: %w", u.Name, err)
+	}
+	r := &running{u: u, unit: true}
+	if len(u.Env) > 0 {
+		var err error
+		if r.envFile, err = m.writeEnvFile(u); err != nil {
+			return nil, err
+		}
+	}
+	argv, err := u.CommandLine(info.Name, cli, info.Socket, r.envFile)
+	if err != nil {
+		removeFile(r.envFile)
+		return nil, err
+	}
+	props := []sddbus.Property{
+		sddbus.PropDescription(u.Container.Description),
+		sddbus.PropType("exec"),
+		execProperty("ExecStart", argv, false),
+		execProperty("ExecStop", stopCommand(info.Name, cli, info.Socket, name, m.o.StopGrace), true),
+		execProperty("ExecStopPost", removeCommand(info.Name, cli, info.Socket, name), true),
+		property("KillMode", "mixed"),
+		property("TimeoutStopUSec", uint64((m.o.StopGrace+10*time.Second)/time.Microsecond)),
+		property("CollectMode", "inactive-or-failed"),
+		property("MemoryMax", uint64(u.MemoryBytes+ClientMemory)),
+		property("CPUQuotaPerSecUSec", uint64(u.NanoCPUs/1000)),
+		property("SyslogIdentifier", name),
+	}
+	if home := os.Getenv("HOME"); home != "" {
+		props = append(props, property("Environment", []string{"HOME=" + home}))
+	}
+	if m.mode == ModeSystemdSystem && os.Geteuid() != 0 {
+		// The system manager would run the CLI as root; it runs as the daemon's user.
+		props = append(props, property("User", strconv.Itoa(os.Geteuid())), property("Group", strconv.Itoa(os.Getegid())))
+	}
+	started := time.Now()
+	if err := m.sd.startUnit(ctx, u.Service, props); err != nil {
+		m.stop(ctx, r)
+		if accessDenied(err) {
+			return nil, fmt.Errorf("%w: %v", errDenied, err)
+		}
+		return nil, fmt.Errorf("%w: %s (unit %s): %v\n%s", ErrStart, u.Name, u.Service, err, journalTail(ctx, m.mode, u.Service, "", started))
+	}
+	invocation := m.sd.invocation(ctx, u.Service)
+	err = m.waitSocket(ctx, u, func(ctx context.Context) (string, error) {
+		state, _, err := m.sd.unitState(ctx, u.Service)
+		if err == nil && state != "active" && state != "activating" && state != "reloading" {
+			err = fmt.Errorf("the unit is %s", state)
+		}
+		return state, err
+	})
+	if err != nil {
+		m.stop(ctx, r)
+		return nil, fmt.Errorf("%w: %s (unit %s): %v; its last log lines:\n%s", ErrStart, u.Name, u.Service, err, journalTail(ctx, m.mode, u.Service, invocation, started))
+	}
+	return r, nil
+}
+
+// startContainer runs u on the engine directly, with the unit's container.
+func (m *Manager) startContainer(ctx context.Context, u *Unit) (*running, error) {
+	spec, err := u.Spec()
+	if err != nil {
+		return nil, err
+	}
+	e := m.o.Engine
+	if err := m.removeLeftover(ctx, spec.Name); err != nil {
+		return nil, fmt.Errorf("sidecar %s: %w", u.Name, err)
+	}
+	id, err := e.Create(ctx, spec)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: create %s: %v", ErrStart, u.Name, spec.Name, err)
+	}
+	r := &running{u: u, id: id}
+	if err := e.Start(ctx, id); err != nil {
+		m.stop(ctx, r)
+		return nil, fmt.Errorf("%w: %s: start %s: %v", ErrStart, u.Name, spec.Name, err)
+	}
+	err = m.waitSocket(ctx, u, func(ctx context.Context) (string, error) {
+		st, err := e.Inspect(ctx, id)
+		if err == nil && !st.Running {
+			err = fmt.Errorf("the container %s (exit %d)", st.Status, st.ExitCode)
+		}
+		return st.Status, err
+	})
+	if err != nil {
+		logs := containerTail(ctx, e, id)
+		m.stop(ctx, r)
+		return nil, fmt.Errorf("%w: %s (container %s): %v; its last log lines:\n%s", ErrStart, u.Name, spec.Name, err, logs)
+	}
+	return r, nil
+}
+
+// waitSocket waits until u's socket accepts a connection, while alive says the sidecar
+// still runs, for at most StartTimeout.
+func (m *Manager) waitSocket(ctx context.Context, u *Unit, alive func(context.Context) (string, error)) error {
+	deadline := time.Now().Add(m.o.StartTimeout)
+	for {
+		if c, err := net.DialTimeout("unix", u.Socket(), time.Second); err == nil {
+			c.Close()
+			return nil
+		}
+		if _, err := alive(ctx); err != nil {
+			return fmt.Errorf("it stopped before its socket answered: %w", err)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("its socket %s did not answer within %s", u.Socket(), m.o.StartTimeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// removeLeftover removes a container of this instance by name: what a crash left.
+func (m *Manager) removeLeftover(ctx context.Context, name string) error {
+	list, err := m.o.Engine.List(ctx, map[string]string{runtime.LabelInstance: m.o.Instance, runtime.LabelRole: RoleSidecar})
+	if err != nil {
+		return fmt.Errorf("list leftover containers: %w", err)
+	}
+	for _, c := range list {
+		if strings.TrimPrefix(c.Name, "/") == name && c.Labels[runtime.LabelInstance] == m.o.Instance {
+			if err := m.o.Engine.Remove(ctx, c.ID); err != nil {
+				return fmt.Errorf("remove leftover container %s: %w", name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// containerTail is the last lines a container printed, for an error.
+func containerTail(ctx context.Context, e runtime.Engine, id string) string {
+	var b strings.Builder
+	if err := e.Logs(ctx, id, &b, &b); err != nil && b.Len() == 0 {
+		return fmt.Sprintf("(no logs: %v)", err)
+	}
+	lines := strings.Split(strings.TrimSpace(strings.ToValidUTF8(b.String(), "?")), "\n")
+	return strings.Join(lines[max(0, len(lines)-journalLines):], "\n")
+}
+
+// Stop stops the turn's sidecars, last started first: each unit's stop job (which stops
+// its container with grace), then removal of the container, its socket and env file.
+// It goes on when ctx is cancelled, bounded by the stop grace, so that a killed turn
+// leaves nothing running.
+func (h *Handle) Stop(ctx context.Context) error {
+	var errs []error
+	for i := len(h.running) - 1; i >= 0; i-- {
+		errs = append(errs, h.m.stop(ctx, h.running[i]))
+	}
+	h.running = nil
+	return errors.Join(errs...)
+}
+
+func (m *Manager) stop(ctx context.Context, r *running) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.o.StopGrace+30*time.Second)
+	defer cancel()
+	var errs []error
+	if r.unit {
+		errs = append(errs, m.sd.stopUnit(ctx, r.u.Service))
+		errs = append(errs, m.o.Engine.Remove(ctx, r.u.Container.ContainerName))
+	} else {
+		if err := m.o.Engine.Stop(ctx, r.id, m.o.StopGrace); err != nil && !errors.Is(err, runtime.ErrNoSuchContainer) {
+			errs = append(errs, err)
+		}
+		errs = append(errs, m.o.Engine.Remove(ctx, r.id))
+	}
+	errs = append(errs, removeFile(r.envFile), removeFile(r.u.Socket()))
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("stop sidecar %s of %s: %w", r.u.Name, r.u.Folder, err)
+	}
+	return nil
+}
+
+// Cleanup stops what a killed daemon of this instance left: the sidecar units whose
+// description carries its instance, and the containers labelled role=sidecar of it, and
+// removes the env files. It returns the units and containers it stopped. Call it before
+// the first turn.
+func (m *Manager) Cleanup(ctx context.Context) ([]string, error) {
+	var done []string
+	var errs []error
+	if m.sd != nil {
+		units, err := m.sd.listUnits(ctx, unitPattern)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("list sidecar units: %w", err))
+		}
+		for _, u := range units {
+			if !strings.HasSuffix(u.Description, " "+instanceMark(m.o.Instance)) || u.ActiveState == "inactive" {
+				continue
+			}
+			if err := m.sd.stopUnit(ctx, u.Name); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			m.log.Info("stopped leftover sidecar unit", "unit", u.Name)
+			done = append(done, u.Name)
+		}
+	}
+	list, err := m.o.Engine.List(ctx, map[string]string{runtime.LabelInstance: m.o.Instance, runtime.LabelRole: RoleSidecar})
+	if err != nil {
+		errs = append(errs, fmt.Errorf("list sidecar containers: %w", err))
+	}
+	for _, c := range list {
+		if c.Labels[runtime.LabelInstance] != m.o.Instance || c.Labels[runtime.LabelRole] != RoleSidecar {
+			continue
+		}
+		if err := m.o.Engine.Remove(ctx, c.ID); err != nil {
+			errs = append(errs, fmt.Errorf("remove leftover sidecar %s: %w", c.Name, err))
+			continue
+		}
+		m.log.Info("removed leftover sidecar container", "container", c.Name, "ARIZUKO_FOLDER", c.Labels[runtime.LabelFolder])
+		done = append(done, c.Name)
+	}
+	entries, err := os.ReadDir(m.o.EnvDir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		errs = append(errs, err)
+	}
+	for _, e := range entries {
+		errs = append(errs, removeFile(filepath.Join(m.o.EnvDir, e.Name())))
+	}
+	return done, errors.Join(errs...)
+}
+
+// writeEnvFile writes u.Env into EnvDir/<unit>.env, mode 0600, atomically.
+func (m *Manager) writeEnvFile(u *Unit) (string, error) {
+	if err := os.Mkdir(m.o.EnvDir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return "", fmt.Errorf("sidecar env directory: %w", err)
+	}
+	if fi, err := os.Lstat(m.o.EnvDir); err != nil || !fi.IsDir() || fi.Mode().Perm()&0o077 != 0 {
+		return "", fmt.Errorf("sidecar env directory %s: must be a directory of mode 0700", m.o.EnvDir)
+	}
+	path := filepath.Join(m.o.EnvDir, strings.TrimSuffix(u.Service, ".service")+".env")
+	tmp, err := os.CreateTemp(m.o.EnvDir, ".tmp-*")
+	if err != nil {
+		return "", err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := io.WriteString(tmp, string(EnvFile(u.Env))); err != nil {
+		tmp.Close()
+		return "", err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return "", err
+	}
+	if err := tmp.Close(); err != nil {
+		return "", err
+	}
+	return path, os.Rename(tmp.Name(), path)
+}
+
+func removeFile(p string) error {
+	if p == "" {
+		return nil
+	}
+	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
