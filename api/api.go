@@ -12,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -146,7 +147,11 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	case errors.As(err, &tooBig):
 		writeErr(w, http.StatusRequestEntityTooLarge, "", "body larger than %d bytes", tooBig.Limit)
 	case errors.As(err, &typeErr):
-		writeErr(w, http.StatusBadRequest, typeErr.Field, "%s: must be %s, not %s", typeErr.Field, typeErr.Type, typeErr.Value)
+		want := typeErr.Type.String()
+		if typeErr.Type == durationType {
+			want = `a duration like "90s" or a number of milliseconds`
+		}
+		writeErr(w, http.StatusBadRequest, typeErr.Field, "%s: must be %s, not %s", typeErr.Field, want, typeErr.Value)
 	case errors.As(err, &syntaxErr):
 		writeErr(w, http.StatusBadRequest, "", "malformed JSON at byte %d: %v", syntaxErr.Offset, err)
 	case errors.Is(err, io.EOF):
@@ -233,20 +238,24 @@ type Duration time.Duration
 // MarshalJSON writes the duration as a Go duration string.
 func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
 
-// UnmarshalJSON reads a Go duration string or a number of milliseconds.
+var durationType = reflect.TypeFor[Duration]()
+
+// UnmarshalJSON reads a Go duration string or a number of milliseconds. Anything else is a
+// *json.UnmarshalTypeError, which the decoder completes with the field's name.
 func (d *Duration) UnmarshalJSON(b []byte) error {
+	bad := &json.UnmarshalTypeError{Value: string(b[:min(len(b), 40)]), Type: durationType}
 	var s string
 	if err := json.Unmarshal(b, &s); err == nil {
 		v, err := time.ParseDuration(s)
 		if err != nil {
-			return err
+			return bad
 		}
 		*d = Duration(v)
 		return nil
 	}
 	var ms int64
 	if err := json.Unmarshal(b, &ms); err != nil {
-		return errors.New(`a duration like "90s" or a number of milliseconds`)
+		return bad
 	}
 	*d = Duration(time.Duration(ms) * time.Millisecond)
 	return nil

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/coreos/go-systemd/v22/activation"
 	"github.com/coreos/go-systemd/v22/daemon"
 
 	"github.com/arizuko/arizukod/api"
@@ -39,15 +40,22 @@ type Daemon struct {
 	queue   *queue.Queue
 	runner  *runtime.Runner
 
-	mu       sync.Mutex
-	info     runtime.Info
-	engineUp bool
-	engErr   string
+	mu        sync.Mutex
+	info      runtime.Info
+	engineUp  bool
+	engErr    string
+	checkedAt time.Time // the last check of the engine
 }
 
 // Run serves until ctx ends, then stops gracefully: running turns are detached, the store
 // is closed, STOPPING=1 is sent.
 func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logger) error {
+	// First of all: taking systemd's sockets removes LISTEN_* from the environment, before
+	// any child (git, for the env file) could inherit them.
+	passed, err := activation.Listeners()
+	if err != nil {
+		return fmt.Errorf("socket activation: %w", err)
+	}
 	d := &Daemon{cfg: cfg, log: log, version: version}
 	layout, err := groupfolder.NewLayout(cfg.DataDir)
 	if err != nil {
@@ -98,7 +106,7 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 		DiaryMax: cfg.Memory.DiaryMax, EpisodesMax: cfg.Memory.EpisodesMax, Logger: log,
 	}
 	d.queue, err = queue.New(queue.Config{
-		Store: d.store, Runner: d.runner, Builder: builder, EngineUp: d.up,
+		Store: d.store, Runner: d.runner, Builder: builder, EngineUp: d.up, CheckEngine: d.checkEngine,
 		MaxRunning: cfg.MaxRunning, RetryMax: cfg.RetryMax, RetryBackoff: cfg.RetryBackoff,
 		Logger: log, OnChange: d.notifyStatus,
 	})
@@ -108,7 +116,7 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 
 	sched := scheduler.New(scheduler.Config{Store: d.store, Location: cfg.Location, Wake: d.queue.Wake, Logger: log})
 
-	l, activated, err := listen(cfg.Listen, cfg.SocketMode, cfg.AllowGroup)
+	l, activated, err := listen(passed, cfg.Listen, cfg.SocketMode, cfg.AllowGroup)
 	if err != nil {
 		return err
 	}
@@ -205,44 +213,49 @@ func (d *Daemon) engineInfo() runtime.Info {
 }
 
 // watchEngine asks the engine who it is: every 2 s while it is away, every 15 s while it
-// answers. The first answer sends READY=1.
+// answers. The first answer sends READY=1. A check the queue asked for (checkEngine) counts
+// as the latest, and one that finds the engine away brings the next check within 2 s.
 func (d *Daemon) watchEngine(ctx context.Context) {
 	ready := false
 	for {
-		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		info, err := d.engine.Info(cctx)
-		cancel()
 		d.mu.Lock()
-		was := d.engineUp
-		d.engineUp = err == nil
-		if err == nil {
-			d.info, d.engErr = info, ""
-		} else {
-			d.engErr = err.Error()
-		}
+		due := !d.engineUp || time.Since(d.checkedAt) >= 15*time.Second
 		d.mu.Unlock()
-		switch {
-		case err == nil && !was:
-			d.log.Info("engine answers", "engine", info.Name, "version", info.Version, "rootless", info.Rootless, "socket", info.Socket)
-			d.queue.Wake()
-		case err != nil && (was || !ready):
-			d.log.Warn("engine unavailable: work stays queued until it answers", "err", err)
-		}
-		if err == nil && !ready {
+		if due && d.checkEngine(ctx) && !ready {
 			ready = true
 			daemon.SdNotify(false, daemon.SdNotifyReady)
-		}
-		d.notifyStatus()
-		wait := 15 * time.Second
-		if err != nil {
-			wait = 2 * time.Second
 		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(wait):
+		case <-time.After(2 * time.Second):
 		}
 	}
+}
+
+// checkEngine asks the engine now, records the answer and reports whether it answered.
+func (d *Daemon) checkEngine(ctx context.Context) bool {
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	info, err := d.engine.Info(cctx)
+	cancel()
+	d.mu.Lock()
+	was, first := d.engineUp, d.checkedAt.IsZero()
+	d.engineUp, d.checkedAt = err == nil, time.Now()
+	if err == nil {
+		d.info, d.engErr = info, ""
+	} else {
+		d.engErr = err.Error()
+	}
+	d.mu.Unlock()
+	switch {
+	case err == nil && !was:
+		d.log.Info("engine answers", "engine", info.Name, "version", info.Version, "rootless", info.Rootless, "socket", info.Socket)
+		d.queue.Wake()
+	case err != nil && (was || first):
+		d.log.Warn("engine unavailable: work stays queued until it answers", "err", err)
+	}
+	d.notifyStatus()
+	return err == nil
 }
 
 // watchdog pings systemd at half the interval the unit asks for.
@@ -277,8 +290,12 @@ func (d *Daemon) Health(ctx context.Context) api.HealthReport {
 	d.mu.Lock()
 	h := api.HealthReport{Status: "ok", Version: d.version, Engine: api.EngineHealth{
 		Up: d.engineUp, Name: d.info.Name, Version: d.info.Version, Socket: d.info.Socket, Error: d.engErr}}
+	unchecked := d.checkedAt.IsZero()
 	d.mu.Unlock()
-	if !h.Engine.Up {
+	switch {
+	case unchecked:
+		h.Status = "starting"
+	case !h.Engine.Up:
 		h.Status = "degraded"
 	}
 	if c, err := d.store.CountRuns(ctx); err == nil {

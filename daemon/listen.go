@@ -3,6 +3,7 @@ package daemon
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -10,20 +11,16 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
-	"github.com/coreos/go-systemd/v22/activation"
 	"golang.org/x/sys/unix"
 )
 
-// listen returns the socket systemd passed (activation), or a unix socket made at path with
-// mode. The LISTEN_* variables are removed from the environment either way, so no child
-// inherits them.
-func listen(path string, mode os.FileMode, group string) (net.Listener, bool, error) {
-	ls, err := activation.Listeners()
-	if err != nil {
-		return nil, false, fmt.Errorf("socket activation: %w", err)
-	}
-	for _, l := range ls {
+// listen returns the first socket systemd passed (passed, from activation.Listeners, which
+// also removes LISTEN_* from the environment so that no child inherits them), or a unix
+// socket made at path with mode.
+func listen(passed []net.Listener, path string, mode os.FileMode, group string) (net.Listener, bool, error) {
+	for _, l := range passed {
 		if l != nil {
 			return l, true, nil
 		}
@@ -106,10 +103,22 @@ func (p *peerListener) Accept() (net.Conn, error) {
 			reason = fmt.Sprintf("uid %d gid %d (pid %d) is not the service user, root or a member of the allowed group", cred.Uid, cred.Gid, cred.Pid)
 		}
 		p.log.Warn("refused API connection", "reason", reason)
-		body := fmt.Sprintf(`{"error":%q}`, "forbidden: "+reason)
-		fmt.Fprintf(c, "HTTP/1.1 403 Forbidden\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
-		c.Close()
+		go refuse(c, reason)
 	}
+}
+
+// refuse answers 403 with the reason and closes c. It shuts down only its own side first
+// and reads what the peer sends (for two seconds at most): a socket closed outright would
+// make the peer's write of its request fail, and the peer would never read the reason.
+func refuse(c net.Conn, reason string) {
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(2 * time.Second))
+	body := fmt.Sprintf(`{"error":%q}`, "forbidden: "+reason)
+	fmt.Fprintf(c, "HTTP/1.1 403 Forbidden\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	if uc, ok := c.(*net.UnixConn); ok {
+		uc.CloseWrite()
+	}
+	io.Copy(io.Discard, io.LimitReader(c, 64<<10))
 }
 
 func peerCred(c net.Conn) (*unix.Ucred, error) {

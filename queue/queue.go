@@ -66,6 +66,9 @@ type Config struct {
 	Hooks   Hooks // optional
 	// EngineUp reports whether the engine answers; while it does not, nothing starts.
 	EngineUp func() bool
+	// CheckEngine asks the engine now and updates what EngineUp says. The queue calls it
+	// when a run failed for the engine: EngineUp may be seconds old. Nil uses EngineUp.
+	CheckEngine func(ctx context.Context) bool
 	// MaxRunning is the global cap (default 5).
 	MaxRunning int
 	// RetryMax and RetryBackoff govern fatal inbox runs: retries with doubling backoff,
@@ -87,7 +90,8 @@ type Queue struct {
 
 	mu       sync.Mutex
 	inflight map[string]*flight
-	changed  chan struct{} // closed and replaced when a run ends
+	orphans  map[string]string // run id -> container, waiting for the engine
+	changed  chan struct{}     // closed and replaced when a run ends
 	detach   chan struct{}
 	wg       sync.WaitGroup
 }
@@ -95,7 +99,9 @@ type Queue struct {
 type flight struct {
 	cancel    context.CancelFunc
 	folder    groupfolder.Folder
-	container string // the engine's id, once created
+	container string // the engine's id once created, or the adopted container's name
+	// orphan is the container of a run the engine dropped: adopted when it is back.
+	orphan string
 }
 
 // New checks cfg and returns a Queue.
@@ -118,6 +124,9 @@ func New(cfg Config) (*Queue, error) {
 	if cfg.EngineUp == nil {
 		cfg.EngineUp = func() bool { return true }
 	}
+	if cfg.CheckEngine == nil {
+		cfg.CheckEngine = func(context.Context) bool { return cfg.EngineUp() }
+	}
 	if cfg.OnChange == nil {
 		cfg.OnChange = func() {}
 	}
@@ -125,7 +134,7 @@ func New(cfg Config) (*Queue, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Queue{cfg: cfg, log: log, wake: make(chan struct{}, 1), inflight: map[string]*flight{}, changed: make(chan struct{}), detach: make(chan struct{})}, nil
+	return &Queue{cfg: cfg, log: log, wake: make(chan struct{}, 1), inflight: map[string]*flight{}, orphans: map[string]string{}, changed: make(chan struct{}), detach: make(chan struct{})}, nil
 }
 
 // Wake tells the queue that work may be waiting. It never blocks.
@@ -169,6 +178,7 @@ func (q *Queue) dispatch(ctx context.Context) {
 	if !q.cfg.EngineUp() {
 		return
 	}
+	q.adoptOrphans(ctx)
 	q.makeInboxRuns(ctx)
 	for ctx.Err() == nil {
 		run, err := q.cfg.Store.StartNext(ctx, q.cfg.MaxRunning)
@@ -181,6 +191,23 @@ func (q *Queue) dispatch(ctx context.Context) {
 		}
 		q.cfg.OnChange()
 		q.start(ctx, run, "")
+	}
+}
+
+// adoptOrphans adopts the containers of the runs the engine dropped while it was away.
+func (q *Queue) adoptOrphans(ctx context.Context) {
+	q.mu.Lock()
+	orphans := q.orphans
+	q.orphans = map[string]string{}
+	q.mu.Unlock()
+	for id, container := range orphans {
+		run, err := q.cfg.Store.GetRun(ctx, id)
+		if err != nil {
+			q.log.Error("adopt after the engine came back", "ARIZUKO_RUN_ID", id, "err", err)
+			continue
+		}
+		q.log.Info("adopting run after the engine came back", "ARIZUKO_RUN_ID", id, "ARIZUKO_FOLDER", run.Folder, "ARIZUKO_CONTAINER", container)
+		q.start(ctx, run, container)
 	}
 }
 
@@ -229,7 +256,7 @@ func (q *Queue) start(ctx context.Context, run *store.Run, container string) {
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	f := groupfolder.Folder(run.Folder)
 	q.mu.Lock()
-	q.inflight[run.ID] = &flight{cancel: cancel, folder: f}
+	q.inflight[run.ID] = &flight{cancel: cancel, folder: f, container: container}
 	q.mu.Unlock()
 	q.wg.Add(1)
 	go func() {
@@ -237,6 +264,9 @@ func (q *Queue) start(ctx context.Context, run *store.Run, container string) {
 		defer cancel()
 		q.execute(rctx, run, container)
 		q.mu.Lock()
+		if fl := q.inflight[run.ID]; fl != nil && fl.orphan != "" {
+			q.orphans[run.ID] = fl.orphan
+		}
 		delete(q.inflight, run.ID)
 		close(q.changed)
 		q.changed = make(chan struct{})
@@ -279,7 +309,10 @@ func (q *Queue) execute(ctx context.Context, run *store.Run, adoptContainer stri
 		defer after()
 	}
 	t.Detach = q.detach
+	// The container's name: the runner's (set before any stderr line), or the adopted one.
+	container := adoptContainer
 	t.OnCreated = func(name, id string) {
+		container = name
 		q.mu.Lock()
 		if fl := q.inflight[run.ID]; fl != nil {
 			fl.container = id
@@ -291,7 +324,7 @@ func (q *Queue) execute(ctx context.Context, run *store.Run, adoptContainer stri
 		log.Info("turn started", "ARIZUKO_CONTAINER", name)
 	}
 	t.OnStderr = func(line string) {
-		log.Info(line, "ARIZUKO_STREAM", "stderr", "ARIZUKO_CONTAINER", runtime.ContainerName(f, run.TaskID, time.UnixMilli(run.StartedAt)))
+		log.Info(line, "ARIZUKO_STREAM", "stderr", "ARIZUKO_CONTAINER", container)
 	}
 	var res runtime.Result
 	if adoptContainer != "" {
@@ -307,7 +340,18 @@ func (q *Queue) execute(ctx context.Context, run *store.Run, adoptContainer stri
 		log.Info("turn detached: the daemon is stopping; the next start adopts it", "ARIZUKO_CONTAINER", res.Container)
 		return
 	}
-	if res.Failure == runtime.FailEngine && !q.cfg.EngineUp() {
+	if res.Failure == runtime.FailEngine && !q.cfg.CheckEngine(context.WithoutCancel(ctx)) {
+		if container != "" {
+			// The container exists and may well run on: the run stays running, and its
+			// container is adopted once the engine answers again.
+			q.mu.Lock()
+			if fl := q.inflight[run.ID]; fl != nil {
+				fl.orphan = container
+			}
+			q.mu.Unlock()
+			log.Warn("engine unavailable: the run's container is adopted when it is back", "ARIZUKO_CONTAINER", container, "err", res.Output.Error)
+			return
+		}
 		// The engine went away under the run: put it back, it will start again when the
 		// engine returns.
 		if err := q.cfg.Store.RequeueRun(context.WithoutCancel(ctx), run.ID); err == nil {
@@ -346,7 +390,10 @@ func (q *Queue) finish(ctx context.Context, run *store.Run, res runtime.Result, 
 		"ARIZUKO_DURATION_MS", res.Duration.Milliseconds(),
 	}
 	if o.Failure != "" {
-		attrs = append(attrs, "ARIZUKO_FAILURE", string(o.Failure), "ARIZUKO_ERROR", o.Error)
+		attrs = append(attrs, "ARIZUKO_FAILURE", string(o.Failure))
+	}
+	if o.Error != "" {
+		attrs = append(attrs, "ARIZUKO_ERROR", o.Error)
 	}
 	if o.Status == store.StatusOK {
 		log.Info("turn finished", attrs...)

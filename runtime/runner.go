@@ -365,7 +365,7 @@ func (tr *turnRun) note(format string, args ...any) {
 func (tr *turnRun) fail(f Failure, terminal bool, format string, args ...any) {
 	tr.res.Failure = f
 	tr.res.Terminal = terminal
-	tr.res.Output = contract.Output{Status: contract.StatusFatal, Error: fmt.Sprintf(format, args...)}
+	tr.res.Output = contract.Output{Status: contract.StatusFatal, Error: tr.r.cfg.Redact(fmt.Sprintf(format, args...))}
 	tr.note("failed (%s): %s", f, tr.res.Output.Error)
 }
 
@@ -509,6 +509,8 @@ func (tr *turnRun) classify(cause Failure, w waitResult, capture *contract.Captu
 		// always report the OOM kill, and the kernel's OOM killer is what sends it.
 		tr.fail(FailOOM, false, "the agent was killed by SIGKILL (exit 137) that arizukod did not send: most likely the memory limit (%d bytes)", memory)
 	case perr == nil:
+		// The agent's own text reaches logs, the journal and the store: no secret in it.
+		out.Error = tr.r.cfg.Redact(out.Error)
 		tr.res.Output = out
 		if cause == FailTimeout {
 			tr.res.Failure = FailTimeout

@@ -1,0 +1,555 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/arizuko/arizukod/api"
+	"github.com/arizuko/arizukod/contract"
+	"github.com/arizuko/arizukod/internal/daemontest"
+	"github.com/arizuko/arizukod/runtime"
+	"github.com/arizuko/arizukod/store"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	daemontest.RemoveBinary()
+	os.Exit(code)
+}
+
+// TestAPI drives a real arizukod on the test host's Podman 4 over its real unix socket:
+// every route a client uses, with real containers of the example agent, then a table of
+// bad requests, then the peer check.
+func TestAPI(t *testing.T) {
+	d := daemontest.New(t, daemontest.Config{Engine: daemontest.Podman4(t), SocketMode: "0666", RetryMax: 2, RetryBackoff: "1s"})
+	start := time.Now()
+	d.Start(t)
+	t.Logf("daemon healthy %s after start", time.Since(start).Round(time.Millisecond))
+	for _, f := range []string{"main", "kill", "steer", "sess", "inbox", "fatal", "misconf"} {
+		d.AddGroup(t, f)
+	}
+	var finished api.Run
+	t.Run("turns", func(t *testing.T) {
+		t.Run("run", func(t *testing.T) { t.Parallel(); finished = testRun(t, d) })
+		t.Run("kill", func(t *testing.T) { t.Parallel(); testKill(t, d) })
+		t.Run("steer", func(t *testing.T) { t.Parallel(); testSteer(t, d) })
+		t.Run("session", func(t *testing.T) { t.Parallel(); testSession(t, d) })
+		t.Run("inbox", func(t *testing.T) { t.Parallel(); testInbox(t, d) })
+		t.Run("inbox-fatal", func(t *testing.T) { t.Parallel(); testInboxFatal(t, d) })
+		t.Run("inbox-misconfig", func(t *testing.T) { t.Parallel(); testInboxMisconfig(t, d) })
+	})
+	if finished.ID == "" {
+		t.Fatal("no finished run to use in the bad-input table")
+	}
+	t.Run("bad-input", func(t *testing.T) { testBadInput(t, d, finished) })
+	t.Run("peer", func(t *testing.T) { testPeer(t, d) })
+}
+
+// testRun: POST /v1/runs answers 202 at once; GET ?wait= returns the agent's answer;
+// the list filters by folder and state.
+func testRun(t *testing.T, d *daemontest.Daemon) api.Run {
+	word := "hello-" + daemontest.RandHex(4)
+	t0 := time.Now()
+	code, body, err := d.Do(http.MethodPost, "/v1/runs", "application/json", []byte(`{"folder":"main","messages":[{"role":"user","content":"reply `+word+`"}]}`))
+	if err != nil || code != http.StatusAccepted {
+		t.Fatalf("POST /v1/runs: %d %s %v", code, body, err)
+	}
+	accepted := time.Since(t0)
+	var queued api.Run
+	if err := json.Unmarshal(body, &queued); err != nil || queued.ID == "" || queued.Folder != "main" || queued.Kind != "turn" {
+		t.Fatalf("POST /v1/runs body %s: %v", body, err)
+	}
+	var run api.Run
+	if err := d.Client.Do(context.Background(), http.MethodGet, "/v1/runs/"+queued.ID+"?wait=60s", nil, &run); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("run %s: 202 after %s, result after %s (container %s)", run.ID, accepted.Round(time.Millisecond), time.Since(t0).Round(time.Millisecond), run.Container)
+	if run.State != "exited" || run.Status != "ok" || run.Result != word || run.ExitCode == nil || *run.ExitCode != 0 ||
+		run.Container == "" || run.StartedAt == "" || run.EndedAt == "" || run.Attempt != 1 {
+		t.Fatalf("finished run: %+v", run)
+	}
+	// A timeout is a Go duration or a number of milliseconds.
+	for body, ms := range map[string]int64{`"timeout":"30s"`: 30000, `"timeout":45000`: 45000} {
+		code, b, err := d.Do(http.MethodPost, "/v1/runs", "application/json", []byte(`{"folder":"main","messages":[{"content":"noop"}],`+body+`}`))
+		var r api.Run
+		if err != nil || code != http.StatusAccepted || json.Unmarshal(b, &r) != nil || r.TimeoutMs != ms {
+			t.Errorf("POST with %s: %d %s %v, want 202 and timeoutMs %d", body, code, b, err, ms)
+			continue
+		}
+		if end := d.Wait(t, r.ID, time.Minute); end.Status != "ok" {
+			t.Errorf("run with %s: %+v", body, end)
+		}
+	}
+	has := func(runs []api.Run) bool {
+		return slices.ContainsFunc(runs, func(r api.Run) bool { return r.ID == run.ID })
+	}
+	for q, want := range map[string]bool{
+		"folder=main": true, "folder=main&state=exited": true, "state=exited": true,
+		"folder=main&state=queued": false, "folder=main&state=running": false, "folder=kill": false, "state=killed": false,
+	} {
+		runs := d.Runs(t, q)
+		if has(runs) != want {
+			t.Errorf("GET /v1/runs?%s: run %s listed %v, want %v", q, run.ID, has(runs), want)
+		}
+		for _, r := range runs {
+			if strings.Contains(q, "folder=main") && r.Folder != "main" || strings.Contains(q, "state=exited") && r.State != "exited" {
+				t.Errorf("GET /v1/runs?%s lists %s (%s, %s)", q, r.ID, r.Folder, r.State)
+			}
+		}
+	}
+	return run
+}
+
+// testKill: DELETE ends a run that would hang for five minutes; its container is gone.
+func testKill(t *testing.T, d *daemontest.Daemon) {
+	run := d.Submit(t, "kill", "hang 5m")
+	run = d.WaitRunning(t, run.ID, 30*time.Second)
+	d.WaitContainerRunning(t, run.Container)
+	t0 := time.Now()
+	code, body, err := d.Do(http.MethodDelete, "/v1/runs/"+run.ID, "", nil)
+	if err != nil || code != http.StatusAccepted {
+		t.Fatalf("DELETE: %d %s %v", code, body, err)
+	}
+	end := d.Wait(t, run.ID, time.Minute)
+	t.Logf("kill: DELETE to final state in %s", time.Since(t0).Round(time.Millisecond))
+	if end.State != "killed" || end.Failure != "killed" {
+		t.Fatalf("killed run: %+v", end)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := d.Eng.Inspect(ctx, run.Container); !errors.Is(err, runtime.ErrNoSuchContainer) {
+		t.Errorf("container %s after the kill: inspect says %v, want no such container", run.Container, err)
+	}
+	if code, body, _ := d.Do(http.MethodDelete, "/v1/runs/"+run.ID, "", nil); code != http.StatusConflict {
+		t.Errorf("second DELETE: %d %s, want 409", code, body)
+	}
+}
+
+// testSteer: a running agent gets the steering message and answers with it.
+func testSteer(t *testing.T, d *daemontest.Daemon) {
+	daemontest.JournalOn(t)
+	run := d.Submit(t, "steer", "steer")
+	d.WaitRunning(t, run.ID, 30*time.Second)
+	// The agent says on stderr when its SIGUSR1 handler is in place; the daemon forwards
+	// that line to the journal with the run's id.
+	daemontest.WaitJournal(t, 20*time.Second, daemontest.HasMessage("steer: waiting for SIGUSR1"), "ARIZUKO_RUN_ID="+run.ID)
+	code, body, err := d.Do(http.MethodPost, "/v1/runs/"+run.ID+"/steer", "application/json", []byte(`{"messages":[{"content":"left"}]}`))
+	if err != nil || code != http.StatusAccepted {
+		t.Fatalf("steer: %d %s %v", code, body, err)
+	}
+	end := d.Wait(t, run.ID, time.Minute)
+	if end.Status != "ok" || end.Result != "steered: left" {
+		t.Fatalf("steered run: %+v", end)
+	}
+	if code, body, _ := d.Do(http.MethodPost, "/v1/runs/"+run.ID+"/steer", "application/json", []byte(`{"messages":[{"content":"late"}]}`)); code != http.StatusConflict {
+		t.Errorf("steer of an ended run: %d %s, want 409", code, body)
+	}
+}
+
+// testSession: a turn's newSessionId becomes the folder's session, which the next turn
+// without a sessionId continues; an explicit sessionId wins.
+func testSession(t *testing.T, d *daemontest.Daemon) {
+	sess := "sess-" + daemontest.RandHex(4)
+	create := func(req api.CreateRunRequest) api.Run {
+		r, err := d.Client.CreateRun(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.Wait(t, r.ID, time.Minute)
+	}
+	msg := []contract.Message{{Content: "reply a"}}
+	first := create(api.CreateRunRequest{Folder: "sess", Messages: msg, SessionID: sess})
+	second := create(api.CreateRunRequest{Folder: "sess", Messages: msg})
+	third := create(api.CreateRunRequest{Folder: "sess", Messages: msg, SessionID: "explicit"})
+	fourth := create(api.CreateRunRequest{Folder: "sess", Messages: msg})
+	for i, c := range []struct {
+		run  api.Run
+		want string
+	}{{first, sess}, {second, sess}, {third, "explicit"}, {fourth, "explicit"}} {
+		if c.run.Status != "ok" || c.run.NewSessionID != c.want {
+			t.Errorf("turn %d: status %s newSessionId %q, want %q", i+1, c.run.Status, c.run.NewSessionID, c.want)
+		}
+	}
+}
+
+// inboxRuns are the runs of folder made from its inbox, read from the store.
+func inboxRuns(t *testing.T, st *store.Store, folder string) []store.Run {
+	runs, err := st.ListRuns(context.Background(), store.RunFilter{Folder: folder})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []store.Run
+	for _, r := range runs {
+		if r.InboxFirst != 0 {
+			out = append(out, r)
+		}
+	}
+	slices.Reverse(out)
+	return out
+}
+
+// waitCursor polls folder's cursor until done accepts it.
+func waitCursor(t *testing.T, st *store.Store, folder string, timeout time.Duration, done func(store.Cursor) bool) store.Cursor {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		c, err := st.GetCursor(context.Background(), folder)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if done(c) {
+			return c
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("cursor of %s after %s: %+v", folder, timeout, c)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func waitFinal(t *testing.T, d *daemontest.Daemon, runs []store.Run) []api.Run {
+	t.Helper()
+	var out []api.Run
+	for _, r := range runs {
+		out = append(out, d.Wait(t, r.ID, time.Minute))
+	}
+	return out
+}
+
+// testInbox: two messages posted one after the other each run exactly once; the cursor
+// ends past both.
+func testInbox(t *testing.T, d *daemontest.Daemon) {
+	st := d.OpenStore(t)
+	a := d.AppendInbox(t, "inbox", "reply one")
+	b := d.AppendInbox(t, "inbox", "reply two")
+	c := waitCursor(t, st, "inbox", time.Minute, func(c store.Cursor) bool { return c.LastDoneID == b[0] })
+	runs := inboxRuns(t, st, "inbox")
+	final := waitFinal(t, d, runs)
+	covered := map[int64]int{}
+	for i, r := range runs {
+		if final[i].Status != "ok" {
+			t.Errorf("inbox run %s: %+v", r.ID, final[i])
+		}
+		for id := r.InboxFirst; id <= r.InboxLast; id++ {
+			covered[id]++
+		}
+	}
+	for _, id := range []int64{a[0], b[0]} {
+		if covered[id] != 1 {
+			t.Errorf("inbox message %d covered by %d runs, want 1", id, covered[id])
+		}
+	}
+	if last := final[len(final)-1]; last.Result != "two" {
+		t.Errorf("last inbox run answered %q, want two", last.Result)
+	}
+	if c.Parked() || c.Retries != 0 {
+		t.Errorf("cursor: %+v", c)
+	}
+	t.Logf("inbox: 2 messages ran in %d run(s)", len(runs))
+}
+
+// testInboxFatal: a fatal answer rolls the cursor back; the messages run again after the
+// backoff, and after retry_max retries the folder is parked with the reason. Unpark runs
+// the pending messages again.
+func testInboxFatal(t *testing.T, d *daemontest.Daemon) {
+	st := d.OpenStore(t)
+	reason := "boom-" + daemontest.RandHex(4)
+	t0 := time.Now()
+	ids := d.AppendInbox(t, "fatal", "fatal "+reason)
+	c := waitCursor(t, st, "fatal", time.Minute, store.Cursor.Parked)
+	parkedAfter := time.Since(t0)
+	runs := inboxRuns(t, st, "fatal")
+	final := waitFinal(t, d, runs)
+	if len(runs) != 3 {
+		t.Fatalf("%d inbox runs before parking, want 3 (the first and retry_max=2 retries)", len(runs))
+	}
+	for i, r := range final {
+		if r.Attempt != i+1 || r.Status != "fatal" || r.State != "error" || runs[i].InboxFirst != ids[0] {
+			t.Errorf("attempt %d: %+v", i+1, r)
+		}
+	}
+	if c.LastDoneID >= ids[0] || !strings.Contains(c.ParkedReason, "gave up after 2 retries") || !strings.Contains(c.ParkedReason, reason) {
+		t.Errorf("parked cursor: %+v", c)
+	}
+	t.Logf("fatal: 3 attempts, parked %s after the message with %q", parkedAfter.Round(time.Millisecond), c.ParkedReason)
+
+	more := d.AppendInbox(t, "fatal", "reply recovered")
+	time.Sleep(1500 * time.Millisecond)
+	if n := len(inboxRuns(t, st, "fatal")); n != 3 {
+		t.Fatalf("a parked folder made a run: %d inbox runs", n)
+	}
+	code, body, err := d.Do(http.MethodPost, "/v1/groups/fatal/unpark", "", nil)
+	if err != nil || code != http.StatusOK {
+		t.Fatalf("unpark: %d %s %v", code, body, err)
+	}
+	c = waitCursor(t, st, "fatal", time.Minute, func(c store.Cursor) bool { return c.LastDoneID == more[0] })
+	runs = inboxRuns(t, st, "fatal")
+	last := d.Wait(t, runs[len(runs)-1].ID, time.Minute)
+	if len(runs) != 4 || last.Result != "recovered" || runs[3].InboxFirst != ids[0] || runs[3].InboxLast != more[0] || c.Parked() {
+		t.Errorf("after unpark: %d runs, last %+v, cursor %+v", len(runs), last, c)
+	}
+}
+
+// testInboxMisconfig: an agent that exits 126 (its entrypoint cannot run) parks the folder
+// at once, without retries.
+func testInboxMisconfig(t *testing.T, d *daemontest.Daemon) {
+	st := d.OpenStore(t)
+	ids := d.AppendInbox(t, "misconf", "exit 126")
+	c := waitCursor(t, st, "misconf", time.Minute, store.Cursor.Parked)
+	time.Sleep(1500 * time.Millisecond) // longer than retry_backoff: no retry may follow
+	runs := inboxRuns(t, st, "misconf")
+	final := waitFinal(t, d, runs)
+	if len(runs) != 1 || final[0].Failure != "misconfig" || !final[0].Terminal || final[0].ExitCode == nil || *final[0].ExitCode != 126 {
+		t.Fatalf("misconfig runs: %+v", final)
+	}
+	if c.LastDoneID >= ids[0] || c.Retries != 0 || !strings.Contains(c.ParkedReason, "126") {
+		t.Errorf("parked cursor: %+v", c)
+	}
+	t.Logf("misconfig: parked at once with %q", c.ParkedReason)
+	more := d.AppendInbox(t, "misconf", "reply fixed")
+	if code, body, err := d.Do(http.MethodPost, "/v1/groups/misconf/unpark", "", nil); err != nil || code != http.StatusOK {
+		t.Fatalf("unpark: %d %s %v", code, body, err)
+	}
+	waitCursor(t, st, "misconf", time.Minute, func(c store.Cursor) bool { return c.LastDoneID == more[0] && !c.Parked() })
+}
+
+// badRequest is one hostile or mistaken request and the answer it must get.
+type badRequest struct {
+	name   string
+	method string
+	path   string
+	ctype  string // "" sends application/json when there is a body
+	body   string
+	code   int
+	field  string // the field the error must name; "" when there is none to name
+	// plain: the answer comes from the router, before any handler: a 4xx, not JSON.
+	plain bool
+}
+
+func badRequests(finished, running string) []badRequest {
+	msgs := `"messages":[{"content":"reply x"}]`
+	huge := `{"folder":"main","messages":[{"content":"` + strings.Repeat("A", api.MaxBody) + `"}]}`
+	big := `{"folder":"main","messages":[{"content":"` + strings.Repeat("B", contract.MaxInputBytes/2) + `"}]}`
+	deep := `{"folder":"main","messages":` + strings.Repeat("[", 20000) + strings.Repeat("]", 20000) + `}`
+	long := strings.Repeat("a", 300)
+	run := func(name, body string, code int, field string) badRequest {
+		return badRequest{name: name, method: http.MethodPost, path: "/v1/runs", body: body, code: code, field: field}
+	}
+	folder := func(name, f string) badRequest {
+		b, _ := json.Marshal(f)
+		return run("folder "+name, `{"folder":`+string(b)+`,`+msgs+`}`, http.StatusBadRequest, "folder")
+	}
+	return []badRequest{
+		run("folder a number", `{"folder":5,`+msgs+`}`, 400, "folder"),
+		run("messages a string", `{"folder":"main","messages":"x"}`, 400, "messages"),
+		run("message a number", `{"folder":"main","messages":[5]}`, 400, "messages"),
+		run("content an object", `{"folder":"main","messages":[{"content":{}}]}`, 400, "messages.content"),
+		run("timeout a boolean", `{"folder":"main",`+msgs+`,"timeout":true}`, 400, "timeout"),
+		run("timeout not a duration", `{"folder":"main",`+msgs+`,"timeout":"soon"}`, 400, "timeout"),
+		run("timeout too short", `{"folder":"main",`+msgs+`,"timeout":"1ms"}`, 400, "timeout"),
+		run("timeout too long", `{"folder":"main",`+msgs+`,"timeout":"25h"}`, 400, "timeout"),
+		run("timeout negative", `{"folder":"main",`+msgs+`,"timeout":-5000}`, 400, "timeout"),
+		run("sessionId a number", `{"folder":"main",`+msgs+`,"sessionId":5}`, 400, "sessionId"),
+		run("no folder", `{`+msgs+`}`, 400, "folder"),
+		run("no messages", `{"folder":"main"}`, 400, "messages"),
+		run("empty messages", `{"folder":"main","messages":[]}`, 400, "messages"),
+		run("empty content", `{"folder":"main","messages":[{"content":"  "}]}`, 400, "messages[0].content"),
+		run("bad role", `{"folder":"main","messages":[{"content":"x","role":"robot"}]}`, 400, "messages[0].role"),
+		run("unknown field", `{"folder":"main",`+msgs+`,"image":"evil"}`, 400, "image"),
+		run("unknown field in a message", `{"folder":"main","messages":[{"content":"x","tool":"rm"}]}`, 400, "tool"),
+		run("empty body", ``, 400, ""),
+		run("null", `null`, 400, "folder"),
+		run("an array", `[]`, 400, ""),
+		run("trailing garbage", `{"folder":"main",`+msgs+`} x`, 400, ""),
+		run("two objects", `{"folder":"main",`+msgs+`}{}`, 400, ""),
+		run("malformed JSON", `{"folder":"main",`, 400, ""),
+		run("nested too deep", deep, 400, ""),
+		run("body over 1 MiB", huge, http.StatusRequestEntityTooLarge, ""),
+		run("input over half the turn input", big, http.StatusRequestEntityTooLarge, "messages"),
+		folder("traversal", "../etc"),
+		folder("absolute", "/abs"),
+		folder("dotdot inside", "main/../x"),
+		folder("uppercase", "Main"),
+		folder("empty segment", "main//a"),
+		folder("reserved share", "main/share"),
+		folder("NUL", "main\x00"),
+		folder("300 bytes", long),
+		folder("trailing slash", "main/"),
+		folder("backslash", `main\x`),
+		folder("non-ASCII", "maín"),
+		folder("slug of a traversal", "main-..-x"),
+		run("unknown folder", `{"folder":"nosuch",`+msgs+`}`, 404, "folder"),
+		{name: "text/plain", method: "POST", path: "/v1/runs", ctype: "text/plain", body: `{"folder":"main",` + msgs + `}`, code: 415},
+		{name: "form", method: "POST", path: "/v1/runs", ctype: "application/x-www-form-urlencoded", body: `folder=main`, code: 415},
+
+		{name: "unknown run", method: "GET", path: "/v1/runs/r_0000000000000000", code: 404, field: "id"},
+		{name: "unknown run with traversal", method: "GET", path: "/v1/runs/..%2F..%2Fetc", code: 404, field: "id"},
+		{name: "kill unknown run", method: "DELETE", path: "/v1/runs/r_0000000000000000", code: 404, field: "id"},
+		{name: "kill finished run", method: "DELETE", path: "/v1/runs/" + finished, code: 409, field: "id"},
+		{name: "steer unknown run", method: "POST", path: "/v1/runs/r_0000000000000000/steer", body: `{"messages":[{"content":"x"}]}`, code: 404, field: "id"},
+		{name: "steer finished run", method: "POST", path: "/v1/runs/" + finished + "/steer", body: `{"messages":[{"content":"x"}]}`, code: 409, field: "id"},
+		{name: "steer without messages", method: "POST", path: "/v1/runs/" + running + "/steer", body: `{"messages":[]}`, code: 400, field: "messages"},
+		{name: "steer unknown field", method: "POST", path: "/v1/runs/" + running + "/steer", body: `{"messages":[{"content":"x"}],"signal":"KILL"}`, code: 400, field: "signal"},
+		{name: "wait not a duration", method: "GET", path: "/v1/runs/" + finished + "?wait=abc", code: 400, field: "wait"},
+		{name: "wait negative", method: "GET", path: "/v1/runs/" + finished + "?wait=-1s", code: 400, field: "wait"},
+		{name: "wait too long", method: "GET", path: "/v1/runs/" + finished + "?wait=11m", code: 400, field: "wait"},
+		{name: "limit zero", method: "GET", path: "/v1/runs?limit=0", code: 400, field: "limit"},
+		{name: "limit a word", method: "GET", path: "/v1/runs?limit=many", code: 400, field: "limit"},
+		{name: "limit huge", method: "GET", path: "/v1/runs?limit=99999999999999999999", code: 400, field: "limit"},
+		{name: "state unknown", method: "GET", path: "/v1/runs?state=done", code: 400, field: "state"},
+		{name: "list folder traversal", method: "GET", path: "/v1/runs?folder=..%2Fetc", code: 400, field: "folder"},
+
+		{name: "inbox folder traversal", method: "POST", path: "/v1/groups/..%2Fetc/messages", body: `{` + msgs + `}`, code: 400, field: "folder"},
+		{name: "inbox folder uppercase", method: "POST", path: "/v1/groups/Main/messages", body: `{` + msgs + `}`, code: 400, field: "folder"},
+		{name: "inbox folder NUL", method: "POST", path: "/v1/groups/main%00/messages", body: `{` + msgs + `}`, code: 400, field: "folder"},
+		{name: "inbox unknown folder", method: "POST", path: "/v1/groups/nosuch/messages", body: `{` + msgs + `}`, code: 404, field: "folder"},
+		{name: "inbox no messages", method: "POST", path: "/v1/groups/main/messages", body: `{}`, code: 400, field: "messages"},
+		{name: "inbox unknown field", method: "POST", path: "/v1/groups/main/messages", body: `{` + msgs + `,"folder":"other"}`, code: 400, field: "folder"},
+		{name: "unpark unknown folder", method: "POST", path: "/v1/groups/nosuch/unpark", code: 404, field: "folder"},
+		{name: "get unknown group", method: "GET", path: "/v1/groups/nosuch", code: 404, field: "folder"},
+
+		{name: "group without folder", method: "POST", path: "/v1/groups", body: `{}`, code: 400, field: "folder"},
+		{name: "group folder traversal", method: "POST", path: "/v1/groups", body: `{"folder":"../x"}`, code: 400, field: "folder"},
+		{name: "group without parent", method: "POST", path: "/v1/groups", body: `{"folder":"orphan/child"}`, code: 400, field: "folder"},
+		{name: "container_config unknown field", method: "POST", path: "/v1/groups", body: `{"folder":"newg","container_config":{"privileged":true}}`, code: 400, field: "container_config"},
+		{name: "container_config negative timeout", method: "POST", path: "/v1/groups", body: `{"folder":"newg","container_config":{"timeout":-1}}`, code: 400, field: "container_config"},
+		{name: "container_config bad memory", method: "POST", path: "/v1/groups", body: `{"folder":"newg","container_config":{"memory":"lots"}}`, code: 400, field: "container_config"},
+		{name: "container_config a string", method: "POST", path: "/v1/groups", body: `{"folder":"newg","container_config":"x"}`, code: 400, field: "container_config"},
+		{name: "grants unknown tool", method: "PUT", path: "/v1/groups/main/grants", body: `{"rules":["no_such_tool"]}`, code: 400, field: "rules"},
+		{name: "grants unterminated", method: "PUT", path: "/v1/groups/main/grants", body: `{"rules":["send_message(to="]}`, code: 400, field: "rules"},
+		{name: "grants missing", method: "PUT", path: "/v1/groups/main/grants", body: `{}`, code: 400, field: "rules"},
+		{name: "grants a string", method: "PUT", path: "/v1/groups/main/grants", body: `{"rules":"*"}`, code: 400, field: "rules"},
+		{name: "grants unknown folder", method: "PUT", path: "/v1/groups/nosuch/grants", body: `{"rules":[]}`, code: 404, field: "folder"},
+		{name: "outbox bad since", method: "GET", path: "/v1/groups/main/outbox?since=-1", code: 400, field: "since"},
+
+		{name: "route without content", method: "POST", path: "/v1/messages", body: `{"platform":"test"}`, code: 400, field: "content"},
+		{name: "route matches nothing", method: "POST", path: "/v1/messages", body: `{"platform":"nowhere","room":"r","content":"hi"}`, code: 422},
+
+		{name: "unknown path", method: "GET", path: "/v1/nothing", code: 404, plain: true},
+		{name: "wrong method", method: "PUT", path: "/v1/runs", body: `{}`, code: 405, plain: true},
+	}
+}
+
+// testBadInput sends every request of the table: each gets its 4xx with a JSON error naming
+// the field, never a 500, and nothing is created or run.
+func testBadInput(t *testing.T, d *daemontest.Daemon, finished api.Run) {
+	st := d.OpenStore(t)
+	running := d.Submit(t, "kill", "hang 5m")
+	running = d.WaitRunning(t, running.ID, 30*time.Second)
+	d.WaitContainerRunning(t, running.Container)
+	defer func() {
+		d.Do(http.MethodDelete, "/v1/runs/"+running.ID, "", nil)
+		if end := d.Wait(t, running.ID, time.Minute); end.State != "killed" {
+			t.Errorf("the run that was running during the table ended %+v, want killed", end)
+		}
+	}()
+	before := d.Runs(t, "limit=10000")
+	var groupsBefore struct {
+		Groups []api.Group `json:"groups"`
+	}
+	if err := d.Client.Do(context.Background(), http.MethodGet, "/v1/groups", nil, &groupsBefore); err != nil {
+		t.Fatal(err)
+	}
+	table := badRequests(finished.ID, running.ID)
+	for _, c := range table {
+		t.Run(c.name, func(t *testing.T) {
+			ctype := c.ctype
+			var body []byte
+			if c.body != "" || c.method == http.MethodPost {
+				body = []byte(c.body)
+				if ctype == "" {
+					ctype = "application/json"
+				}
+			}
+			code, resp, err := d.Do(c.method, c.path, ctype, body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if code != c.code {
+				t.Errorf("%s %s: HTTP %d %s, want %d", c.method, c.path, code, resp, c.code)
+			}
+			if c.plain {
+				return
+			}
+			var e struct {
+				Error string `json:"error"`
+				Field string `json:"field"`
+			}
+			if err := json.Unmarshal(resp, &e); err != nil || e.Error == "" {
+				t.Errorf("%s %s: not a JSON error: %q (%v)", c.method, c.path, resp, err)
+			}
+			if e.Field != c.field {
+				t.Errorf("%s %s: field %q, want %q (error %q)", c.method, c.path, e.Field, c.field, e.Error)
+			}
+		})
+	}
+	if h, code, err := d.Health(); err != nil || code != http.StatusOK {
+		t.Fatalf("after the table: health %d %+v %v", code, h, err)
+	}
+	time.Sleep(1500 * time.Millisecond) // a wrongly queued run or inbox message would start by now
+	after := d.Runs(t, "limit=10000")
+	if len(after) != len(before) {
+		t.Errorf("the table made runs: %d before, %d after", len(before), len(after))
+	}
+	var groupsAfter struct {
+		Groups []api.Group `json:"groups"`
+	}
+	if err := d.Client.Do(context.Background(), http.MethodGet, "/v1/groups", nil, &groupsAfter); err != nil {
+		t.Fatal(err)
+	}
+	if len(groupsAfter.Groups) != len(groupsBefore.Groups) {
+		t.Errorf("the table registered groups: %+v", groupsAfter.Groups)
+	}
+	if pending, err := st.PendingInbox(context.Background(), "main", 0); err != nil || len(pending) != 0 {
+		t.Errorf("the table appended to main's inbox: %+v %v", pending, err)
+	}
+	if rules, err := st.GetGrants(context.Background(), "main"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the table set main's grants: %v %v", rules, err)
+	}
+	t.Logf("bad input: %d requests refused, no run, group, message or grant made", len(table))
+}
+
+// testPeer: the socket is world-writable here (socket_mode 0666), so only the daemon's
+// check of the peer's credentials stands between another user and the API.
+func testPeer(t *testing.T, d *daemontest.Daemon) {
+	user := os.Getenv("ARIZUKO_TEST_ROOTLESS_USER")
+	if user == "" {
+		user = "arizukotest"
+	}
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skipf("curl: %v", err)
+	}
+	if err := exec.Command("id", user).Run(); err != nil {
+		t.Skipf("no user %s to connect as: %v", user, err)
+	}
+	curl := func(as string) (string, string) {
+		args := []string{"-sS", "--max-time", "10", "-o", "-", "-w", "\n%{http_code}", "--unix-socket", d.Socket, "http://arizukod/health"}
+		cmd := exec.Command("curl", args...)
+		if as != "" {
+			cmd = exec.Command("runuser", append([]string{"-u", as, "--", "curl"}, args...)...)
+		}
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("curl as %q: %v\n%s", as, err, out)
+		}
+		s := strings.TrimSpace(string(out))
+		i := strings.LastIndexByte(s, '\n')
+		return s[i+1:], s[:max(i, 0)]
+	}
+	code, body := curl(user)
+	if code != "403" || !strings.Contains(body, "forbidden") || !strings.Contains(body, "is not the service user") {
+		t.Errorf("as %s: HTTP %s %s, want 403 with a reason", user, code, body)
+	}
+	t.Logf("as %s: HTTP %s %s", user, code, strings.TrimSpace(body))
+	if code, body := curl(""); code != "200" {
+		t.Errorf("as root: HTTP %s %s, want 200", code, body)
+	}
+}

@@ -1,0 +1,219 @@
+package daemontest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/arizuko/arizukod/internal/enginetest"
+	"github.com/arizuko/arizukod/runtime"
+)
+
+// Podman is a private rootful Podman API service that one test starts, stops and starts
+// again, over its own storage (the vfs driver, so that no overlay mount outlives it) and its
+// own containers.conf: the test host's shared engines are never touched.
+type Podman struct {
+	Dir  string // root/, runroot/, tmp/, the configuration and the socket
+	Sock string
+	URI  string
+
+	t      testing.TB
+	cmd    *exec.Cmd
+	exited chan struct{}
+}
+
+// StartPodman starts a private Podman service; cleanup stops it, removes its containers and
+// storage.
+func StartPodman(t testing.TB) *Podman {
+	t.Helper()
+	if _, err := exec.LookPath("podman"); err != nil {
+		enginetest.Missing(t, "podman: %v", err)
+	}
+	dir, err := os.MkdirTemp("/tmp", "arizuko-podman-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Podman{Dir: dir, Sock: filepath.Join(dir, "podman.sock"), t: t}
+	p.URI = "unix://" + p.Sock
+	t.Cleanup(p.destroy)
+	for _, sub := range []string{"root", "runroot", "tmp", "networks"} {
+		if err := os.MkdirAll(filepath.Join(dir, sub), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The same engine settings as the test host's podman4 (hack/testhost/up.sh): runc,
+	// explicit ulimits the sandbox allows, cgroupfs, events in a file.
+	conf := fmt.Sprintf(`[containers]
+default_ulimits = ["nofile=1024:1024", "nproc=4096:4096"]
+log_driver = "k8s-file"
+
+[engine]
+runtime = "runc"
+cgroup_manager = "cgroupfs"
+events_logger = "file"
+tmp_dir = %q
+
+[network]
+network_config_dir = %q
+`, filepath.Join(dir, "tmp"), filepath.Join(dir, "networks"))
+	storage := fmt.Sprintf("[storage]\ndriver = \"vfs\"\ngraphroot = %q\nrunroot = %q\n", filepath.Join(dir, "root"), filepath.Join(dir, "runroot"))
+	if err := os.WriteFile(filepath.Join(dir, "containers.conf"), []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "storage.conf"), []byte(storage), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p.Start()
+	return p
+}
+
+// Engine is the service as a test engine.
+func (p *Podman) Engine() enginetest.Engine {
+	return enginetest.Engine{Name: "private-podman", Kind: "podman", URI: p.URI}
+}
+
+func (p *Podman) command(args ...string) *exec.Cmd {
+	full := append([]string{"--root", filepath.Join(p.Dir, "root"), "--runroot", filepath.Join(p.Dir, "runroot"), "--storage-driver", "vfs"}, args...)
+	cmd := exec.Command("podman", full...)
+	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root",
+		"TMPDIR=" + filepath.Join(p.Dir, "tmp"),
+		"CONTAINERS_CONF=" + filepath.Join(p.Dir, "containers.conf"),
+		"CONTAINERS_STORAGE_CONF=" + filepath.Join(p.Dir, "storage.conf")}
+	return cmd
+}
+
+// Start starts the service (again, over the same storage) and waits until it answers.
+func (p *Podman) Start() {
+	p.t.Helper()
+	if p.cmd != nil {
+		p.t.Fatal("daemontest: the private podman already runs")
+	}
+	log, err := os.OpenFile(filepath.Join(p.Dir, "service.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	defer log.Close()
+	cmd := p.command("system", "service", "--time=0", p.URI)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		p.t.Fatalf("start private podman: %v", err)
+	}
+	p.cmd, p.exited = cmd, make(chan struct{})
+	go func(c *exec.Cmd, done chan struct{}) { c.Wait(); close(done) }(cmd, p.exited)
+	eng, err := runtime.Open("podman", p.URI)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := eng.Info(ctx)
+		cancel()
+		if err == nil {
+			return
+		}
+		select {
+		case <-p.exited:
+			b, _ := os.ReadFile(filepath.Join(p.Dir, "service.log"))
+			p.t.Fatalf("private podman exited: %s\n%s", cmd.ProcessState, b)
+		default:
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("private podman does not answer after 30s: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// Stop stops the service with SIGTERM (SIGKILL after 20 s); its containers keep running
+// under their conmon.
+func (p *Podman) Stop() {
+	p.t.Helper()
+	if p.cmd == nil {
+		return
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(20 * time.Second):
+		syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		<-p.exited
+	}
+	p.cmd = nil
+}
+
+func (p *Podman) destroy() {
+	p.Stop()
+	if out, err := p.command("rm", "--all", "--force", "--time", "0").CombinedOutput(); err != nil {
+		p.t.Errorf("private podman: rm --all: %v\n%s", err, out)
+	}
+	for _, m := range mountsUnder(p.Dir) {
+		if err := syscall.Unmount(m, syscall.MNT_DETACH); err != nil {
+			p.t.Errorf("private podman: unmount %s: %v", m, err)
+		}
+	}
+	if err := os.RemoveAll(p.Dir); err != nil {
+		p.t.Errorf("private podman: remove its storage: %v", err)
+	}
+}
+
+// mountsUnder lists the mount points below dir, deepest first.
+func mountsUnder(dir string) []string {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) > 4 && strings.HasPrefix(fields[4], dir+"/") {
+			out = append(out, fields[4])
+		}
+	}
+	slices.Reverse(out)
+	return out
+}
+
+// ContainerStarts counts, per io.arizuko.run label, the containers of instance that the
+// engine at e started since the given time, from the engine's own event log: a run
+// started twice shows as 2.
+func ContainerStarts(t testing.TB, e enginetest.Engine, instance string, since time.Time) map[string]int {
+	t.Helper()
+	cmd := exec.Command("podman", "--url", e.URI, "events", "--stream=false", "--since", since.Add(-time.Second).UTC().Format(time.RFC3339),
+		"--filter", "event=start", "--format", "json")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("podman events of %s: %v", e.Name, err)
+	}
+	starts := map[string]int{}
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for {
+		var ev struct {
+			Attributes map[string]string
+		}
+		if err := dec.Decode(&ev); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("podman events of %s: %v", e.Name, err)
+		}
+		if ev.Attributes[runtime.LabelInstance] == instance {
+			starts[ev.Attributes[runtime.LabelRun]]++
+		}
+	}
+	return starts
+}
