@@ -26,6 +26,7 @@ import (
 	"github.com/arizuko/arizukod/queue"
 	"github.com/arizuko/arizukod/runtime"
 	"github.com/arizuko/arizukod/scheduler"
+	"github.com/arizuko/arizukod/sidecar"
 	"github.com/arizuko/arizukod/store"
 	"github.com/arizuko/arizukod/turn"
 )
@@ -105,8 +106,23 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 		Location: cfg.Location, Limits: runtime.Limits(cfg.Limits),
 		DiaryMax: cfg.Memory.DiaryMax, EpisodesMax: cfg.Memory.EpisodesMax, Logger: log,
 	}
+	sidecars, err := sidecar.New(ctx, sidecar.Options{Engine: d.engine, InfoFunc: d.engineInfo, Layout: layout,
+		Instance: cfg.Instance, StopGrace: cfg.StopGrace, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer sidecars.Close()
+	log.Info("sidecars run as " + string(sidecars.Mode()))
+	// A killed daemon's sidecars are stopped before any turn can start new ones.
+	if stopped, err := sidecars.Cleanup(ctx); err != nil {
+		log.Warn("stopping leftover sidecars", "err", err, "stopped", stopped)
+	} else if len(stopped) > 0 {
+		log.Info("stopped leftover sidecars", "units", stopped)
+	}
+	hooks := &turnHooks{layout: layout, store: d.store, builder: builder, sidecars: sidecars,
+		queue: func() *queue.Queue { return d.queue }, loc: cfg.Location, log: log}
 	d.queue, err = queue.New(queue.Config{
-		Store: d.store, Runner: d.runner, Builder: builder, EngineUp: d.up, CheckEngine: d.checkEngine,
+		Store: d.store, Runner: d.runner, Builder: builder, Hooks: hooks, EngineUp: d.up, CheckEngine: d.checkEngine,
 		MaxRunning: cfg.MaxRunning, RetryMax: cfg.RetryMax, RetryBackoff: cfg.RetryBackoff,
 		Logger: log, OnChange: d.notifyStatus,
 	})

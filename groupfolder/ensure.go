@@ -76,9 +76,9 @@ func (l Layout) Ensure(f Folder, uid, gid int) (Dirs, error) {
 		{"groups", append(f.Segments(), "media")},
 		{"groups", append(f.Segments(), "logs")},
 		{"groups", []string{segs[0], "share"}},
-		{"sessions", segs},
-		{"ipc", append(f.Segments(), "input")},
-		{"ipc", append(f.Segments(), "sidecars")},
+		{"sessions", []string{f.ContainerSlug()}},
+		{"ipc", []string{f.ContainerSlug(), "input"}},
+		{"ipc", []string{f.ContainerSlug(), "sidecars"}},
 	} {
 		fd, err := l.walk(root, append([]string{w.top}, w.rel...), daemonPolicy(), owned)
 		if err != nil {

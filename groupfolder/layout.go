@@ -89,24 +89,29 @@ func (l Layout) ShareDir(f Folder) (string, error) {
 	return l.buildFor(f, "groups", string(f.World()), "share")
 }
 
-// SessionDir is DataDir/sessions/<folder>: the agent's session state (/root).
+// SessionDir is DataDir/sessions/<slug>: the agent's session state (/root). Sessions
+// are flat, named by the folder's slug (main/research -> main-research), so that a
+// parent's session directory never contains a child's: a parent's agent cannot edit the
+// settings.json a child's agent will run with.
 func (l Layout) SessionDir(f Folder) (string, error) {
-	return l.buildFor(f, "sessions", string(f))
+	return l.buildFor(f, "sessions", f.ContainerSlug())
 }
 
-// IPCDir is DataDir/ipc/<folder>: the group's MCP sockets.
+// IPCDir is DataDir/ipc/<slug>: the group's MCP sockets. Flat like the sessions, so that a
+// parent's container, which has its own IPC directory mounted, never sees a child's
+// router.sock or input/ and cannot act as the child.
 func (l Layout) IPCDir(f Folder) (string, error) {
-	return l.buildFor(f, "ipc", string(f))
+	return l.buildFor(f, "ipc", f.ContainerSlug())
 }
 
 // IPCInputDir is IPCDir/input.
 func (l Layout) IPCInputDir(f Folder) (string, error) {
-	return l.buildFor(f, "ipc", string(f), "input")
+	return l.buildFor(f, "ipc", f.ContainerSlug(), "input")
 }
 
 // SidecarSocketDir is IPCDir/sidecars.
 func (l Layout) SidecarSocketDir(f Folder) (string, error) {
-	return l.buildFor(f, "ipc", string(f), "sidecars")
+	return l.buildFor(f, "ipc", f.ContainerSlug(), "sidecars")
 }
 
 // MediaDir is GroupDir/media.
@@ -132,10 +137,10 @@ func (l Layout) StorePath() (string, error) { return l.build("arizukod.db") }
 type Dirs struct {
 	Group          string // DataDir/groups/<folder>
 	Share          string // DataDir/groups/<world>/share
-	Session        string // DataDir/sessions/<folder>
-	IPC            string // DataDir/ipc/<folder>
-	IPCInput       string // DataDir/ipc/<folder>/input
-	SidecarSockets string // DataDir/ipc/<folder>/sidecars
+	Session        string // DataDir/sessions/<slug>
+	IPC            string // DataDir/ipc/<slug>
+	IPCInput       string // DataDir/ipc/<slug>/input
+	SidecarSockets string // DataDir/ipc/<slug>/sidecars
 	Media          string // DataDir/groups/<folder>/media
 	Logs           string // DataDir/groups/<folder>/logs
 }

@@ -44,10 +44,10 @@ func TestLayoutPaths(t *testing.T) {
 	want := Dirs{
 		Group:          "/srv/arizuko/groups/main/research",
 		Share:          "/srv/arizuko/groups/main/share",
-		Session:        "/srv/arizuko/sessions/main/research",
-		IPC:            "/srv/arizuko/ipc/main/research",
-		IPCInput:       "/srv/arizuko/ipc/main/research/input",
-		SidecarSockets: "/srv/arizuko/ipc/main/research/sidecars",
+		Session:        "/srv/arizuko/sessions/main-research",
+		IPC:            "/srv/arizuko/ipc/main-research",
+		IPCInput:       "/srv/arizuko/ipc/main-research/input",
+		SidecarSockets: "/srv/arizuko/ipc/main-research/sidecars",
 		Media:          "/srv/arizuko/groups/main/research/media",
 		Logs:           "/srv/arizuko/groups/main/research/logs",
 	}
@@ -148,7 +148,7 @@ func TestEnsureCreates(t *testing.T) {
 		t.Fatalf("Ensure returned %+v, want %+v", d, want)
 	}
 	for _, p := range []string{d.Group, d.Share, d.Session, d.IPC, d.IPCInput, d.SidecarSockets, d.Media, d.Logs,
-		filepath.Join(l.DataDir, "groups/main"), filepath.Join(l.DataDir, "sessions/main")} {
+		filepath.Join(l.DataDir, "groups/main")} {
 		st, err := os.Lstat(p)
 		if err != nil {
 			t.Fatal(err)

@@ -184,7 +184,7 @@ func TestQuadletPodmanGenerator(t *testing.T) {
 			"--mount type=bind,source=/usr/share/arizuko/skills,destination=/skills,ro", " localhost/arizuko-agent:1"},
 		"arizuko-sc-main-research-echo.service": {"--memory=64m", "--cpus=0.5", "--pids-limit 256", "--user 1000:1000",
 			"--label io.arizuko.role=sidecar", "--env-file " + fx.out + "/arizuko-sc-main-research-echo.env",
-			"--mount type=bind,source=" + fx.data + "/ipc/main/research/sidecars,destination=/var/run/pub/arizuko/sidecars,rw", " localhost/arizuko-sidecar:1"},
+			"--mount type=bind,source=" + fx.data + "/ipc/main-research/sidecars,destination=/var/run/pub/arizuko/sidecars,rw", " localhost/arizuko-sidecar:1"},
 		"arizuko-sc-main-research-weather.service": {"--memory=512m", "--cpus=2", "--pids-limit 128", "--label io.arizuko.sidecar=weather",
 			"--env-file " + fx.out + "/arizuko-sc-main-research-weather.env",
 			" localhost/weather-mcp:1.2 --log-level \"debug mode\""},

@@ -42,10 +42,12 @@ func init() {
 		"write":   write,
 		"steer":   steer,
 		"env":     env,
+		"mcp":     mcpCommand,
 		"stderr": func(_ contract.Input, arg string) contract.Output {
 			fmt.Fprintln(os.Stderr, arg)
 			return ok("said on stderr")
 		},
+		"mcp-socket": mcpSocketCommand,
 	}
 }
 

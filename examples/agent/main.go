@@ -22,6 +22,7 @@
 //	steer             wait for SIGUSR1, then answer the steering messages it finds
 //	env               answer the names of its environment variables and the query timeout
 //	stderr TEXT       print TEXT on stderr, then answer
+//	mcp TOOL [JSON]   call TOOL through the daemon's MCP socket (mcp list: the tools; mcp-socket PATH ...: a sidecar's)
 package main
 
 import (

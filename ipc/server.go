@@ -1,0 +1,557 @@
+package ipc
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+	"golang.org/x/sys/unix"
+
+	"github.com/arizuko/arizukod/groupfolder"
+	"github.com/arizuko/arizukod/store"
+)
+
+// Limits of the server.
+const (
+	// MaxMessageBytes bounds one JSON-RPC message (one line); a longer line
+	// ends the connection.
+	MaxMessageBytes = 4 << 20
+	// MaxConns bounds the connections served at once; more are closed at once.
+	MaxConns = 32
+	// SocketMode is the socket file's mode. The socket lives in the
+	// group's IPC directory, which is 0700 and owned by the daemon's user,
+	// and the only client is the agent, which runs as that user (a rootful
+	// engine runs the container as the daemon's uid:gid; rootless Podman
+	// maps the container's root to it). Connecting needs write permission on
+	// the socket, so the owner's rw is all anyone needs; group or other bits
+	// would only matter if the directory were opened up, and then they would
+	// hand the group's identity to strangers.
+	SocketMode = 0o600
+	// maxSocketPath is the longest path a unix socket can be bound to
+	// (sun_path holds 108 bytes with the terminating NUL).
+	maxSocketPath = 107
+	callTimeout   = 30 * time.Second
+	writeTimeout  = 10 * time.Second
+)
+
+// ErrConfig is wrapped by the errors Start returns for a bad ServerConfig.
+var ErrConfig = errors.New("ipc: bad server config")
+
+// Store is what the server needs of the store: exactly the methods its
+// tools call. *store.Store implements it.
+type Store interface {
+	GetGrants(ctx context.Context, folder string) ([]string, error)
+	AppendOutbox(ctx context.Context, it store.OutboxItem) (*store.OutboxItem, error)
+	ClearSession(ctx context.Context, folder string) error
+	AppendInbox(ctx context.Context, folder string, msgs ...store.InboxMessage) ([]int64, error)
+	GetGroup(ctx context.Context, folder string) (*store.Group, error)
+	ListGroups(ctx context.Context) ([]store.Group, error)
+	UpsertGroup(ctx context.Context, g store.Group) (*store.Group, error)
+	CreateTask(ctx context.Context, t store.Task) (*store.Task, error)
+	GetTask(ctx context.Context, id string) (*store.Task, error)
+	ListTasks(ctx context.Context, f store.TaskFilter) ([]store.Task, error)
+	UpdateTask(ctx context.Context, id string, p store.TaskPatch) (*store.Task, error)
+	ListRoutes(ctx context.Context) ([]store.Route, error)
+	ListRoutesUnder(ctx context.Context, folder string) ([]store.Route, error)
+	GetRoute(ctx context.Context, id int64) (*store.Route, error)
+	AddRoute(ctx context.Context, r store.Route) (*store.Route, error)
+	DeleteRoute(ctx context.Context, id int64) error
+	ReplaceRoutesUnder(ctx context.Context, folder string, routes []store.Route) ([]store.Route, error)
+}
+
+// NextRunFunc computes when a task fires next, in unix milliseconds, from
+// its kind ("cron", "interval" or "once") and expression (a 5-field cron
+// expression, a number of milliseconds, an RFC 3339 time) as the store keeps
+// them. An expression it cannot read is an error, which the tool reports to
+// the agent. The scheduler provides it.
+type NextRunFunc func(kind, expr string, now time.Time) (int64, error)
+
+// ServerConfig is one turn's MCP server.
+type ServerConfig struct {
+	// Folder is the group the socket is for, and the caller's only
+	// identity: nothing a client says about itself is trusted.
+	Folder string
+	// SocketPath is where to listen: <data>/ipc/<folder>/router.sock, in
+	// a directory that exists. A stale socket there is removed.
+	SocketPath string
+	// GroupDir is the group's directory on the host (mounted at
+	// /workspace); send_document looks its files up there. Empty disables
+	// send_document's file check, so it always fails.
+	GroupDir string
+	// ReplyTo is the chat this turn answers; send_reply without chat_jid
+	// goes there (and grant rules see it as the chat_jid). May be empty.
+	ReplyTo string
+	Store   Store
+	// RunID is the run the outbox rows are recorded for; empty for none.
+	RunID string
+	// Wake is called with a folder after a message was put into its inbox,
+	// so that the daemon's queue makes a turn for it. It runs inside the
+	// tool call and must not block. May be nil.
+	Wake    func(folder string)
+	Logger  *slog.Logger     // nil: slog.Default()
+	Now     func() time.Time // nil: time.Now
+	NextRun NextRunFunc
+}
+
+// Server is one group's MCP server on its unix socket, from Start to Stop.
+type Server struct {
+	cfg    ServerConfig
+	folder string
+	tier   int
+	store  Store
+	log    *slog.Logger
+	now    func() time.Time
+	mcp    *server.MCPServer
+	ln     *net.UnixListener
+	sockID [2]uint64 // device and inode of the socket file this server made
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu       sync.Mutex
+	conns    map[net.Conn]struct{}
+	stopping bool
+	stopOnce sync.Once
+	stopErr  error
+
+	sessions atomic.Int64
+	warned   sync.Map // warnings logged once: text -> struct{}
+}
+
+// Start validates cfg, removes a stale socket file at cfg.SocketPath and
+// serves MCP on a new socket there until Stop. Each accepted connection
+// speaks newline-delimited JSON-RPC 2.0, the MCP stdio framing that
+// `socat STDIO UNIX-CONNECT:<socket>` relays. The server outlives ctx (only
+// its values are kept): Stop ends it.
+func Start(ctx context.Context, cfg ServerConfig) (*Server, error) {
+	f, err := groupfolder.Parse(cfg.Folder)
+	if err != nil {
+		return nil, fmt.Errorf("%w: folder: %w", ErrConfig, err)
+	}
+	switch {
+	case cfg.SocketPath == "":
+		return nil, fmt.Errorf("%w: socket path: empty", ErrConfig)
+	case !filepath.IsAbs(cfg.SocketPath):
+		return nil, fmt.Errorf("%w: socket path %q: not absolute", ErrConfig, cfg.SocketPath)
+	case len(cfg.SocketPath) > maxSocketPath:
+		return nil, fmt.Errorf("%w: socket path %q: %d bytes, a unix socket path holds at most %d", ErrConfig, cfg.SocketPath, len(cfg.SocketPath), maxSocketPath)
+	case cfg.Store == nil:
+		return nil, fmt.Errorf("%w: store: nil", ErrConfig)
+	case cfg.NextRun == nil:
+		return nil, fmt.Errorf("%w: next run: nil", ErrConfig)
+	}
+	s := &Server{cfg: cfg, folder: string(f), tier: FolderTier(string(f)), store: cfg.Store, log: cfg.Logger, now: cfg.Now,
+		conns: make(map[net.Conn]struct{})}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	s.log = s.log.With("folder", s.folder, "run", cfg.RunID)
+	if s.now == nil {
+		s.now = time.Now
+	}
+	s.mcp = server.NewMCPServer("arizukod", "1",
+		server.WithToolCapabilities(false),
+		server.WithRecovery(),
+		server.WithToolFilter(s.filterListing),
+		server.WithInstructions("Tools of arizukod for the group "+s.folder+": messaging, delegation, groups, scheduled tasks and routes. What you may call depends on the group's tier and grant rules; a refused call says why."),
+	)
+	for _, name := range Tools() {
+		spec := specs[name]
+		s.mcp.AddTool(spec.mcpTool(), s.handler(spec))
+	}
+	if err := removeStale(cfg.SocketPath); err != nil {
+		return nil, err
+	}
+	s.ln, err = net.ListenUnix("unix", &net.UnixAddr{Name: cfg.SocketPath, Net: "unix"})
+	if err != nil {
+		return nil, fmt.Errorf("ipc: listen on %s: %w", cfg.SocketPath, err)
+	}
+	s.ln.SetUnlinkOnClose(false)
+	if s.sockID, err = restrictSocket(cfg.SocketPath); err != nil {
+		s.ln.Close()
+		os.Remove(cfg.SocketPath)
+		return nil, err
+	}
+	s.ctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	s.wg.Add(1)
+	go s.accept()
+	s.log.Info("ipc: serving MCP", "socket", cfg.SocketPath, "tier", s.tier)
+	return s, nil
+}
+
+// removeStale removes what an earlier server, or an agent, left at path:
+// a socket, a file or a symlink (never followed). A directory there is an
+// error.
+func removeStale(path string) error {
+	fi, err := os.Lstat(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil
+	case err != nil:
+		return fmt.Errorf("ipc: stale socket %s: %w", path, err)
+	case fi.IsDir():
+		return fmt.Errorf("ipc: socket path %s is a directory", path)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("ipc: remove stale socket %s: %w", path, err)
+	}
+	return nil
+}
+
+// restrictSocket sets SocketMode on the socket just bound at path without
+// following a symlink that might have replaced it, and returns its device
+// and inode.
+func restrictSocket(path string) ([2]uint64, error) {
+	fd, err := unix.Open(path, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return [2]uint64{}, fmt.Errorf("ipc: open socket %s: %w", path, err)
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return [2]uint64{}, fmt.Errorf("ipc: stat socket %s: %w", path, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFSOCK {
+		return [2]uint64{}, fmt.Errorf("ipc: socket %s was replaced before its mode was set", path)
+	}
+	// An O_PATH descriptor cannot be fchmod'ed; its /proc link reaches the
+	// very inode it holds.
+	if err := unix.Chmod("/proc/self/fd/"+strconv.Itoa(fd), SocketMode); err != nil {
+		return [2]uint64{}, fmt.Errorf("ipc: chmod socket %s: %w", path, err)
+	}
+	return [2]uint64{uint64(st.Dev), st.Ino}, nil
+}
+
+// Stop closes the socket and every connection, waits for the calls in
+// flight, and removes the socket file if it is still the one Start made.
+// It is safe to call more than once.
+func (s *Server) Stop() error {
+	s.stopOnce.Do(func() {
+		s.mu.Lock()
+		s.stopping = true
+		for c := range s.conns {
+			c.Close()
+		}
+		s.mu.Unlock()
+		s.cancel()
+		err := s.ln.Close()
+		s.wg.Wait()
+		var st unix.Stat_t
+		if unix.Lstat(s.cfg.SocketPath, &st) == nil && [2]uint64{uint64(st.Dev), st.Ino} == s.sockID {
+			if rerr := os.Remove(s.cfg.SocketPath); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+				err = errors.Join(err, rerr)
+			}
+		}
+		if err != nil {
+			s.stopErr = fmt.Errorf("ipc: stop %s: %w", s.cfg.SocketPath, err)
+		}
+		s.log.Info("ipc: stopped", "socket", s.cfg.SocketPath)
+	})
+	return s.stopErr
+}
+
+// SocketPath returns the path the server listens on.
+func (s *Server) SocketPath() string { return s.cfg.SocketPath }
+
+func (s *Server) accept() {
+	defer s.wg.Done()
+	for {
+		c, err := s.ln.AcceptUnix()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			s.log.Warn("ipc: accept", "err", err)
+			select {
+			case <-s.ctx.Done():
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			continue
+		}
+		s.mu.Lock()
+		ok := !s.stopping && len(s.conns) < MaxConns
+		if ok {
+			s.conns[c] = struct{}{}
+			s.wg.Add(1)
+		}
+		s.mu.Unlock()
+		if !ok {
+			s.warnOnce(fmt.Sprintf("connections refused: more than %d at once, or stopping", MaxConns))
+			c.Close()
+			continue
+		}
+		go s.serve(c)
+	}
+}
+
+// session is one connection's MCP client session.
+type session struct {
+	id    string
+	notes chan mcp.JSONRPCNotification
+	ready atomic.Bool
+}
+
+func (c *session) SessionID() string                                   { return c.id }
+func (c *session) NotificationChannel() chan<- mcp.JSONRPCNotification { return c.notes }
+func (c *session) Initialize()                                         { c.ready.Store(true) }
+func (c *session) Initialized() bool                                   { return c.ready.Load() }
+
+// connWriter writes whole JSON-RPC messages, one per line.
+type connWriter struct {
+	mu sync.Mutex
+	c  net.Conn
+}
+
+func (w *connWriter) write(msg any) error {
+	b, err := json.Marshal(msg)
+	if err != nil {
+		return err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.c.SetWriteDeadline(time.Now().Add(writeTimeout))
+	_, err = w.c.Write(append(b, '\n'))
+	return err
+}
+
+// serve runs one connection: every line is one JSON-RPC message, handled
+// in order. mcp-go's StdioServer is not used because its session is a
+// package-wide singleton: a second connection at the same time would be
+// refused ("session already exists") and all connections would share one
+// writer. Here each connection has a session of its own.
+func (s *Server) serve(c *net.UnixConn) {
+	defer s.wg.Done()
+	defer func() {
+		c.Close()
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+	}()
+	sess := &session{id: fmt.Sprintf("%s#%d", s.folder, s.sessions.Add(1)), notes: make(chan mcp.JSONRPCNotification, 16)}
+	if err := s.mcp.RegisterSession(s.ctx, sess); err != nil {
+		s.log.Error("ipc: register session", "err", err)
+		return
+	}
+	defer s.mcp.UnregisterSession(s.ctx, sess.id)
+	ctx := s.mcp.WithContext(s.ctx, sess)
+	w := &connWriter{c: c}
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		for {
+			select {
+			case n := <-sess.notes:
+				w.write(n)
+			case <-done:
+				return
+			}
+		}
+	}()
+	r := bufio.NewReaderSize(c, 64<<10)
+	for {
+		line, err := readLine(r)
+		if errors.Is(err, errTooLong) {
+			w.write(mcp.NewJSONRPCError(mcp.NewRequestId(nil), mcp.INVALID_REQUEST,
+				fmt.Sprintf("message longer than %d bytes; closing the connection", MaxMessageBytes), nil))
+			s.log.Warn("ipc: message too long, connection closed", "max", MaxMessageBytes)
+			return
+		}
+		if len(line) > 0 {
+			if resp := s.handle(ctx, line); resp != nil {
+				if werr := w.write(resp); werr != nil {
+					return
+				}
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+var errTooLong = errors.New("message too long")
+
+// readLine reads up to the next newline, at most MaxMessageBytes, and
+// returns it without surrounding whitespace.
+func readLine(r *bufio.Reader) ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := r.ReadSlice('\n')
+		if len(line)+len(chunk) > MaxMessageBytes+1 {
+			return nil, errTooLong
+		}
+		line = append(line, chunk...)
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		return bytes.TrimSpace(line), err
+	}
+}
+
+// listingKey marks the context of a tools/list request for the filter.
+type listingKey struct{}
+
+func (s *Server) handle(ctx context.Context, msg []byte) mcp.JSONRPCMessage {
+	var head struct {
+		Method string `json:"method"`
+	}
+	if json.Unmarshal(msg, &head) == nil && head.Method == string(mcp.MethodToolsList) {
+		ctx = context.WithValue(ctx, listingKey{}, true)
+	}
+	return s.mcp.HandleMessage(ctx, msg)
+}
+
+// filterListing keeps in tools/list exactly the tools the caller may call:
+// those its tier allows and its grant rules (read now, so that changes apply
+// at once) could pass. mcp-go also runs the filter before each tools/call;
+// there it keeps the tool, so that the call reaches handler, which denies it
+// with the reason instead of a bare "not found".
+func (s *Server) filterListing(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
+	if ctx.Value(listingKey{}) == nil {
+		return tools
+	}
+	rules, refusal, err := s.grants(ctx)
+	if err != nil {
+		s.log.Error("ipc: read grants for tools/list", "err", err)
+		return nil
+	}
+	if refusal != "" {
+		return nil
+	}
+	out := make([]mcp.Tool, 0, len(tools))
+	for _, t := range tools {
+		if Allowed(t.Name, s.tier, rules) && ruleProblem(rules, t.Name) == "" {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// grants reads the caller's grant rules: DefaultRules when none were ever
+// set, no rules at all (everything denied) when they were set to none. A
+// rule list that does not parse denies every call; refusal then says why.
+func (s *Server) grants(ctx context.Context) (rules Rules, refusal string, err error) {
+	list, err := s.store.GetGrants(ctx, s.folder)
+	if errors.Is(err, store.ErrNotFound) {
+		return DefaultRules(), "", nil
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	if len(list) == 0 {
+		return Rules{}, "", nil
+	}
+	rules, err = ParseRules(list)
+	if err != nil {
+		refusal = fmt.Sprintf("the grant rules of %s do not parse, so every call is denied: %v", s.folder, err)
+		s.warnOnce(refusal)
+		return nil, refusal, nil
+	}
+	return rules, "", nil
+}
+
+func (s *Server) warnOnce(msg string) {
+	if _, seen := s.warned.LoadOrStore(msg, struct{}{}); !seen {
+		s.log.Warn("ipc: " + msg)
+	}
+}
+
+// userError is a tool failure the agent caused and can fix; its text is
+// the tool error. Any other error is logged and reported as internal.
+type userError struct{ msg string }
+
+func (e *userError) Error() string { return e.msg }
+
+func fail(format string, a ...any) error { return &userError{msg: fmt.Sprintf(format, a...)} }
+
+// handler gates and runs one tool for every tools/call.
+func (s *Server) handler(spec *toolSpec) server.ToolHandlerFunc {
+	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		start := time.Now()
+		res, outcome := s.call(ctx, spec, req.GetRawArguments())
+		level := slog.LevelInfo
+		if outcome == "internal error" {
+			level = slog.LevelError
+		}
+		s.log.Log(ctx, level, "ipc: tool call", "tool", spec.name, "outcome", outcome, "ms", time.Since(start).Milliseconds())
+		return res, nil
+	}
+}
+
+// call checks and runs one call: the tier, the arguments (types, sizes),
+// the defaults, the grant rules (re-read from the store) with the final
+// arguments, then the tool. Refusals and failures are tool errors.
+func (s *Server) call(ctx context.Context, spec *toolSpec, raw any) (*mcp.CallToolResult, string) {
+	if !TierAllows(spec.name, s.tier) {
+		return s.deny(&DeniedError{Tool: spec.name, Tier: s.tier, ByTier: true, Reason: tierRefusal(spec.name, s.tier)})
+	}
+	m, err := decodeArgs(raw)
+	if err != nil {
+		return mcp.NewToolResultError(err.Error()), "bad arguments"
+	}
+	a, err := checkArgs(spec.params, m, "")
+	if err != nil {
+		return mcp.NewToolResultError(err.Error()), "bad arguments"
+	}
+	if spec.defaults != nil {
+		if err := spec.defaults(s, a); err != nil {
+			return mcp.NewToolResultError(err.Error()), "bad arguments"
+		}
+	}
+	rules, refusal, err := s.grants(ctx)
+	if err != nil {
+		s.log.Error("ipc: read grants", "tool", spec.name, "err", err)
+		return mcp.NewToolResultError("internal error: the grant rules could not be read; the daemon logged the cause"), "internal error"
+	}
+	if refusal == "" {
+		refusal = ruleProblem(rules, spec.name)
+	}
+	if refusal != "" {
+		return s.deny(&DeniedError{Tool: spec.name, Tier: s.tier, Reason: refusal})
+	}
+	if err := CheckCall(spec.name, s.tier, rules, a); err != nil {
+		var de *DeniedError
+		errors.As(err, &de)
+		return s.deny(de)
+	}
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	out, err := spec.run(s, ctx, a)
+	if err != nil {
+		var ue *userError
+		var ae *argError
+		switch {
+		case errors.As(err, &ue), errors.As(err, &ae),
+			errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrInvalid):
+			return mcp.NewToolResultError(err.Error()), "failed"
+		}
+		s.log.Error("ipc: tool failed", "tool", spec.name, "err", err)
+		return mcp.NewToolResultError("internal error in " + spec.name + "; the daemon logged the cause"), "internal error"
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		s.log.Error("ipc: encode result", "tool", spec.name, "err", err)
+		return mcp.NewToolResultError("internal error in " + spec.name + "; the daemon logged the cause"), "internal error"
+	}
+	return mcp.NewToolResultStructured(out, string(b)), "ok"
+}
+
+func (s *Server) deny(de *DeniedError) (*mcp.CallToolResult, string) {
+	s.log.Warn("ipc: tool call denied", "tool", de.Tool, "tier", de.Tier, "reason", de.Reason)
+	return mcp.NewToolResultError("denied: " + de.Reason), "denied"
+}

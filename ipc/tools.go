@@ -1,0 +1,249 @@
+package ipc
+
+import (
+	"context"
+	"slices"
+	"strings"
+
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+// toolSpec is one MCP tool: its description and parameters (which make its
+// input schema), an optional step that fills in defaults before the grant
+// rules see the arguments, and the work it does.
+type toolSpec struct {
+	name     string
+	desc     string
+	params   []param
+	readOnly bool
+	defaults func(s *Server, a args) error
+	run      func(s *Server, ctx context.Context, a args) (any, error)
+}
+
+func (t *toolSpec) hasParam(name string) bool {
+	return slices.ContainsFunc(t.params, func(p param) bool { return p.name == name })
+}
+
+// mcpTool is the tool as tools/list shows it.
+func (t *toolSpec) mcpTool() mcp.Tool {
+	tool := mcp.NewToolWithRawSchema(t.name, t.desc, schema(t.params))
+	tool.Annotations = mcp.ToolAnnotation{
+		ReadOnlyHint:    mcp.ToBoolPtr(t.readOnly),
+		DestructiveHint: mcp.ToBoolPtr(false),
+		OpenWorldHint:   mcp.ToBoolPtr(false),
+	}
+	return tool
+}
+
+// Descriptions of parameters several tools share.
+const (
+	textDesc     = "The message text (at most 64 KiB)."
+	chatJIDDesc  = "The chat to send to, as platform:id, e.g. tg:-5075870332."
+	scheduleDesc = `For cron: a 5-field cron expression ("0 9 * * 1-5"). For interval: a duration ("90m", "24h") or a number of milliseconds. For once: an RFC 3339 time ("2030-01-02T15:04:05Z").`
+)
+
+// specs are the tools of the seed, one spec per entry of the tier table.
+var specs = map[string]*toolSpec{
+	"send_message": {
+		desc: "Send a message to a chat. It goes into the group's outbox, from which arizukod delivers it.",
+		params: []param{
+			{name: "chat_jid", kind: argString, required: true, max: maxShortBytes, desc: chatJIDDesc},
+			{name: "text", kind: argString, required: true, max: MaxTextBytes, desc: textDesc},
+		},
+		run: (*Server).sendMessage,
+	},
+	"send_reply": {
+		desc: "Reply in the chat this turn answers (or in chat_jid). It goes into the group's outbox.",
+		params: []param{
+			{name: "text", kind: argString, required: true, max: MaxTextBytes, desc: textDesc},
+			{name: "chat_jid", kind: argString, max: maxShortBytes, desc: "The chat to reply in; defaults to the chat this turn answers."},
+		},
+		defaults: (*Server).replyDefaults,
+		run:      (*Server).sendReply,
+	},
+	"send_document": {
+		desc: "Send a file of the group's workspace to a chat. It goes into the group's outbox.",
+		params: []param{
+			{name: "chat_jid", kind: argString, required: true, max: maxShortBytes, desc: chatJIDDesc},
+			{name: "path", kind: argString, required: true, max: maxPathBytes, desc: "A regular file under /workspace: absolute (/workspace/out/report.pdf) or relative to /workspace (out/report.pdf). Symlinks are refused."},
+			{name: "name", kind: argString, max: maxShortBytes, desc: "The file name the recipient sees; defaults to the path's last element."},
+		},
+		defaults: (*Server).documentDefaults,
+		run:      (*Server).sendDocument,
+	},
+	"clear_session": {
+		desc: "Forget this group's agent session, so that its next turn starts a new conversation.",
+		run:  (*Server).clearSession,
+	},
+	"inject_message": {
+		desc: "Put a message into a group's inbox; the group gets a turn for it.",
+		params: []param{
+			{name: "folder", kind: argString, required: true, max: maxFolderLen, desc: "The registered group to inject into, e.g. main/research."},
+			{name: "text", kind: argString, required: true, max: MaxTextBytes, desc: textDesc},
+		},
+		run: (*Server).injectMessage,
+	},
+	"register_group": {
+		desc: "Register a new group below this one (tier 0: anywhere). Its parent must be registered.",
+		params: []param{
+			{name: "folder", kind: argString, required: true, max: maxFolderLen, desc: "The new group's folder: lowercase segments of [a-z0-9_] joined by '/', below this group's folder, e.g. main/research/w1."},
+			{name: "name", kind: argString, required: true, max: maxShortBytes, desc: "A human-readable name."},
+			{name: "description", kind: argString, max: maxDescBytes, desc: "What the group is for."},
+		},
+		run: (*Server).registerGroup,
+	},
+	"get_groups": {
+		desc:     "List the registered groups this group may see: itself and the groups below it (tier 0: all).",
+		readOnly: true,
+		run:      (*Server).getGroups,
+	},
+	"refresh_groups": {
+		desc:     "Read the registered groups again from the database and list them as get_groups does. The server keeps no cache, so this is get_groups under the name agents know.",
+		readOnly: true,
+		run:      (*Server).getGroups,
+	},
+	"spawn_group": {
+		desc: "Create a group anywhere in the tree and optionally give it a first message to start a turn.",
+		params: []param{
+			{name: "folder", kind: argString, required: true, max: maxFolderLen, desc: "The new group's folder; its parent must be registered (a folder without '/' makes a new root)."},
+			{name: "name", kind: argString, required: true, max: maxShortBytes, desc: "A human-readable name."},
+			{name: "description", kind: argString, max: maxDescBytes, desc: "What the group is for."},
+			{name: "prompt", kind: argString, max: MaxTextBytes, desc: "A first message for the new group's inbox."},
+		},
+		run: (*Server).spawnGroup,
+	},
+	"delegate_to_child": {
+		desc: "Hand a message to a direct child group; it gets a turn for it.",
+		params: []param{
+			{name: "child", kind: argString, required: true, max: maxFolderLen, desc: "The direct child: its folder (main/research) or its last segment (research)."},
+			{name: "text", kind: argString, required: true, max: MaxTextBytes, desc: textDesc},
+		},
+		defaults: (*Server).childDefaults,
+		run:      (*Server).delegateToChild,
+	},
+	"delegate_to_parent": {
+		desc: "Hand a message to the parent group; it gets a turn for it.",
+		params: []param{
+			{name: "text", kind: argString, required: true, max: MaxTextBytes, desc: textDesc},
+		},
+		run: (*Server).delegateToParent,
+	},
+	"schedule_task": {
+		desc: "Schedule a prompt to run as a turn of its own, by cron, at a fixed interval, or once.",
+		params: []param{
+			{name: "prompt", kind: argString, required: true, max: MaxTextBytes, desc: "What the task's turn is asked to do."},
+			{name: "schedule_kind", kind: argString, required: true, max: maxShortBytes, enum: []string{"cron", "interval", "once"}, desc: "How schedule reads."},
+			{name: "schedule", kind: argString, required: true, max: maxShortBytes, desc: scheduleDesc},
+			{name: "folder", kind: argString, max: maxFolderLen, desc: "The group the task runs for: this group (the default) or one below it."},
+		},
+		defaults: (*Server).taskDefaults,
+		run:      (*Server).scheduleTask,
+	},
+	"get_task": {
+		desc:     "Show a scheduled task of this group or a group below it.",
+		params:   []param{{name: "id", kind: argString, required: true, max: maxShortBytes, desc: "The task id, e.g. t_0123456789abcdef."}},
+		readOnly: true,
+		run:      (*Server).getTask,
+	},
+	"update_task": {
+		desc: "Change a task's prompt or schedule, or pause and resume it. Changing the schedule or resuming computes its next run from now.",
+		params: []param{
+			{name: "id", kind: argString, required: true, max: maxShortBytes, desc: "The task id."},
+			{name: "prompt", kind: argString, max: MaxTextBytes, desc: "The new prompt."},
+			{name: "schedule_kind", kind: argString, max: maxShortBytes, enum: []string{"cron", "interval", "once"}, desc: "The new kind; needs schedule."},
+			{name: "schedule", kind: argString, max: maxShortBytes, desc: scheduleDesc},
+			{name: "state", kind: argString, max: maxShortBytes, enum: []string{"active", "paused"}, desc: "active runs the task on schedule, paused keeps it without running it."},
+		},
+		run: (*Server).updateTask,
+	},
+	"cancel_task": {
+		desc:   "Cancel a task for good: it is marked completed and never runs again. Its history stays.",
+		params: []param{{name: "id", kind: argString, required: true, max: maxShortBytes, desc: "The task id."}},
+		run:    (*Server).cancelTask,
+	},
+	"list_tasks": {
+		desc:     "List the tasks of this group and the groups below it (tier 0: all).",
+		params:   []param{{name: "state", kind: argString, max: maxShortBytes, enum: []string{"active", "paused", "completed"}, desc: "Only tasks in this state."}},
+		readOnly: true,
+		run:      (*Server).listTasks,
+	},
+	"list_routes": {
+		desc:     "List the routes this group sees (tier 0: all; others: routes to this group or below), in matching order.",
+		readOnly: true,
+		run:      (*Server).listRoutes,
+	},
+	"set_routes": {
+		desc: "Replace every route whose target is this group or a group below it with the given routes.",
+		params: []param{
+			{name: "routes", kind: argRoutes, required: true, max: MaxRoutes, desc: "The new routes (at most 256); each target must be this group or a registered group below it. [] removes them all."},
+		},
+		run: (*Server).setRoutes,
+	},
+	"add_route": {
+		desc: "Add a route delivering matching inbound messages to a group's inbox.",
+		params: []param{
+			{name: "seq", kind: argInteger, required: true, desc: "Order of the route: lower seq is tried first."},
+			{name: "match", kind: argString, required: true, allowEmpty: true, max: maxMatchBytes, desc: matchDesc},
+			{name: "target", kind: argString, required: true, max: maxFolderLen, desc: "The registered group receiving the messages: this group or one below it (tier 0: any)."},
+		},
+		run: (*Server).addRoute,
+	},
+	"delete_route": {
+		desc:   "Delete a route this group sees.",
+		params: []param{{name: "id", kind: argInteger, required: true, desc: "The route id, as list_routes shows it."}},
+		run:    (*Server).deleteRoute,
+	},
+}
+
+func init() {
+	for name, spec := range specs {
+		spec.name = name
+	}
+}
+
+// ToolParams returns the parameter names of tool in schema order; ok is
+// false for an unknown tool. Grant rules may narrow a tool only by these.
+func ToolParams(tool string) (names []string, ok bool) {
+	spec, ok := specs[tool]
+	if !ok {
+		return nil, false
+	}
+	for _, p := range spec.params {
+		names = append(names, p.name)
+	}
+	return names, true
+}
+
+// ruleProblem says why rules cannot decide calls of tool: a rule that
+// applies to tool names a parameter that none of the tools its pattern
+// matches has. Such a rule would silently never match (a typo in a negative
+// rule would open what it was meant to close), so calls of those tools are
+// denied until it is fixed. "" means no problem.
+func ruleProblem(rules Rules, tool string) string {
+	for _, r := range rules {
+		if !r.Tool.Match(tool) {
+			continue
+		}
+		for _, p := range r.Params {
+			var matched []string
+			known := false
+			for _, name := range Tools() {
+				if r.Tool.Match(name) {
+					matched = append(matched, name)
+					known = known || specs[name].hasParam(p.Key)
+				}
+			}
+			if known {
+				continue
+			}
+			if r.Tool.literal() {
+				return "grant rule " + r.String() + " names parameter " + p.Key + ", which " + tool +
+					" does not have (its parameters: " + paramNames(specs[tool].params) + "); " + tool +
+					" is denied until the rule is fixed"
+			}
+			return "grant rule " + r.String() + " names parameter " + p.Key + ", which none of the tools it matches (" +
+				strings.Join(matched, ", ") + ") has; " + tool + " is denied until the rule is fixed"
+		}
+	}
+	return ""
+}
