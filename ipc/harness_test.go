@@ -121,8 +121,9 @@ func newEnvAt(t testing.TB, dir string) *env {
 	return e
 }
 
+// socketPath is where the daemon puts folder's router.sock: ipc/<slug>/, flat.
 func (e *env) socketPath(folder string) string {
-	return filepath.Join(e.dir, "ipc", folder, "router.sock")
+	return filepath.Join(e.dir, "ipc", strings.ReplaceAll(folder, "/", "-"), "router.sock")
 }
 
 func (e *env) groupDir(folder string) string {
