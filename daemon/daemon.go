@@ -166,6 +166,7 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 	srv.Shutdown(sctx)
 	stopQueue()
 	wg.Wait()
+	d.runner.Close()
 	if !activated {
 		os.Remove(cfg.Listen)
 	}

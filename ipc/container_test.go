@@ -50,6 +50,7 @@ func newBoxed(t *testing.T, e enginetest.Engine) *boxed {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
+		r.Close()
 		list, err := eng.List(ctx, map[string]string{runtime.LabelInstance: cfg.Instance})
 		if err != nil {
 			t.Errorf("list containers: %v", err)

@@ -340,8 +340,10 @@ func (q *Queue) execute(ctx context.Context, run *store.Run, adoptContainer stri
 		log.Info("turn detached: the daemon is stopping; the next start adopts it", "ARIZUKO_CONTAINER", res.Container)
 		return
 	}
-	if res.Failure == runtime.FailEngine && !q.cfg.CheckEngine(context.WithoutCancel(ctx)) {
-		if container != "" {
+	if res.Failure == runtime.FailEngine {
+		up := q.cfg.CheckEngine(context.WithoutCancel(ctx))
+		switch {
+		case container != "" && !up:
 			// The container exists and may well run on: the run stays running, and its
 			// container is adopted once the engine answers again.
 			q.mu.Lock()
@@ -351,12 +353,15 @@ func (q *Queue) execute(ctx context.Context, run *store.Run, adoptContainer stri
 			q.mu.Unlock()
 			log.Warn("engine unavailable: the run's container is adopted when it is back", "ARIZUKO_CONTAINER", container, "err", res.Output.Error)
 			return
-		}
-		// The engine went away under the run: put it back, it will start again when the
-		// engine returns.
-		if err := q.cfg.Store.RequeueRun(context.WithoutCancel(ctx), run.ID); err == nil {
-			log.Warn("engine unavailable: run requeued", "err", res.Output.Error)
-			return
+		case container == "" && (!up || run.Attempt <= q.cfg.RetryMax):
+			// No container was made, so nothing ran: put the run back. The engine may
+			// already be back by now (it failed while the engine was away), and while it
+			// stays away the queue starts nothing; a failure that repeats with the engine
+			// up ends the run after RetryMax attempts.
+			if err := q.cfg.Store.RequeueRun(context.WithoutCancel(ctx), run.ID); err == nil {
+				log.Warn("engine unavailable: run requeued", "attempt", run.Attempt, "err", res.Output.Error)
+				return
+			}
 		}
 	}
 	q.finish(ctx, run, res, log)

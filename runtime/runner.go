@@ -132,6 +132,8 @@ type Result struct {
 type Runner struct {
 	cfg Config
 	log *slog.Logger
+	// removals are the removals still running after their turn's result.
+	removals sync.WaitGroup
 }
 
 // NewRunner checks cfg and returns a Runner.
@@ -227,6 +229,16 @@ func (r *Runner) Run(ctx context.Context, t Turn) (Result, error) {
 	res.Duration = time.Since(start)
 	if res.Failure != FailDetached {
 		tr.writeLog()
+		switch {
+		case tr.id == "":
+		case res.Failure == FailNone:
+			// The answer does not depend on the removal: take it off the critical path.
+			r.removals.Add(1)
+			go func() { defer r.removals.Done(); tr.remove(ctx) }()
+		default:
+			// A failed, killed or timed-out turn is gone when its result is.
+			tr.remove(ctx)
+		}
 	}
 	return res, nil
 }
@@ -331,6 +343,10 @@ func (r *Runner) spec(t Turn, name string, d groupfolder.Dirs, mounts []Mount, t
 	return s
 }
 
+// Close waits for the removals still running after their turns' results. The daemon
+// calls it when it stops; RemoveLeftovers covers a crash.
+func (r *Runner) Close() { r.removals.Wait() }
+
 // clearInput removes what an earlier turn left in the IPC input directory: a stale _close
 // would end the new turn at once.
 func clearInput(dir string) error {
@@ -382,7 +398,6 @@ func (tr *turnRun) run(ctx context.Context, spec Spec, stdin []byte, timeout tim
 	}
 	tr.id = id
 	tr.note("created %s", id[:min(12, len(id))])
-	defer tr.remove(ctx)
 	if tr.t.OnCreated != nil {
 		tr.t.OnCreated(spec.Name, id)
 	}
@@ -395,7 +410,8 @@ func (tr *turnRun) run(ctx context.Context, spec Spec, stdin []byte, timeout tim
 	capture := &contract.Capture{}
 	stderr := tr.stderrWriter()
 	copied := make(chan error, 1)
-	go func() { copied <- att.CopyOutput(capture, stderr) }()
+	streamEnd := make(chan struct{})
+	go func() { copied <- att.CopyOutput(capture, stderr); close(streamEnd) }()
 	if err := e.Start(ctx, id); err != nil {
 		if ctx.Err() != nil {
 			tr.fail(FailKilled, false, "killed before start")
@@ -414,7 +430,7 @@ func (tr *turnRun) run(ctx context.Context, spec Spec, stdin []byte, timeout tim
 			tr.r.log.Debug("write stdin", "container", spec.Name, "err", err)
 		}
 	}()
-	cause, w := tr.supervise(ctx, timeout, tr.started)
+	cause, w := tr.supervise(ctx, timeout, tr.started, streamEnd)
 	if cause == FailDetached {
 		return
 	}
@@ -449,12 +465,14 @@ func (tr *turnRun) remove(ctx context.Context) {
 // supervise waits for the container to exit, writing the _close sentinel at the soft
 // deadline and stopping it at the hard one, both counted from started. It returns why the
 // runner ended the container, if it did, and the final state.
-func (tr *turnRun) supervise(ctx context.Context, timeout time.Duration, started time.Time) (Failure, waitResult) {
+func (tr *turnRun) supervise(ctx context.Context, timeout time.Duration, started time.Time, streamEnd <-chan struct{}) (Failure, waitResult) {
 	e := tr.r.cfg.Engine
 	bg := context.WithoutCancel(ctx)
+	wctx, cancelWait := context.WithCancel(bg)
+	defer cancelWait()
 	waited := make(chan waitResult, 1)
 	go func() {
-		st, err := e.Wait(bg, tr.id)
+		st, err := e.Wait(wctx, tr.id)
 		waited <- waitResult{st, err}
 	}()
 	soft := time.NewTimer(max(0, time.Until(started.Add(QueryTimeout(timeout)))))
@@ -465,6 +483,13 @@ func (tr *turnRun) supervise(ctx context.Context, timeout time.Duration, started
 		select {
 		case w := <-waited:
 			return FailNone, w
+		case <-streamEnd:
+			// The output ends when the agent exits: a few quick inspects see the exit sooner
+			// than the engine's wait, which libpod 4.3 polls every 250 ms.
+			streamEnd = nil
+			if st, ok := tr.exitedAfterStream(bg); ok {
+				return FailNone, waitResult{state: st}
+			}
 		case <-soft.C:
 			tr.note("soft deadline: wrote %s", CloseSentinel)
 			if err := os.WriteFile(filepath.Join(tr.dirs.IPCInput, CloseSentinel), nil, 0o644); err != nil {
@@ -549,7 +574,7 @@ func (r *Runner) Adopt(ctx context.Context, t Turn, container string, startedAt 
 	}
 	tr.note("adopted after a daemon restart")
 	defer tr.remove(ctx)
-	cause, w := tr.supervise(ctx, timeout, startedAt)
+	cause, w := tr.supervise(ctx, timeout, startedAt, nil)
 	if cause == FailDetached {
 		return res, nil
 	}
@@ -561,6 +586,23 @@ func (r *Runner) Adopt(ctx context.Context, t Turn, container string, startedAt 
 	res.Duration = time.Since(startedAt)
 	tr.writeLog()
 	return res, nil
+}
+
+// exitedAfterStream inspects the container a few times over about 60 ms and returns its
+// state once it is no longer running. An agent that closed its output and keeps running is
+// left to Wait.
+func (tr *turnRun) exitedAfterStream(ctx context.Context) (State, bool) {
+	for delay := time.Duration(0); delay <= 32*time.Millisecond; delay = max(2*time.Millisecond, 2*delay) {
+		time.Sleep(delay)
+		st, err := tr.r.cfg.Engine.Inspect(ctx, tr.id)
+		if err != nil {
+			return State{}, false
+		}
+		if !st.Running && st.Status != "created" {
+			return st, true
+		}
+	}
+	return State{}, false
 }
 
 type waitResult struct {

@@ -62,6 +62,7 @@ func newHarness(t *testing.T, e enginetest.Engine, mod func(*runtime.Config)) *h
 func (h *harness) assertNoLeftovers() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	h.runner.Close()
 	list, err := h.eng.List(ctx, map[string]string{runtime.LabelInstance: h.cfg.Instance})
 	if err != nil {
 		h.t.Errorf("%s: list containers: %v", h.name, err)

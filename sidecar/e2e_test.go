@@ -29,6 +29,7 @@ func TestAgentCallsSidecar(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer r.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	f := groupfolder.Folder("main")

@@ -67,6 +67,10 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", abs, err)
 	}
+	// Keep connections: a new SQLite connection re-applies the pragmas and re-reads the
+	// schema, and database/sql keeps only 2 idle ones by default.
+	db.SetMaxOpenConns(16)
+	db.SetMaxIdleConns(16)
 	s := &Store{db: db, now: time.Now}
 	for _, o := range opts {
 		o(s)

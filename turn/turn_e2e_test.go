@@ -127,6 +127,7 @@ func TestAdditionalMountsFromInside(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
+					defer r.Close()
 					res, err := r.Run(context.Background(), tn)
 					if err != nil || res.Output.Status != contract.StatusOK {
 						t.Fatalf("run: %v %+v", err, res)

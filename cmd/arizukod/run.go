@@ -87,6 +87,9 @@ func cmdRun(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	// The result is printed before the container's removal, which happens off the turn's
+	// critical path; wait for it before exiting.
+	defer runner.Close()
 	runID := fmt.Sprintf("local-%d", time.Now().UnixMilli())
 	t, err := builder.Build(ctx, turn.Request{
 		RunID: runID, Folder: f, SenderJID: *sender, SessionID: *session,
