@@ -1,0 +1,185 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/arizuko/arizukod/runtime"
+)
+
+// bench is one run of the whole measurement.
+type bench struct {
+	o        options
+	log      *slog.Logger
+	instance string // the label of the containers the bench creates itself
+	began    time.Time
+
+	podman  runtime.Engine
+	docker  runtime.Engine
+	pInfo   runtime.Info
+	dInfo   runtime.Info
+	daemons []*daemonProc
+	report  report
+}
+
+func (b *bench) run(ctx context.Context) error {
+	b.report.machine = describeMachine(ctx, b.o)
+	b.report.began = b.began
+	if err := b.openEngines(ctx); err != nil {
+		return err
+	}
+	b.report.machine.engines = append(b.report.machine.engines, fmt.Sprintf("podman %s (API %s) at %s", b.pInfo.Version, b.pInfo.APIVersion, b.o.podmanSocket))
+	if b.docker != nil {
+		b.report.machine.engines = append(b.report.machine.engines, fmt.Sprintf("docker %s (API %s) at %s", b.dInfo.Version, b.dInfo.APIVersion, b.o.dockerSocket))
+	}
+	if err := b.importImages(ctx); err != nil {
+		return err
+	}
+	if b.o.mode == "all" || b.o.mode == "phases" {
+		if err := b.phases(ctx); err != nil {
+			return err
+		}
+	}
+	if b.o.mode == "all" || b.o.mode == "latency" {
+		if err := b.latency(ctx); err != nil {
+			return err
+		}
+	}
+	if b.o.mode == "all" || b.o.mode == "throughput" {
+		if err := b.throughput(ctx); err != nil {
+			return err
+		}
+	}
+	if b.o.mode == "all" {
+		if err := b.memory(ctx); err != nil {
+			return err
+		}
+		if err := b.coldStart(ctx); err != nil {
+			return err
+		}
+		if !b.o.skipGoBench {
+			b.report.goBench = runGoBenchmarks(ctx, b.o.repo, b.say)
+		}
+	}
+	b.report.machine.loadAfter = loadAverage()
+	b.report.took = time.Since(b.began)
+	text := b.report.markdown(b.o.mode)
+	fmt.Println(text)
+	if b.o.mode == "all" {
+		if err := writeFileAtomic(b.o.out, []byte(text)); err != nil {
+			return err
+		}
+		b.say("wrote %s", b.o.out)
+	}
+	return nil
+}
+
+func (b *bench) openEngines(ctx context.Context) error {
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var err error
+	b.podman = runtime.NewPodman(b.o.podmanSocket)
+	if b.pInfo, err = b.podman.Info(cctx); err != nil {
+		return fmt.Errorf("podman at %s: %w", b.o.podmanSocket, err)
+	}
+	if b.o.dockerSocket == "" {
+		return nil
+	}
+	if b.docker, err = runtime.NewDocker(b.o.dockerSocket); err != nil {
+		return err
+	}
+	if b.dInfo, err = b.docker.Info(cctx); err != nil {
+		return fmt.Errorf("docker at %s: %w", b.o.dockerSocket, err)
+	}
+	return nil
+}
+
+// importImages makes the bench's image from the example agent in every engine, so that
+// every method runs the very same rootfs.
+func (b *bench) importImages(ctx context.Context) error {
+	for _, e := range []struct {
+		name string
+		eng  runtime.Engine
+	}{{"podman", b.podman}, {"docker", b.docker}} {
+		if e.eng == nil {
+			continue
+		}
+		if err := runtime.ImportStatic(ctx, e.eng, b.o.image, b.o.agent); err != nil {
+			return fmt.Errorf("%s: %w", e.name, err)
+		}
+	}
+	b.say("imported %s (from %s) into every engine", b.o.image, b.o.agent)
+	return nil
+}
+
+func (b *bench) phases(ctx context.Context) error {
+	for _, e := range []struct {
+		kind, uri, version string
+	}{{"podman", b.o.podmanSocket, b.pInfo.Version}, {"docker", b.o.dockerSocket, b.dInfo.Version}} {
+		if e.uri == "" {
+			continue
+		}
+		pb, err := newPhaseBench(ctx, e.kind, e.uri, b.o.image, b.instance, filepath.Join(b.o.work, "phases-"+e.kind), b.o.skillsDir)
+		if err != nil {
+			return fmt.Errorf("phases on %s: %w", e.kind, err)
+		}
+		b.say("phases on %s: %d variants x %d turns", e.kind, len(variants(e.kind)), b.o.phaseTurns)
+		res, err := runPhases(ctx, pb, e.version, 2, b.o.phaseTurns, func(s string) { b.say("%s", s) })
+		if err != nil {
+			return err
+		}
+		b.report.phases = append(b.report.phases, res)
+	}
+	return nil
+}
+
+// cleanup stops the daemons the bench started and removes every container that carries
+// one of its instance labels.
+func (b *bench) cleanup() {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	labels := []string{b.instance}
+	for _, d := range b.daemons {
+		d.stop()
+		labels = append(labels, d.instance)
+	}
+	for _, eng := range []runtime.Engine{b.podman, b.docker} {
+		if eng == nil {
+			continue
+		}
+		for _, l := range labels {
+			list, err := eng.List(ctx, map[string]string{runtime.LabelInstance: l})
+			if err != nil {
+				continue
+			}
+			for _, c := range list {
+				if err := eng.Remove(ctx, c.ID); err != nil {
+					b.say("cleanup: remove %s: %v", c.Name, err)
+				}
+			}
+		}
+	}
+}
+
+func writeFileAtomic(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".bench-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	_, werr := tmp.Write(data)
+	serr := tmp.Sync()
+	cerr := tmp.Close()
+	if err := errors.Join(werr, serr, cerr); err != nil {
+		return err
+	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}

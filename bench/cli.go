@@ -1,0 +1,108 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/arizuko/arizukod/contract"
+)
+
+// hardening are the flags every command-line run gets: what runtime.Runner fixes for every
+// container (caps, no-new-privileges, read-only root, no network, limits, rlimits, /tmp).
+var hardening = []string{
+	"--cap-drop", "ALL", "--security-opt", "no-new-privileges", "--read-only", "--network", "none",
+	"--memory", "1g", "--cpus", "2", "--pids-limit", "512",
+	"--ulimit", "nofile=1024:1024", "--ulimit", "nproc=4096:4096", "--tmpfs", "/tmp",
+}
+
+// cliMethod is one command line that runs a turn: `<argv> run --rm -i <hardening> IMAGE`.
+type cliMethod struct {
+	name  string
+	about string
+	argv  []string
+	env   []string
+}
+
+// podmanRemote is the podman CLI in remote mode against the test host's Podman 4 service.
+func podmanRemote(socket string) cliMethod {
+	return cliMethod{
+		name:  "podman CLI, remote",
+		about: "podman --url " + socket + " run --rm -i (the CLI talks to the same API service as arizukod)",
+		argv:  []string{"podman", "--url", socket},
+	}
+}
+
+// podmanLocal is the podman CLI as a gateway runs it on a host without a service: the
+// local engine in the CLI's own process, on the test host's Podman 4 storage and
+// configuration.
+func podmanLocal(testhost string) cliMethod {
+	dir := filepath.Join(testhost, "podman4")
+	root := filepath.Join(dir, "storage")
+	runroot := filepath.Join(testhost, "run", "podman4", "storage")
+	return cliMethod{
+		name:  "podman CLI, local",
+		about: "podman --root " + root + " --runroot " + runroot + " run --rm -i (no service: the CLI is the engine, with conmon)",
+		argv:  []string{"podman", "--root", root, "--runroot", runroot},
+		env: []string{"CONTAINERS_CONF=" + filepath.Join(dir, "containers.conf"),
+			"CONTAINERS_STORAGE_CONF=" + filepath.Join(dir, "storage.conf"), "TMPDIR=" + filepath.Join(dir, "tmp")},
+	}
+}
+
+// dockerCLI is the docker CLI against the test host's dockerd. Debian's docker.io CLI
+// matches the engine; a newer CLI is pinned to the engine's API version.
+func dockerCLI(cli, socket string) cliMethod {
+	var env []string
+	if cli == "" {
+		cli = "/usr/bin/docker"
+		if _, err := os.Stat(cli); err != nil {
+			cli = "docker"
+		}
+	}
+	if cli != "/usr/bin/docker" {
+		env = append(env, "DOCKER_API_VERSION=1.41")
+	}
+	return cliMethod{
+		name:  "docker CLI",
+		about: cli + " -H " + socket + " run --rm -i",
+		argv:  []string{cli, "-H", socket},
+		env:   env,
+	}
+}
+
+// run runs one turn through the command line with stdin and returns its wall time.
+func (m cliMethod) run(ctx context.Context, image string, stdin []byte) (time.Duration, error) {
+	args := append(append(append([]string{}, m.argv[1:]...), "run", "--rm", "-i"), hardening...)
+	args = append(args, image)
+	cmd := exec.CommandContext(ctx, m.argv[0], args...)
+	cmd.Env = append(os.Environ(), m.env...)
+	cmd.Stdin = bytes.NewReader(stdin)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	t0 := time.Now()
+	err := cmd.Run()
+	d := time.Since(t0)
+	if err != nil {
+		return d, fmt.Errorf("%s: %w: %s", m.name, err, strings.TrimSpace(errOut.String()))
+	}
+	if !strings.Contains(out.String(), contract.StartMarker) {
+		return d, fmt.Errorf("%s: no answer from the agent: %q %q", m.name, out.String(), errOut.String())
+	}
+	return d, nil
+}
+
+// version asks the command line its own version.
+func (m cliMethod) version(ctx context.Context) string {
+	cmd := exec.CommandContext(ctx, m.argv[0], "--version")
+	cmd.Env = append(os.Environ(), m.env...)
+	out, err := cmd.Output()
+	if err != nil {
+		return "unknown"
+	}
+	return strings.TrimSpace(string(out))
+}

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/arizuko/arizukod/api"
+)
+
+// coldResult is the socket-activated start of the daemon.
+type coldResult struct {
+	runs        int
+	firstAnswer sample // first connection (GET /health) to the first answer, whatever it says
+	healthy     sample // first connection to the first answer that says the engine is up
+	firstStatus map[string]int
+	command     string
+}
+
+// coldStart starts arizukod under systemd-socket-activate, which holds the socket and execs
+// the daemon with LISTEN_FDS on the first connection, and times that connection's answer.
+// The data dir persists across runs, as for an installed service; the first run makes it.
+func (b *bench) coldStart(ctx context.Context) error {
+	ssa, err := exec.LookPath("systemd-socket-activate")
+	if err != nil {
+		return fmt.Errorf("cold start: %w (it is in the systemd package)", err)
+	}
+	dir := filepath.Join(b.o.work, "cold")
+	instance := fmt.Sprintf("bench%d-cold", os.Getpid())
+	cfg, err := daemonConfig(dir, "cold start", "podman", b.o.podmanSocket, b.o.image, b.o.skillsDir, instance)
+	if err != nil {
+		return err
+	}
+	sock := filepath.Join(dir, "activated.sock")
+	res := &coldResult{runs: b.o.coldRuns, firstStatus: map[string]int{},
+		command: fmt.Sprintf("systemd-socket-activate -l SOCK %s serve --config F", b.o.arizukod)}
+	b.say("cold start: %d socket-activated starts", b.o.coldRuns)
+	for i := 0; i < b.o.coldRuns; i++ {
+		first, healthy, status, err := coldOnce(ctx, ssa, b.o.arizukod, cfg, sock, filepath.Join(dir, "daemon.log"))
+		if err != nil {
+			return fmt.Errorf("cold start %d: %w", i+1, err)
+		}
+		res.firstAnswer = append(res.firstAnswer, first)
+		res.healthy = append(res.healthy, healthy)
+		res.firstStatus[status]++
+	}
+	b.daemons = append(b.daemons, &daemonProc{name: "cold", instance: instance})
+	b.report.cold = res
+	return nil
+}
+
+func coldOnce(ctx context.Context, ssa, bin, cfg, sock, logPath string) (first, healthy time.Duration, status string, err error) {
+	os.Remove(sock)
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return 0, 0, "", err
+	}
+	defer logf.Close()
+	cmd := exec.Command(ssa, "-l", sock, bin, "serve", "--config", cfg)
+	cmd.Env = daemonEnv()
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		return 0, 0, "", err
+	}
+	defer func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+	}()
+	// The socket exists once systemd-socket-activate listens; nothing answers on it yet.
+	for t := time.Now(); ; time.Sleep(2 * time.Millisecond) {
+		if fi, err := os.Stat(sock); err == nil && fi.Mode()&os.ModeSocket != 0 {
+			break
+		}
+		if time.Since(t) > 10*time.Second {
+			return 0, 0, "", errors.New("systemd-socket-activate did not make its socket")
+		}
+	}
+	time.Sleep(20 * time.Millisecond) // let it reach accept()
+	c := api.NewClient(sock)
+	t0 := time.Now()
+	for {
+		var h api.HealthReport
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err := c.Do(cctx, "GET", "/health", nil, &h)
+		cancel()
+		now := time.Since(t0)
+		var apiErr *api.Error
+		switch {
+		case err == nil || errors.As(err, &apiErr):
+			if first == 0 {
+				first = now
+				status = h.Status
+				if apiErr != nil {
+					status = fmt.Sprintf("HTTP %d", apiErr.Code)
+				}
+			}
+			if err == nil && h.Status == "ok" {
+				return first, now, status, nil
+			}
+		case isRefused(err):
+		default:
+			return 0, 0, "", err
+		}
+		if now > 30*time.Second {
+			return 0, 0, "", fmt.Errorf("not healthy after %s: %v", now, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func isRefused(err error) bool {
+	var oe *net.OpError
+	return errors.As(err, &oe) && errors.Is(err, syscall.ECONNREFUSED)
+}

@@ -1,0 +1,303 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/arizuko/arizukod/api"
+	"github.com/arizuko/arizukod/contract"
+)
+
+// daemonProc is an arizukod serve the bench started, with its own data dir and socket.
+type daemonProc struct {
+	name     string
+	dir      string
+	config   string
+	socket   string
+	dataDir  string
+	instance string
+	cmd      *exec.Cmd
+	client   *api.Client
+}
+
+// daemonConfig writes the configuration of a bench daemon in dir and returns its path.
+// Everything not named keeps the daemon's default (max_running 5 in particular).
+func daemonConfig(dir, name, engine, socket, image, skills, instance string) (string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	cfg := fmt.Sprintf(`# arizukod configuration written by bench/ for %s
+data_dir = %q
+image = %q
+engine = %q
+engine_socket = %q
+listen = %q
+skills_dir = %q
+env_file = ""
+allowlist = %q
+instance = %q
+run_timeout = "5m"
+`, name, filepath.Join(dir, "data"), image, engine, socket, filepath.Join(dir, "arizukod.sock"), skills,
+		filepath.Join(dir, "mount-allowlist.json"), instance)
+	path := filepath.Join(dir, "arizukod.toml")
+	return path, os.WriteFile(path, []byte(cfg), 0o644)
+}
+
+// daemonEnv is the environment of a bench daemon: the bench's own, without anything that
+// would make it talk to a service manager or take a socket it was not meant to.
+func daemonEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		switch k {
+		case "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", "NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID",
+			"DATA_DIR", "CONTAINER_IMAGE", "RUNED_RUN_TIMEOUT", "LISTEN_ADDR", "CONTAINER_HOST", "DOCKER_HOST":
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env, "ARIZUKO_MODE=system")
+}
+
+// startDaemon starts binary (an arizukod) serve on engine and waits until its health says the engine
+// answers.
+func (b *bench) startDaemon(ctx context.Context, name, engine, socket, binary string) (*daemonProc, error) {
+	dir := filepath.Join(b.o.work, name)
+	instance := fmt.Sprintf("bench%d-%s", os.Getpid(), name)
+	cfg, err := daemonConfig(dir, name, engine, socket, b.o.image, b.o.skillsDir, instance)
+	if err != nil {
+		return nil, err
+	}
+	logf, err := os.Create(filepath.Join(dir, "daemon.log"))
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
+	d := &daemonProc{name: name, dir: dir, config: cfg, socket: filepath.Join(dir, "arizukod.sock"),
+		dataDir: filepath.Join(dir, "data"), instance: instance}
+	d.cmd = exec.Command(binary, "serve", "--config", cfg)
+	d.cmd.Env = daemonEnv()
+	d.cmd.Stdout, d.cmd.Stderr = logf, logf
+	if err := d.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start arizukod: %w", err)
+	}
+	b.daemons = append(b.daemons, d)
+	d.client = api.NewClient(d.socket)
+	if err := d.waitHealthy(ctx, 60*time.Second); err != nil {
+		return nil, fmt.Errorf("arizukod %s (log %s): %w", name, filepath.Join(dir, "daemon.log"), err)
+	}
+	return d, nil
+}
+
+func (d *daemonProc) waitHealthy(ctx context.Context, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	var last error
+	for time.Now().Before(deadline) {
+		var h api.HealthReport
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := d.client.Do(cctx, "GET", "/health", nil, &h)
+		cancel()
+		if err == nil && h.Status == "ok" {
+			return nil
+		}
+		last = err
+		if err == nil {
+			last = fmt.Errorf("health %s: %s", h.Status, h.Engine.Error)
+		}
+		if d.cmd.ProcessState != nil {
+			return errors.New("the daemon exited")
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("not healthy after %s: %v", limit, last)
+}
+
+// stop ends the daemon with SIGTERM (it detaches from nothing: the bench waits for every
+// run first) and reaps it.
+func (d *daemonProc) stop() {
+	if d.cmd == nil || d.cmd.Process == nil || d.cmd.ProcessState != nil {
+		return
+	}
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { d.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		d.cmd.Process.Kill()
+		<-done
+	}
+}
+
+// addGroups registers folders with the daemon.
+func (d *daemonProc) addGroups(ctx context.Context, folders ...string) error {
+	for _, f := range folders {
+		if err := d.client.Do(ctx, "POST", "/v1/groups", api.PutGroupRequest{Folder: f, Name: f}, nil); err != nil {
+			return fmt.Errorf("register group %s: %w", f, err)
+		}
+	}
+	return nil
+}
+
+// turnResult is one turn through the API.
+type turnResult struct {
+	run       api.Run
+	submitted time.Time
+	done      time.Time
+}
+
+// turn submits one run and waits for its end.
+func (d *daemonProc) turn(ctx context.Context, folder, message string) (turnResult, error) {
+	tr := turnResult{submitted: time.Now()}
+	run, err := d.client.CreateRun(ctx, api.CreateRunRequest{Folder: folder, Messages: []contract.Message{{Role: "user", Content: message}}})
+	if err != nil {
+		return tr, err
+	}
+	tr.run, err = d.client.WaitRun(ctx, run.ID)
+	tr.done = time.Now()
+	if err != nil {
+		return tr, err
+	}
+	if err := runOK(tr.run); err != nil {
+		return tr, err
+	}
+	return tr, nil
+}
+
+func runOK(r api.Run) error {
+	if r.State != "exited" || r.Status != "ok" {
+		return fmt.Errorf("run %s in %s ended %s/%s: %s %s", r.ID, r.Folder, r.State, r.Status, r.Failure, r.Error)
+	}
+	return nil
+}
+
+// rss is the daemon's VmRSS in KiB.
+func (d *daemonProc) rss() (int64, error) { return procStatusKB(d.cmd.Process.Pid, "VmRSS") }
+
+func procStatusKB(pid int, field string) (int64, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), field+":"); ok {
+			v := strings.Fields(rest)
+			if len(v) > 0 {
+				return strconv.ParseInt(v[0], 10, 64)
+			}
+		}
+	}
+	return 0, fmt.Errorf("/proc/%d/status: no %s", pid, field)
+}
+
+// cpuTime is the user+system CPU time of a process, from /proc/PID/stat.
+func cpuTime(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: unexpected format", pid)
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: unexpected format", pid)
+	}
+	// Fields 14 and 15 of stat (utime, stime), in clock ticks of 1/100 s on Linux.
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, err
+	}
+	return time.Duration(ut+st) * 10 * time.Millisecond, nil
+}
+
+// runLog is what a runner's per-run log file says of one turn.
+type runLog struct {
+	started  time.Time
+	duration time.Duration
+	events   map[string]time.Duration // created, started, exited: offsets from started
+}
+
+// readRunLogs parses groups/<folder>/logs/container-*.log of the daemon, by run ID.
+func (d *daemonProc) readRunLogs(folder string) (map[string]runLog, error) {
+	files, err := filepath.Glob(filepath.Join(d.dataDir, "groups", folder, "logs", "container-*.log"))
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]runLog{}
+	for _, p := range files {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil, err
+		}
+		id, rl := parseRunLog(string(b))
+		if id != "" {
+			out[id] = rl
+		}
+	}
+	return out, nil
+}
+
+// parseRunLog reads the header (run, started, duration) and the events section of a
+// runner log: lines "<offset> <event> ...".
+func parseRunLog(text string) (string, runLog) {
+	rl := runLog{events: map[string]time.Duration{}}
+	var id string
+	inEvents := false
+	for _, line := range strings.Split(text, "\n") {
+		switch {
+		case strings.HasPrefix(line, "-- events --"):
+			inEvents = true
+			continue
+		case strings.HasPrefix(line, "-- "):
+			inEvents = false
+			continue
+		}
+		if inEvents {
+			off, rest, ok := strings.Cut(line, " ")
+			if !ok {
+				continue
+			}
+			d, err := time.ParseDuration(off)
+			if err != nil {
+				continue
+			}
+			ev, _, _ := strings.Cut(rest, " ")
+			if _, seen := rl.events[ev]; !seen {
+				rl.events[ev] = d
+			}
+			continue
+		}
+		k, v, ok := strings.Cut(line, ": ")
+		if !ok {
+			continue
+		}
+		switch k {
+		case "run":
+			id = v
+		case "started":
+			rl.started, _ = time.Parse(time.RFC3339Nano, v)
+		case "duration":
+			rl.duration, _ = time.ParseDuration(v)
+		}
+	}
+	return id, rl
+}

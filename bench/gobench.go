@@ -1,0 +1,91 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// goBenchResult is one line of `go test -bench` output, or a package whose benchmark is
+// not there yet.
+type goBenchResult struct {
+	pkg     string
+	name    string
+	iters   string
+	metrics []string // "123 ns/op", "4 allocs/op", ...
+	note    string   // why there is no figure
+}
+
+// goBenchmarks are the other issues' benchmarks the report carries.
+var goBenchmarks = []struct {
+	pkg, pattern, fn string
+}{
+	{"./memory/", ".", "BenchmarkAssemble"},
+	{"./ipc/", "BenchmarkToolCall", "BenchmarkToolCall"},
+}
+
+// runGoBenchmarks runs each benchmark that exists in the repository and parses its lines.
+func runGoBenchmarks(ctx context.Context, repo string, say func(string, ...any)) []goBenchResult {
+	var out []goBenchResult
+	for _, gb := range goBenchmarks {
+		if !hasFunc(filepath.Join(repo, gb.pkg), gb.fn) {
+			out = append(out, goBenchResult{pkg: gb.pkg, name: gb.fn, note: "pending: " + gb.fn + " does not exist yet"})
+			continue
+		}
+		say("go test -run '^$' -bench %s %s", gb.pattern, gb.pkg)
+		cmd := exec.CommandContext(ctx, "go", "test", "-run", "^$", "-bench", gb.pattern, "-benchmem", gb.pkg)
+		cmd.Dir = repo
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			out = append(out, goBenchResult{pkg: gb.pkg, name: gb.fn, note: "failed: " + firstLine(stderr.String()+stdout.String())})
+			continue
+		}
+		rows := parseGoBench(gb.pkg, stdout.String())
+		if len(rows) == 0 {
+			rows = append(rows, goBenchResult{pkg: gb.pkg, name: gb.fn, note: "no benchmark line in the output"})
+		}
+		out = append(out, rows...)
+	}
+	return out
+}
+
+// parseGoBench reads the benchmark lines: name, iterations, then value-unit pairs.
+func parseGoBench(pkg, text string) []goBenchResult {
+	var out []goBenchResult
+	for _, line := range strings.Split(text, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 4 || !strings.HasPrefix(f[0], "Benchmark") {
+			continue
+		}
+		r := goBenchResult{pkg: pkg, name: f[0], iters: f[1]}
+		for i := 2; i+1 < len(f); i += 2 {
+			r.metrics = append(r.metrics, f[i]+" "+f[i+1])
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// hasFunc reports whether a _test.go file of dir declares func name.
+func hasFunc(dir, name string) bool {
+	files, _ := filepath.Glob(filepath.Join(dir, "*_test.go"))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err == nil && bytes.Contains(b, []byte("func "+name+"(")) {
+			return true
+		}
+	}
+	return false
+}
+
+func firstLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}

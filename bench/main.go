@@ -1,0 +1,151 @@
+// Command bench measures arizukod on the real test host (hack/testhost) and writes
+// BENCHMARKS.md: turn latency through the daemon's API against the podman and docker command
+// lines on the same engines and image, throughput over many groups, cold start through
+// socket activation, the daemon's resident memory, the per-phase cost of a turn at the
+// engine API, and the Go benchmarks of the memory and ipc packages.
+//
+// It is run by hack/bench.sh (`make bench`), which builds bin/arizukod and bin/agent and
+// brings the test host up first. It owns nothing but what it creates: a work directory, its
+// own image tag, daemons it starts, and containers carrying its own instance label, all of
+// which it removes. It must not touch the engines' other containers or images.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// options are the bench's flags.
+type options struct {
+	mode          string
+	podmanSocket  string
+	dockerSocket  string
+	testhostDir   string
+	dockerCLI     string
+	arizukod      string
+	agent         string
+	image         string
+	skillsDir     string
+	repo          string
+	work          string
+	out           string
+	warm          int
+	turns         int
+	phaseTurns    int
+	tpTurns       int
+	tpFolders     int
+	coldRuns      int
+	skipGoBench   bool
+	keepWork      bool
+	daemonEngines string
+	candidates    candidateFlag
+}
+
+// candidate is another arizukod build measured next to the one under test.
+type candidate struct{ name, binary string }
+
+// candidateFlag collects -candidate NAME=BINARY.
+type candidateFlag []candidate
+
+func (c *candidateFlag) String() string { return fmt.Sprint(*c) }
+
+func (c *candidateFlag) Set(v string) error {
+	name, bin, ok := strings.Cut(v, "=")
+	if !ok || name == "" || bin == "" || strings.ContainsAny(name, "/ ") {
+		return fmt.Errorf("want NAME=BINARY, got %q", v)
+	}
+	abs, err := filepath.Abs(bin)
+	if err != nil {
+		return err
+	}
+	*c = append(*c, candidate{name, abs})
+	return nil
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string) error {
+	var o options
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.StringVar(&o.mode, "mode", "all", "all: every measurement and BENCHMARKS.md; phases, latency, throughput: only that measurement, printed")
+	fs.StringVar(&o.podmanSocket, "podman", os.Getenv("ARIZUKO_TEST_PODMAN4"), "the Podman 4 API service (unix://PATH)")
+	fs.StringVar(&o.dockerSocket, "docker", os.Getenv("ARIZUKO_TEST_DOCKER"), "the Docker API (unix://PATH); empty skips docker")
+	fs.StringVar(&o.testhostDir, "testhost", envOr("ARIZUKO_TESTHOST_DIR", "/var/tmp/arizuko-testhost"), "the test host's directory, for the local podman CLI's storage and configuration")
+	fs.StringVar(&o.dockerCLI, "docker-cli", "", "the docker command line (default: Debian's /usr/bin/docker, else docker on PATH with DOCKER_API_VERSION=1.41)")
+	fs.StringVar(&o.arizukod, "arizukod", "bin/arizukod", "the arizukod binary")
+	fs.StringVar(&o.agent, "agent", "bin/agent", "the example agent binary, imported as -image")
+	fs.StringVar(&o.image, "image", "localhost/arizuko-bench:latest", "the image every measurement runs (imported from -agent into each engine)")
+	fs.StringVar(&o.skillsDir, "skills", "container/skills", "the bundled skills the daemon mounts at /skills")
+	fs.StringVar(&o.repo, "repo", ".", "the repository, for the go test benchmarks")
+	fs.StringVar(&o.work, "work", "", "work directory (default: a new one under /var/tmp)")
+	fs.StringVar(&o.out, "out", "BENCHMARKS.md", "where to write the report (mode all)")
+	fs.IntVar(&o.warm, "warm", 5, "warm-up turns per method, not counted")
+	fs.IntVar(&o.turns, "turns", 50, "measured turns per latency method")
+	fs.IntVar(&o.phaseTurns, "phase-turns", 25, "measured turns per variant of the phase measurement")
+	fs.IntVar(&o.tpTurns, "throughput-turns", 200, "turns of the throughput measurement")
+	fs.IntVar(&o.tpFolders, "throughput-folders", 20, "folders of the throughput measurement")
+	fs.IntVar(&o.coldRuns, "cold", 10, "socket-activated cold starts")
+	fs.BoolVar(&o.skipGoBench, "skip-go-bench", false, "skip the go test benchmarks of memory and ipc")
+	fs.BoolVar(&o.keepWork, "keep", false, "keep the work directory")
+	fs.Var(&o.candidates, "candidate", "NAME=BINARY: another arizukod build to measure on podman in the latency table, next to -arizukod (repeatable)")
+	fs.StringVar(&o.daemonEngines, "daemon-engines", "podman,docker", "engines to run arizukod on in the latency table")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if o.podmanSocket == "" {
+		return fmt.Errorf("-podman: no Podman 4 API socket (source the test host's env file or pass -podman unix://PATH)")
+	}
+	for _, p := range []*string{&o.arizukod, &o.agent, &o.skillsDir, &o.repo, &o.out} {
+		abs, err := filepath.Abs(*p)
+		if err != nil {
+			return err
+		}
+		*p = abs
+	}
+	if o.work == "" {
+		d, err := os.MkdirTemp("/var/tmp", "arizuko-bench-")
+		if err != nil {
+			return err
+		}
+		o.work = d
+	}
+	if !o.keepWork {
+		defer os.RemoveAll(o.work)
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	b := &bench{o: o, log: log, instance: fmt.Sprintf("bench%d", os.Getpid()), began: time.Now()}
+	defer b.cleanup()
+	switch o.mode {
+	case "all", "phases", "latency", "throughput":
+	default:
+		return fmt.Errorf("-mode %q: must be all, phases, latency or throughput", o.mode)
+	}
+	return b.run(ctx)
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// say prints progress on stderr.
+func (b *bench) say(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "bench [%5.1fs] %s\n", time.Since(b.began).Seconds(), strings.TrimSpace(fmt.Sprintf(format, args...)))
+}

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/arizuko/arizukod/api"
+	"github.com/arizuko/arizukod/contract"
+)
+
+// memoryResult is the daemon's resident memory.
+type memoryResult struct {
+	idleFresh int64 // KiB, right after start, engine up, no turn run yet
+	idleAfter int64 // KiB, idle after the latency and throughput runs
+	inFlight  int64 // KiB, the largest seen while 5 turns were running
+	inFlightN int   // turns seen running at once
+}
+
+func apiRun(folder, message string) api.CreateRunRequest {
+	return api.CreateRunRequest{Folder: folder, Messages: []contract.Message{{Role: "user", Content: message}}}
+}
+
+// memory reads VmRSS of a fresh daemon, of the bench's worked daemon when idle, and of the
+// worked daemon with 5 `sleep 5s` turns in flight.
+func (b *bench) memory(ctx context.Context) error {
+	fresh, err := b.startDaemon(ctx, "arizukod-fresh", "podman", b.o.podmanSocket, b.o.arizukod)
+	if err != nil {
+		return err
+	}
+	var res memoryResult
+	if res.idleFresh, err = fresh.rss(); err != nil {
+		return err
+	}
+	fresh.stop()
+	d := b.daemonNamed("arizukod-podman")
+	if d == nil {
+		return fmt.Errorf("memory: no worked daemon")
+	}
+	if res.idleAfter, err = d.rss(); err != nil {
+		return err
+	}
+	folders := []string{"mem1", "mem2", "mem3", "mem4", "mem5"}
+	if err := d.addGroups(ctx, folders...); err != nil {
+		return err
+	}
+	b.say("memory: 5 turns of `sleep 5s` in flight")
+	ids := make([]string, len(folders))
+	for i, f := range folders {
+		run, err := d.client.CreateRun(ctx, apiRun(f, "sleep 5s"))
+		if err != nil {
+			return err
+		}
+		ids[i] = run.ID
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(ids))
+	for i, id := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := d.client.WaitRun(ctx, id)
+			if err == nil {
+				err = runOK(r)
+			}
+			errs[i] = err
+		}()
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		var list struct {
+			Runs []api.Run `json:"runs"`
+		}
+		if err := d.client.Do(ctx, "GET", "/v1/runs?state=running", nil, &list); err != nil {
+			return err
+		}
+		n := 0
+		for _, r := range list.Runs {
+			if r.Container != "" {
+				n++
+			}
+		}
+		res.inFlightN = max(res.inFlightN, n)
+		if n == len(folders) {
+			if kb, err := d.rss(); err == nil {
+				res.inFlight = max(res.inFlight, kb)
+			}
+		} else if res.inFlight > 0 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return fmt.Errorf("memory: %w", err)
+		}
+	}
+	b.report.memory = &res
+	return nil
+}

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# bench.sh: `make bench`. Builds bin/arizukod, bin/agent and bin/bench, makes sure the test
+# host's Podman 4 and Docker engines answer (starting the test host when they do not), runs
+# the benchmarks of bench/ on them, prints the table and writes BENCHMARKS.md.
+#
+# The test host is left as it was found: when this script had to start it and none of its
+# services ran before, it stops it again at the end; a test host that was up, even partly,
+# stays up. Arguments are passed to the bench program (bin/bench -h lists them), e.g.
+#   hack/bench.sh -mode=phases     only the per-phase engine API costs
+#   hack/bench.sh -turns=100       more turns per latency method
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# shellcheck source=hack/env.sh
+. hack/env.sh
+
+TESTHOST_DIR=${ARIZUKO_TESTHOST_DIR:-/var/tmp/arizuko-testhost}
+ENV_FILE=$TESTHOST_DIR/env
+
+say() { printf 'bench: %s\n' "$*" >&2; }
+
+[[ $(id -u) -eq 0 ]] || { say "run as root: the test host's engines are rootful"; exit 1; }
+
+# answers SOCKET_URI: the engine at unix://PATH answers its ping.
+answers() {
+	local path=${1#unix://}
+	[[ -S $path ]] && [[ $(curl -sS --max-time 5 --unix-socket "$path" http://d/_ping 2>/dev/null) == OK ]]
+}
+
+engines_up() {
+	[[ -f $ENV_FILE ]] || return 1
+	# shellcheck disable=SC1090
+	(. "$ENV_FILE" && answers "$ARIZUKO_TEST_PODMAN4" && answers "$ARIZUKO_TEST_DOCKER")
+}
+
+# any_service_alive: a pidfile of the test host names a live process.
+any_service_alive() {
+	local f pid
+	for f in "$TESTHOST_DIR"/pids/*.pid; do
+		[[ -f $f ]] || continue
+		read -r pid <"$f" || continue
+		[[ $pid =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null && return 0
+	done
+	return 1
+}
+
+started_testhost=
+if ! engines_up; then
+	if ! any_service_alive; then
+		started_testhost=1
+	fi
+	say "the test host's engines do not answer: starting it (hack/testhost/up.sh)"
+	bash hack/testhost/up.sh
+	if [[ -n $started_testhost ]]; then
+		trap 'say "stopping the test host this run started"; bash hack/testhost/down.sh' EXIT
+	else
+		say "part of the test host ran before: it stays up afterwards"
+	fi
+fi
+# shellcheck disable=SC1090
+. "$ENV_FILE"
+
+VERSION=$(git describe --tags --always --dirty 2>/dev/null || echo dev)
+say "building bin/arizukod, bin/agent and bin/bench"
+go build -trimpath -ldflags "-s -w -X main.version=$VERSION" -o bin/arizukod ./cmd/arizukod
+go build -trimpath -ldflags '-s -w' -o bin/agent ./examples/agent
+go build -trimpath -o bin/bench ./bench
+
+bin/bench -podman "$ARIZUKO_TEST_PODMAN4" -docker "$ARIZUKO_TEST_DOCKER" -testhost "$TESTHOST_DIR" \
+	-arizukod bin/arizukod -agent bin/agent -skills container/skills -repo . -out BENCHMARKS.md "$@"
