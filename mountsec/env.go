@@ -10,11 +10,12 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
 	"syscall"
+
+	"github.com/arizuko/arizukod/internal/atomicfile"
 )
 
 // ErrEnvFile is wrapped by every env file parse error. Errors name the line
@@ -369,43 +370,8 @@ func WriteEnvFile(path string, vars map[string]string) error {
 		}
 		b.WriteString(k + "='" + strings.ReplaceAll(v, "'", `'\''`) + "'\n")
 	}
-	return writeAtomic(path, []byte(b.String()), 0o600)
-}
-
-func writeAtomic(path string, data []byte, mode os.FileMode) (err error) {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("mountsec: write %s: %w", path, err)
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if err = tmp.Chmod(mode); err != nil {
-		return fmt.Errorf("mountsec: write %s: %w", path, err)
-	}
-	if _, err = tmp.Write(data); err != nil {
-		return fmt.Errorf("mountsec: write %s: %w", path, err)
-	}
-	if err = tmp.Sync(); err != nil {
-		return fmt.Errorf("mountsec: write %s: %w", path, err)
-	}
-	if err = tmp.Close(); err != nil {
-		return fmt.Errorf("mountsec: write %s: %w", path, err)
-	}
-	if err = os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("mountsec: write %s: %w", path, err)
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("mountsec: sync %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err = d.Sync(); err != nil {
-		return fmt.Errorf("mountsec: sync %s: %w", dir, err)
+	if err := atomicfile.Write(path, []byte(b.String()), 0o600); err != nil {
+		return fmt.Errorf("mountsec: %w", err)
 	}
 	return nil
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/arizuko/arizukod/contract"
 	"github.com/arizuko/arizukod/groupfolder"
+	"github.com/arizuko/arizukod/internal/atomicfile"
 )
 
 // Labels every container of arizukod carries, so that cleanup finds exactly its own.
@@ -673,34 +674,11 @@ func (r *Runner) Steer(ctx context.Context, f groupfolder.Folder, containerID st
 			return err
 		}
 		name := filepath.Join(dir, fmt.Sprintf("%d-%03d.json", now, i))
-		if err := writeFileAtomic(name, b); err != nil {
+		if err := atomicfile.Write(name, b, 0o644); err != nil {
 			return fmt.Errorf("steer %s: %w", f, err)
 		}
 	}
 	return r.cfg.Engine.Signal(ctx, containerID, "SIGUSR1")
-}
-
-func writeFileAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }
 
 // tailBuffer keeps the last maxStderrKept bytes written to it.

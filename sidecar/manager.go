@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
 	"net"
@@ -18,6 +17,7 @@ import (
 	sddbus "github.com/coreos/go-systemd/v22/dbus"
 
 	"github.com/arizuko/arizukod/groupfolder"
+	"github.com/arizuko/arizukod/internal/atomicfile"
 	"github.com/arizuko/arizukod/runtime"
 )
 
@@ -507,23 +507,7 @@ func (m *Manager) writeEnvFile(u *Unit) (string, error) {
 		return "", fmt.Errorf("sidecar env directory %s: must be a directory of mode 0700", m.o.EnvDir)
 	}
 	path := filepath.Join(m.o.EnvDir, strings.TrimSuffix(u.Service, ".service")+".env")
-	tmp, err := os.CreateTemp(m.o.EnvDir, ".tmp-*")
-	if err != nil {
-		return "", err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := io.WriteString(tmp, string(EnvFile(u.Env))); err != nil {
-		tmp.Close()
-		return "", err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return "", err
-	}
-	if err := tmp.Close(); err != nil {
-		return "", err
-	}
-	return path, os.Rename(tmp.Name(), path)
+	return path, atomicfile.Write(path, EnvFile(u.Env), 0o600)
 }
 
 func removeFile(p string) error {

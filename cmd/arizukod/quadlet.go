@@ -14,6 +14,7 @@ import (
 
 	"github.com/arizuko/arizukod/config"
 	"github.com/arizuko/arizukod/groupfolder"
+	"github.com/arizuko/arizukod/internal/atomicfile"
 	"github.com/arizuko/arizukod/quadlet"
 	"github.com/arizuko/arizukod/runtime"
 	"github.com/arizuko/arizukod/sidecar"
@@ -79,7 +80,7 @@ func runQuadlet(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	for _, u := range units {
 		p := filepath.Join(outDir, u.name)
-		if err := writeAtomic(p, u.data, u.mode); err != nil {
+		if err := atomicfile.Write(p, u.data, u.mode); err != nil {
 			return err
 		}
 		fmt.Fprintln(stdout, p)
@@ -256,29 +257,4 @@ func shellJoin(words []string) string {
 		}
 	}
 	return strings.Join(q, " ")
-}
-
-// writeAtomic writes data to path through a temporary file in the same directory.
-func writeAtomic(path string, data []byte, mode os.FileMode) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(mode); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }
