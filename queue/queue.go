@@ -539,7 +539,12 @@ func (q *Queue) Steer(ctx context.Context, id string, msgs []contract.Message) e
 	if fl == nil || container == "" {
 		return ErrNotRunning
 	}
-	return q.cfg.Runner.Steer(ctx, folder, container, msgs)
+	err := q.cfg.Runner.Steer(ctx, folder, container, msgs)
+	if errors.Is(err, runtime.ErrNoSuchContainer) {
+		// The run ended between the lookup and the signal.
+		return fmt.Errorf("%w: %v", ErrNotRunning, err)
+	}
+	return err
 }
 
 // Changed returns a channel that is closed when the next run ends, so a caller can wait
