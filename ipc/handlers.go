@@ -158,6 +158,8 @@ func workspaceRel(p string) (string, error) {
 		if rel, ok = strings.CutPrefix(p, "/workspace/"); !ok {
 			return "", badArg("path", "%s is not under /workspace", p)
 		}
+		// "/workspace//x" is /workspace/x: what is left must stay relative.
+		rel = strings.TrimLeft(rel, "/")
 	}
 	for seg := range strings.SplitSeq(rel, "/") {
 		if seg == ".." {
