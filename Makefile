@@ -37,3 +37,17 @@ bench:
 
 clean:
 	rm -rf bin dist
+
+# Packages from the binaries of `build` (packaging/README.md): dist/arizukod_VERSION-1_ARCH.deb
+# (debhelper, then lintian) and dist/arizukod-VERSION-1.ARCH.rpm (rpmbuild, then rpmlint),
+# their units checked with systemd-analyze verify. hack/systemtest.sh installs the .deb on
+# a booted Debian.
+.PHONY: deb rpm packages
+
+deb: build
+	bash packaging/deb/build.sh
+
+rpm: build
+	bash packaging/rpm/build.sh
+
+packages: deb rpm

@@ -2,7 +2,9 @@
 # test.sh: the whole test suite, on the real test host. Starts the test host (Podman 4.3,
 # Podman 5 in a Debian 13 chroot, Docker, rootless Podman, journald, a systemd manager) from
 # distro packages, runs gofmt, go vet, every test with engines required (a missing engine
-# fails, never skips), each fuzz target for a bounded time, then stops the test host.
+# fails, never skips), each fuzz target for a bounded time, builds the .deb and .rpm and
+# installs the .deb on a Debian booted with systemd as PID 1 (hack/systemtest.sh), then
+# stops the test host.
 #
 #   hack/test.sh            everything
 #   hack/test.sh ./runtime  only these packages (the test host still starts)
@@ -47,5 +49,11 @@ if [[ $FUZZTIME != 0 && ${PKGS[*]} == ./... ]]; then
 		go test -run '^$' -fuzz "^${target}\$" -fuzztime "$FUZZTIME" "$pkg" >/tmp/arizuko-fuzz.log 2>&1 ||
 			{ cat /tmp/arizuko-fuzz.log; exit 1; }
 	done < <(git grep -o -E '^func Fuzz[A-Za-z0-9_]+' -- '*_test.go' | sed -E 's/:func / /')
+fi
+if [[ ${PKGS[*]} == ./... ]]; then
+	say "packages: make deb and rpm (lintian, rpmlint, systemd-analyze verify), then the booted-system test"
+	command -v make >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq make >/dev/null; }
+	make -s packages
+	bash hack/systemtest.sh
 fi
 say "all tests passed in $((SECONDS - T0)) s"

@@ -1,0 +1,516 @@
+#!/usr/bin/env bash
+# systemtest.sh [DEB]: the package on a booted system. Boots Debian 12 with systemd as
+# PID 1 in systemd-nspawn, installs DEB (default: `make deb` of this tree, lintian
+# included) with `apt-get install` and its real dependencies
+# from the Debian mirror this machine uses, and checks what a user meets:
+#
+#   the arizuko user, its subordinate ids, the enabled sockets; a connection to
+#   /run/arizuko/arizukod.sock starts arizukod.service (socket activation, Type=notify);
+#   group members may use the API and others may not; the agent image is imported into
+#   the arizuko user's rootless Podman; a real turn runs through the daemon and is found
+#   with `journalctl -u arizukod ARIZUKO_RUN_ID=...`; a user's own daemon (the user units)
+#   runs a turn too; an upgrade keeps a changed conffile, restarts arizukod and leaves
+#   Podman running; `apt-get remove` leaves nothing of the package running and keeps the
+#   data; `apt-get purge` removes the data.
+#
+# It prints every check with its time and exits non-zero on the first failure, after
+# printing the units' journal. Needs root, debootstrap and systemd-container (installed
+# with apt-get when missing).
+#
+# Environment:
+#   ARIZUKO_SYSTEMTEST_DIR      cache and work directory (/var/tmp/arizuko-systemtest);
+#                               the debootstrapped tree is kept there between runs
+#   ARIZUKO_SYSTEMTEST_TIMEOUT  seconds for the test once the tree exists (900)
+#   ARIZUKO_SYSTEMTEST_BOOTSTRAP_TIMEOUT  seconds for debootstrap (1800)
+#   ARIZUKO_SYSTEMTEST_MIRROR   Debian mirror (default: the one in this machine's apt sources)
+#   ARIZUKO_SYSTEMTEST_KEEP=1   leave the booted container running at the end
+#
+# What the test adds inside the container, for this machine only (hack/systemtest/
+# containers.conf, pointed at by a drop-in of arizuko-podman.service, and alice's own
+# containers.conf): runc instead of crun, and no session keyring. hack/systemtest/README.md
+# says why.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+ST_DIR=${ARIZUKO_SYSTEMTEST_DIR:-/var/tmp/arizuko-systemtest}
+TIMEOUT=${ARIZUKO_SYSTEMTEST_TIMEOUT:-900}
+BOOTSTRAP_TIMEOUT=${ARIZUKO_SYSTEMTEST_BOOTSTRAP_TIMEOUT:-1800}
+SUITE=bookworm
+BASE=$ST_DIR/$SUITE
+MARKER=$BASE/.arizuko-systemtest-ready
+RUN=$ST_DIR/run
+APT_CACHE=$ST_DIR/apt-archives
+LOGS=$ST_DIR/logs
+CLEAN_PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+PODMAN_SOCK=/run/arizuko/podman/podman.sock
+API_SOCK=/run/arizuko/arizukod.sock
+
+say() { printf 'systemtest: %s\n' "$*" >&2; }
+die() {
+	printf 'systemtest: FAIL: %s\n' "$*" >&2
+	exit 1
+}
+
+[[ $(id -u) -eq 0 ]] || die "must run as root (debootstrap, systemd-nspawn)"
+case $ST_DIR in
+/ | /bin* | /boot* | /dev* | /etc* | /lib* | /proc* | /run* | /sbin* | /sys* | /usr* | /var | /var/lib | /home | /root | /tmp)
+	die "ARIZUKO_SYSTEMTEST_DIR=$ST_DIR: refusing a system directory"
+	;;
+esac
+[[ $ST_DIR =~ ^/[A-Za-z0-9._/-]+$ && $ST_DIR != */ && $ST_DIR != *..* ]] ||
+	die "ARIZUKO_SYSTEMTEST_DIR=$ST_DIR: must be an absolute, normalized path"
+
+# ---- timings and results ----------------------------------------------------------------
+
+declare -a RESULTS=()
+t_start=$(date +%s.%N)
+now() { date +%s.%N; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+# pass NAME SECONDS DETAIL records one passed check.
+pass() {
+	RESULTS+=("$(printf '  ok  %7ss  %-34s %s' "$2" "$1" "$3")")
+	printf 'systemtest: ok   %-34s %6ss  %s\n' "$1" "$2" "$3" >&2
+}
+summary() {
+	printf '\nsystemtest: %d checks passed in %ss\n' "${#RESULTS[@]}" "$(since "$t_start")"
+	printf '%s\n' "${RESULTS[@]}"
+}
+
+# ---- tools ---------------------------------------------------------------------------------
+
+need=()
+command -v debootstrap >/dev/null || need+=(debootstrap)
+command -v systemd-nspawn >/dev/null || need+=(systemd-container)
+command -v nsenter >/dev/null || need+=(util-linux)
+if [[ ${#need[@]} -gt 0 ]]; then
+	say "installing ${need[*]}"
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+mkdir -p "$ST_DIR" "$APT_CACHE" "$LOGS"
+exec 9>"$ST_DIR/lock"
+flock -n 9 || die "another systemtest holds $ST_DIR/lock"
+
+# ---- the Debian mirror -------------------------------------------------------------------
+
+# apt_uri SUITE prints the first URI this machine's apt sources use for SUITE.
+apt_uri() {
+	local suite=$1 f
+	for f in /etc/apt/sources.list.d/*.sources; do
+		[[ -f $f ]] || continue
+		awk -v s="$suite" '
+			function flush() { if (types ~ /(^| )deb( |$)/ && (" " suites " ") ~ (" " s " ") && uri != "") { print uri; found = 1; exit } types = suites = uri = "" }
+			/^[ \t]*$/ { flush(); next }
+			/^Types:/ { sub(/^Types:[ \t]*/, ""); types = $0 }
+			/^Suites:/ { sub(/^Suites:[ \t]*/, ""); suites = $0 }
+			/^URIs:/ { sub(/^URIs:[ \t]*/, ""); split($0, u, /[ \t]+/); uri = u[1] }
+			END { if (!found) flush() }' "$f"
+	done
+	for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+		[[ -f $f ]] || continue
+		sed -E 's/\[[^]]*\]//' "$f" | awk -v s="$suite" '$1 == "deb" && $3 == s { print $2 }'
+	done
+}
+MIRROR=${ARIZUKO_SYSTEMTEST_MIRROR:-$(apt_uri "$SUITE" | head -n 1)}
+MIRROR=${MIRROR:-http://deb.debian.org/debian}
+SECURITY=$(apt_uri "$SUITE-security" | head -n 1)
+say "Debian mirror: $MIRROR${SECURITY:+ (security: $SECURITY)}"
+
+# ---- the package ----------------------------------------------------------------------------
+
+DEB=${1:-}
+if [[ -z $DEB ]]; then
+	say "make deb (log: $LOGS/make-deb.log)"
+	t=$(now)
+	bash -c '. hack/env.sh && make deb' >"$LOGS/make-deb.log" 2>&1 || die "make deb failed: $(tail -n 20 "$LOGS/make-deb.log")"
+	DEB=$(find dist -maxdepth 1 -name 'arizukod_*.deb' | head -n 1)
+	pass "make deb (build, lintian: no errors)" "$(since "$t")" "$DEB"
+fi
+[[ -f $DEB ]] || die "$DEB: no such package"
+DEB=$(cd "$(dirname "$DEB")" && pwd)/$(basename "$DEB")
+say "package: $DEB"
+
+# ---- the cached tree --------------------------------------------------------------------------
+
+include=systemd,systemd-sysv,dbus,curl
+[[ $MIRROR != https:* ]] || include+=,ca-certificates
+bootstrap_args=(--variant=minbase "--include=$include" "$SUITE")
+want_marker="debootstrap ${bootstrap_args[*]} $MIRROR"
+if [[ ! -f $MARKER || $(cat "$MARKER") != "$want_marker" ]]; then
+	say "debootstrap $SUITE into $BASE (cached for later runs)"
+	t=$(now)
+	rm -rf --one-file-system "$BASE" "$BASE.tmp"
+	timeout "$BOOTSTRAP_TIMEOUT" debootstrap "${bootstrap_args[@]}" "$BASE.tmp" "$MIRROR" >"$LOGS/debootstrap.log" 2>&1 ||
+		die "debootstrap failed or took more than ${BOOTSTRAP_TIMEOUT}s: $LOGS/debootstrap.log"
+	rm -f "$BASE.tmp"/var/cache/apt/archives/*.deb
+	printf '%s\n' "$want_marker" >"$BASE.tmp/.arizuko-systemtest-ready"
+	mv "$BASE.tmp" "$BASE"
+	pass "debootstrap $SUITE (cached after)" "$(since "$t")" "$BASE"
+else
+	pass "debootstrap $SUITE" "0.0" "cached in $BASE"
+fi
+
+# ---- the booted container --------------------------------------------------------------------
+
+NSPAWN_PID=
+CT_PID=
+WATCHDOG_PID=
+
+nspawn_alive() { [[ -n $NSPAWN_PID ]] && kill -0 "$NSPAWN_PID" 2>/dev/null; }
+mounted_under() { awk -v r="$1" '$5 == r || index($5, r "/") == 1 { found = 1 } END { exit !found }' /proc/self/mountinfo; }
+# child_of PID prints the first process whose parent is PID.
+child_of() {
+	local d line
+	for d in /proc/[0-9]*; do
+		read -r line 2>/dev/null <"$d/stat" || continue
+		line=${line##*) }
+		read -r _ ppid _ <<<"$line"
+		if [[ $ppid == "$1" ]]; then
+			echo "${d#/proc/}"
+			return
+		fi
+	done
+}
+
+cleanup() {
+	local rc=$?
+	trap - EXIT INT TERM
+	[[ -n $WATCHDOG_PID ]] && kill "$WATCHDOG_PID" 2>/dev/null
+	if nspawn_alive && [[ ${ARIZUKO_SYSTEMTEST_KEEP:-0} == 1 ]]; then
+		say "left running (ARIZUKO_SYSTEMTEST_KEEP=1): nspawn pid $NSPAWN_PID, container init pid $CT_PID;"
+		say "  enter it with: nsenter -t $CT_PID -m -u -i -n -p -C -r -w /bin/bash"
+		exit "$rc"
+	fi
+	if nspawn_alive; then
+		# SIGTERM makes systemd-nspawn ask the container's systemd to power off.
+		kill -TERM "$NSPAWN_PID" 2>/dev/null || true
+		for _ in $(seq 1 40); do
+			nspawn_alive || break
+			sleep 0.5
+		done
+		nspawn_alive && kill -KILL "$NSPAWN_PID" 2>/dev/null
+		wait "$NSPAWN_PID" 2>/dev/null || true
+	fi
+	if [[ -d $RUN ]] && ! mounted_under "$RUN"; then
+		rm -rf --one-file-system "$RUN"
+	fi
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'say "interrupted"; exit 130' INT
+trap 'say "timed out after ${TIMEOUT}s"; exit 124' TERM
+
+# ct CMD...: run CMD inside the container (all of its namespaces, a clean environment).
+ct() {
+	timeout "${CT_TIMEOUT:-120}" nsenter -t "$CT_PID" -m -u -i -n -p -C -r -w \
+		env -i PATH="$CLEAN_PATH" HOME=/root LANG=C.UTF-8 TERM=dumb DEBIAN_FRONTEND=noninteractive "$@"
+}
+
+# fail NAME DETAIL: the check NAME failed; print what the units logged, then stop.
+fail() {
+	say "FAIL: $1: $2"
+	if nspawn_alive && [[ -n $CT_PID ]]; then
+		{
+			echo "---- systemctl status"
+			ct systemctl --no-pager status arizukod.socket arizukod.service arizuko-podman.socket arizuko-podman.service 2>&1 | tail -n 60
+			echo "---- journalctl -u arizukod -u arizuko-podman"
+			ct journalctl --no-pager -u arizukod -u arizuko-podman -n 80 2>&1
+		} >&2 || true
+	fi
+	summary >&2
+	exit 1
+}
+
+# The global deadline: everything after the cached tree.
+# The watchdog's sleep dies with it, so no stray process holds the output open.
+(
+	trap 'kill "$sleep_pid" 2>/dev/null; exit 0' TERM
+	sleep "$TIMEOUT" &
+	sleep_pid=$!
+	wait "$sleep_pid" && kill -TERM $$ 2>/dev/null
+) </dev/null >/dev/null 2>&1 &
+WATCHDOG_PID=$!
+
+t=$(now)
+if [[ -d $RUN ]]; then
+	! mounted_under "$RUN" || die "something is mounted under $RUN; refusing to delete it"
+	rm -rf --one-file-system "$RUN"
+fi
+cp -a --reflink=auto "$BASE" "$RUN"
+rm -f "$RUN/.arizuko-systemtest-ready"
+{
+	echo "deb $MIRROR $SUITE main"
+	echo "deb $MIRROR $SUITE-updates main"
+	[[ -z $SECURITY ]] || echo "deb $SECURITY $SUITE-security main"
+} >"$RUN/etc/apt/sources.list"
+install -m 0644 "$DEB" "$RUN/root/$(basename "$DEB")"
+# The test's tuning of the arizuko user's Podman for this machine (see the header).
+install -D -m 0644 hack/systemtest/containers.conf "$RUN/etc/arizuko-systemtest/containers.conf"
+install -D -m 0644 /dev/stdin "$RUN/etc/systemd/system/arizuko-podman.service.d/systemtest.conf" <<'EOF'
+# hack/systemtest.sh: this machine's Podman settings (runc, no keyring, rlimits).
+[Service]
+Environment=CONTAINERS_CONF=/etc/arizuko-systemtest/containers.conf
+EOF
+echo arizuko-systemtest >"$RUN/etc/hostname"
+pass "fresh copy of the tree" "$(since "$t")" "$RUN"
+
+t=$(now)
+setsid systemd-nspawn -q --register=no --keep-unit -D "$RUN" -M arizuko-systemtest --boot \
+	--bind="$APT_CACHE:/var/cache/apt/archives" </dev/null >"$LOGS/boot.log" 2>&1 &
+NSPAWN_PID=$!
+for _ in $(seq 1 100); do
+	nspawn_alive || die "systemd-nspawn exited: $LOGS/boot.log: $(tail -n 5 "$LOGS/boot.log")"
+	CT_PID=$(child_of "$NSPAWN_PID")
+	[[ -n $CT_PID ]] && break
+	sleep 0.1
+done
+[[ -n $CT_PID ]] || fail "boot" "no container init under systemd-nspawn pid $NSPAWN_PID"
+state=
+for _ in $(seq 1 120); do
+	state=$(CT_TIMEOUT=5 ct systemctl is-system-running 2>/dev/null || true)
+	[[ $state == running || $state == degraded ]] && break
+	sleep 0.5
+done
+[[ $state == running || $state == degraded ]] || fail "boot" "the system is '$state' after 60s"
+[[ $state == running ]] || say "system is degraded: $(ct systemctl --failed --no-legend --plain 2>&1 | tr '\n' ' ')"
+pass "boot to multi-user ($state)" "$(since "$t")" "$(ct systemctl --version | head -n 1)"
+
+# ---- install --------------------------------------------------------------------------------
+
+t=$(now)
+CT_TIMEOUT=300 ct apt-get update -q >"$LOGS/apt-update.log" 2>&1 || fail "apt-get update" "$LOGS/apt-update.log"
+pass "apt-get update" "$(since "$t")" "$MIRROR"
+
+# runc: crun, the first choice of podman's "crun | runc", fails on this machine's cgroups.
+t=$(now)
+CT_TIMEOUT=600 ct apt-get install -y -q -o APT::Keep-Downloaded-Packages=true "/root/$(basename "$DEB")" runc \
+	>"$LOGS/apt-install.log" 2>&1 || fail "apt-get install" "$(tail -n 20 "$LOGS/apt-install.log")"
+newly=$(grep -o '[0-9]* newly installed' "$LOGS/apt-install.log" | cut -d' ' -f1)
+fetched=$(sed -n 's/^Fetched \(.*\) in .*/\1/p' "$LOGS/apt-install.log")
+pass "apt-get install ./$(basename "$DEB")" "$(since "$t")" "$newly packages installed, ${fetched:-0 B} downloaded"
+
+t=$(now)
+pw=$(ct getent passwd arizuko) || fail "arizuko user" "no user arizuko after install"
+[[ $(cut -d: -f6 <<<"$pw") == /var/lib/arizuko ]] || fail "arizuko user" "home is not /var/lib/arizuko: $pw"
+ct grep -q '^arizuko:' /etc/subuid || fail "subordinate ids" "no /etc/subuid entry for arizuko"
+ct grep -q '^arizuko:' /etc/subgid || fail "subordinate ids" "no /etc/subgid entry for arizuko"
+[[ $(ct loginctl show-user arizuko -P Linger 2>&1) == yes ]] || fail "lingering user" "arizuko does not linger: $(ct loginctl show-user arizuko 2>&1 | head -n 3)"
+perm=$(ct stat -c '%a %U:%G' /var/lib/arizuko /run/arizuko /run/arizuko/podman | tr '\n' ',')
+[[ $perm == "700 arizuko:arizuko,750 arizuko:arizuko,700 arizuko:arizuko," ]] || fail "directories" "unexpected owners or modes: $perm"
+pass "user, subids, linger, directories" "$(since "$t")" "$(cut -d: -f1,3,6 <<<"$pw"), subuid $(ct grep '^arizuko:' /etc/subuid | cut -d: -f2,3), lingering"
+
+t=$(now)
+for u in arizukod.socket arizuko-podman.socket; do
+	[[ $(ct systemctl is-enabled "$u" 2>&1) == enabled ]] || fail "enabled on install" "$u is not enabled"
+	[[ $(ct systemctl is-active "$u" 2>&1) == active ]] || fail "started on install" "$u is not active"
+done
+[[ $(ct systemctl is-active arizukod.service 2>&1) == inactive ]] || fail "socket activation" "arizukod.service runs before any connection"
+out=$(ct systemd-analyze verify --man=no arizukod.socket arizukod.service arizuko-podman.socket arizuko-podman.service 2>&1) ||
+	fail "systemd-analyze verify" "$out"
+[[ -z $out ]] || fail "systemd-analyze verify" "$out"
+for f in /etc/arizuko/arizukod.toml /etc/arizuko/podman/containers.conf /usr/share/man/man8/arizukod.8.gz \
+	/usr/share/man/man5/arizukod.toml.5.gz /usr/share/arizuko/skills/MIGRATION_VERSION /usr/libexec/arizuko/agent; do
+	ct test -f "$f" || fail "installed files" "$f is missing"
+done
+pass "sockets enabled+listening, verify" "$(since "$t")" "arizukod.service inactive until a connection"
+
+# ---- the engine and the daemon ---------------------------------------------------------------
+
+t=$(now)
+out=$(CT_TIMEOUT=180 ct arizukod image import-static --engine-socket "unix://$PODMAN_SOCK" \
+	--tag localhost/arizuko-agent:latest /usr/libexec/arizuko/agent 2>&1) || fail "image import" "$out"
+[[ $(ct systemctl is-active arizuko-podman.service) == active ]] || fail "podman activation" "arizuko-podman.service is not active"
+pass "image import (podman socket-activated)" "$(since "$t")" "$out"
+
+# health prints the body of GET /health, then the HTTP status on a line of its own.
+health() { ct curl -sS --max-time 60 --unix-socket "$API_SOCK" -w '\n%{http_code}' http://d/health 2>&1; }
+
+# The first connection starts arizukod.service; it answers at once and sends READY=1 once
+# its store is open and the engine answered (until then /health says 503 "degraded").
+t=$(now)
+first=$(health) || fail "socket activation" "curl: $first"
+first_code=${first##*$'\n'}
+state=
+for _ in $(seq 1 120); do
+	state=$(ct systemctl is-active arizukod.service || true)
+	[[ $state == activating ]] || break
+	sleep 0.5
+done
+[[ $state == active ]] || fail "socket activation" "arizukod.service is $state"
+pass "connect -> arizukod.service active" "$(since "$t")" "first GET /health: HTTP $first_code; READY=1 after that"
+
+t=$(now)
+body=$(health) || fail "GET /health" "curl: $body"
+code=${body##*$'\n'}
+body=${body%$'\n'*}
+[[ $code == 200 ]] || fail "GET /health" "HTTP $code: $body"
+pass "GET /health 200" "$(since "$t")" "$(tr -d ' \n' <<<"$body" | head -c 160)"
+
+t=$(now)
+main=$(ct systemctl show -P MainPID arizukod.service)
+st=$(ct cat "/proc/$main/status")
+grep -q '^NoNewPrivs:[[:space:]]*1' <<<"$st" || fail "hardening" "NoNewPrivs is not 1"
+grep -q '^CapEff:[[:space:]]*0000000000000000' <<<"$st" || fail "hardening" "arizukod has capabilities"
+grep -q '^Seccomp:[[:space:]]*2' <<<"$st" || fail "hardening" "no seccomp filter"
+[[ $(ct stat -c %U "/proc/$main") == arizuko ]] || fail "hardening" "arizukod does not run as arizuko"
+status=$(ct systemctl show -P StatusText arizukod.service)
+score=$(ct systemd-analyze security --no-pager arizukod.service 2>/dev/null | sed -n 's/^→ Overall exposure level for arizukod.service: //p')
+pass "arizukod confined" "$(since "$t")" "user arizuko, no caps, NoNewPrivs, seccomp; exposure $score; STATUS=$status"
+
+t=$(now)
+ct useradd -m -G arizuko alice
+ct useradd -m mallory
+out=$(ct runuser -u alice -- curl -sS --max-time 20 --unix-socket "$API_SOCK" -o /dev/null -w '%{http_code}' http://d/health 2>&1) || true
+[[ $out == 200 ]] || fail "group member" "alice (group arizuko) got: $out"
+out=$(ct runuser -u mallory -- curl -sS --max-time 20 --unix-socket "$API_SOCK" -o /dev/null -w '%{http_code}' http://d/health 2>&1) || true
+[[ $out != 200 ]] || fail "other users" "mallory (not in group arizuko) got HTTP 200"
+pass "API: group member yes, others no" "$(since "$t")" "alice 200; mallory: $(tr '\n' ' ' <<<"$out" | head -c 80)"
+
+# arizukod doctor, run as the service runs (arizukod(8)).
+t=$(now)
+out=$(ct runuser -u arizuko -- env DATA_DIR=/var/lib/arizuko CONTAINER_HOST="unix://$PODMAN_SOCK" \
+	arizukod doctor --check engine --check data-dir --check journald 2>&1) || fail "arizukod doctor" "$out"
+pass "arizukod doctor (as arizuko)" "$(since "$t")" "$(grep -c '^ok' <<<"$out") checks ok: $(grep '^ok *engine' <<<"$out" | tr -s ' ' | cut -c1-90)"
+
+# ---- a real turn -----------------------------------------------------------------------------
+
+t=$(now)
+out=$(ct arizukod groups add main 2>&1) || fail "groups add main" "$out"
+CT_TIMEOUT=300 ct arizukod run --folder main --message "reply hi" >"$LOGS/run.json" 2>&1 ||
+	fail "a turn through the daemon" "$(cat "$LOGS/run.json")"
+run_id=$(sed -n 's/^  "id": "\([^"]*\)".*/\1/p' "$LOGS/run.json" | head -n 1)
+result=$(sed -n 's/^  "result": "\([^"]*\)".*/\1/p' "$LOGS/run.json" | head -n 1)
+[[ -n $run_id ]] || fail "a turn through the daemon" "no run id in: $(cat "$LOGS/run.json")"
+pass "arizukod run --folder main (status ok)" "$(since "$t")" "run $run_id answered \"$result\""
+
+t=$(now)
+entries=$(ct journalctl --no-pager -u arizukod "ARIZUKO_RUN_ID=$run_id" -o cat 2>&1)
+n=$(grep -c . <<<"$entries" || true)
+[[ $n -gt 0 ]] || fail "journalctl -u arizukod ARIZUKO_RUN_ID=$run_id" "no entries"
+folder_n=$(ct journalctl --no-pager -u arizukod ARIZUKO_FOLDER=main -o cat | grep -c . || true)
+ok_n=$(ct journalctl --no-pager -u arizukod "ARIZUKO_RUN_ID=$run_id" ARIZUKO_STATUS=ok -o cat | grep -c . || true)
+[[ $ok_n -gt 0 ]] || fail "journalctl ARIZUKO_STATUS=ok" "no entry of run $run_id with ARIZUKO_STATUS=ok: $entries"
+pass "journalctl -u arizukod ARIZUKO_RUN_ID=" "$(since "$t")" "$n entries ($ok_n with ARIZUKO_STATUS=ok; ARIZUKO_FOLDER=main: $folder_n): $(tr '\n' '|' <<<"$entries" | head -c 120)"
+
+# The agent ran in a container of the arizuko user's Podman, which is gone again.
+t=$(now)
+events=$(ct journalctl --no-pager -u arizuko-podman -o cat | grep "io.arizuko.run=$run_id" | sed -n 's/.* container \([a-z]*\) .*/\1/p' | tr '\n' ' ')
+[[ $events == *start* && $events == *remove* ]] || fail "the turn's container" "podman events of run $run_id: '$events'"
+logs=$(ct sh -c 'ls /var/lib/arizuko/groups/main/logs/container-*.log 2>/dev/null | wc -l')
+[[ $logs -gt 0 ]] || fail "the turn's container" "no /var/lib/arizuko/groups/main/logs/container-*.log"
+left=$(ct runuser -u arizuko -- env XDG_RUNTIME_DIR=/run/arizuko/podman CONTAINER_HOST="unix://$PODMAN_SOCK" \
+	podman --remote ps -a --filter "label=io.arizuko.run=$run_id" --format '{{.Names}}' 2>&1) || fail "the turn's container" "podman ps: $left"
+[[ -z $left ]] || fail "the turn's container" "still there: $left"
+pass "container of the turn: ran, removed" "$(since "$t")" "podman events: $events; $logs run log(s)"
+
+# ---- a user's own daemon (the user units) -----------------------------------------------------
+
+# as_alice CMD...: CMD as alice, in her user manager's environment.
+as_alice() {
+	ct runuser -u alice -- env HOME=/home/alice XDG_RUNTIME_DIR="/run/user/$alice_uid" \
+		DBUS_SESSION_BUS_ADDRESS="unix:path=/run/user/$alice_uid/bus" "$@"
+}
+t=$(now)
+alice_uid=$(ct id -u alice)
+ct loginctl enable-linger alice
+for _ in $(seq 1 60); do
+	ct test -S "/run/user/$alice_uid/bus" && break
+	sleep 0.5
+done
+ct install -d -o alice -g alice /home/alice/.config /home/alice/.config/containers
+ct install -o alice -g alice -m 0644 /etc/arizuko-systemtest/containers.conf /home/alice/.config/containers/containers.conf
+out=$(as_alice systemctl --user enable --now podman.socket arizukod.socket 2>&1) || fail "user units" "$out"
+out=$(as_alice arizukod image import-static --tag localhost/arizuko-agent:latest /usr/libexec/arizuko/agent 2>&1) ||
+	fail "user units: image import" "$out"
+user_sock=/run/user/$alice_uid/arizuko/arizukod.sock
+as_alice curl -sS --max-time 60 --unix-socket "$user_sock" -o /dev/null http://d/health || fail "user units" "no answer on $user_sock"
+for _ in $(seq 1 120); do
+	state=$(as_alice systemctl --user is-active arizukod.service || true)
+	[[ $state == activating ]] || break
+	sleep 0.5
+done
+[[ $state == active ]] || fail "user units" "alice's arizukod.service is $state"
+out=$(as_alice arizukod groups add main 2>&1) || fail "user units: groups add" "$out"
+CT_TIMEOUT=300 as_alice arizukod run --folder main --message "reply hi" >"$LOGS/run-user.json" 2>&1 ||
+	fail "user units: a turn" "$(cat "$LOGS/run-user.json")"
+user_run=$(sed -n 's/^  "id": "\([^"]*\)".*/\1/p' "$LOGS/run-user.json" | head -n 1)
+n=$(as_alice journalctl --user --no-pager -u arizukod "ARIZUKO_RUN_ID=$user_run" -o cat | grep -c . || true)
+[[ $n -gt 0 ]] || fail "user units: journal" "journalctl --user -u arizukod ARIZUKO_RUN_ID=$user_run: no entries"
+as_alice systemctl --user disable --now arizukod.socket arizukod.service podman.socket podman.service >/dev/null 2>&1
+ct loginctl disable-linger alice
+ct loginctl terminate-user alice 2>/dev/null || true
+pass "user units: alice's own daemon" "$(since "$t")" "socket-activated in user@$alice_uid, run $user_run ok, $n journal entries"
+
+# ---- upgrade ---------------------------------------------------------------------------------
+
+# The same package with a higher version: an upgrade keeps the administrator's changes to
+# the conffiles, restarts arizukod.service and leaves arizuko-podman.service (and so any
+# running turn's container) alone.
+t=$(now)
+up=$RUN/root/upgrade
+dpkg-deb -R "$DEB" "$up"
+sed -i 's/^Version: .*/&+systemtest1/' "$up/DEBIAN/control"
+up_version=$(sed -n 's/^Version: //p' "$up/DEBIAN/control")
+dpkg-deb -b -Zgzip "$up" "$RUN/root/arizukod_upgrade.deb" >/dev/null
+rm -rf "$up"
+ct sed -i 's/^#max_running = 5$/max_running = 3/' /etc/arizuko/arizukod.toml
+d_pid=$(ct systemctl show -P MainPID arizukod.service)
+p_pid=$(ct systemctl show -P MainPID arizuko-podman.service)
+CT_TIMEOUT=300 ct apt-get install -y -q /root/arizukod_upgrade.deb >"$LOGS/apt-upgrade.log" 2>&1 ||
+	fail "upgrade" "$(tail -n 20 "$LOGS/apt-upgrade.log")"
+# shellcheck disable=SC2016 # a dpkg-query format
+[[ $(ct dpkg-query -W -f '${Version}' arizukod) == "$up_version" ]] || fail "upgrade" "arizukod is not at $up_version"
+ct grep -q '^max_running = 3$' /etc/arizuko/arizukod.toml || fail "upgrade keeps conffiles" "the change to arizukod.toml is gone"
+d_pid2=$(ct systemctl show -P MainPID arizukod.service)
+p_pid2=$(ct systemctl show -P MainPID arizuko-podman.service)
+[[ $(ct systemctl is-active arizukod.service) == active && $d_pid2 != "$d_pid" && $d_pid2 != 0 ]] ||
+	fail "upgrade restarts arizukod" "arizukod.service: MainPID $d_pid -> $d_pid2, $(ct systemctl is-active arizukod.service)"
+[[ $p_pid2 == "$p_pid" ]] || fail "upgrade leaves podman alone" "arizuko-podman.service MainPID $p_pid -> $p_pid2"
+pass "upgrade to $up_version" "$(since "$t")" "conffile change kept; arizukod pid $d_pid -> $d_pid2; podman pid $p_pid kept"
+
+t=$(now)
+CT_TIMEOUT=300 ct arizukod run --folder main --message "reply hi" >"$LOGS/run2.json" 2>&1 ||
+	fail "a turn after the upgrade" "$(cat "$LOGS/run2.json")"
+pass "a turn after the upgrade (status ok)" "$(since "$t")" "run $(sed -n 's/^  "id": "\([^"]*\)".*/\1/p' "$LOGS/run2.json" | head -n 1)"
+
+# ---- remove and purge ------------------------------------------------------------------------
+
+# procs_of_package prints the processes of the package: arizukod, and everything of the
+# arizuko user (its Podman, conmon, the pause process, agent containers).
+procs_of_package() {
+	# shellcheck disable=SC2016 # expanded inside the container
+	ct sh -c 'uid=$(id -u arizuko 2>/dev/null || echo none)
+		for d in /proc/[0-9]*; do
+			comm=$(cat $d/comm 2>/dev/null) || continue
+			u=$(awk "/^Uid:/ { print \$2 }" $d/status 2>/dev/null)
+			if [ "$comm" = arizukod ] || [ "$u" = "$uid" ]; then echo "${d#/proc/} $comm"; fi
+		done'
+}
+
+t=$(now)
+before=$(procs_of_package | wc -l)
+CT_TIMEOUT=300 ct apt-get remove -y -q arizukod >"$LOGS/apt-remove.log" 2>&1 || fail "apt-get remove" "$(tail -n 20 "$LOGS/apt-remove.log")"
+sleep 1
+left=$(procs_of_package)
+[[ -z $left ]] || fail "nothing runs after remove" "still running: $left"
+for u in arizukod.socket arizukod.service arizuko-podman.socket arizuko-podman.service; do
+	s=$(ct systemctl is-active "$u" 2>&1 || true)
+	[[ $s == inactive || $s == failed ]] || fail "nothing runs after remove" "$u is $s"
+done
+! ct test -e /var/lib/systemd/linger/arizuko || fail "remove" "arizuko still lingers"
+ct test -d /var/lib/arizuko/groups/main || fail "remove keeps data" "/var/lib/arizuko/groups/main is gone"
+ct test -f /etc/arizuko/arizukod.toml || fail "remove keeps conffiles" "/etc/arizuko/arizukod.toml is gone"
+pass "apt-get remove: nothing runs" "$(since "$t")" "$before processes before, 0 after; units inactive; data and config kept"
+
+t=$(now)
+ct rm -rf /etc/systemd/system/arizuko-podman.service.d /etc/arizuko-systemtest
+CT_TIMEOUT=300 ct apt-get purge -y -q arizukod >"$LOGS/apt-purge.log" 2>&1 || fail "apt-get purge" "$(tail -n 20 "$LOGS/apt-purge.log")"
+for p in /var/lib/arizuko /etc/arizuko /run/arizuko; do
+	! ct test -e "$p" || fail "purge" "$p is still there: $(ct ls -la "$p" 2>&1 | head -n 5)"
+done
+for l in /etc/systemd/system/sockets.target.wants/arizukod.socket /etc/systemd/system/sockets.target.wants/arizuko-podman.socket; do
+	! ct test -L "$l" || fail "purge" "$l is still there"
+done
+pass "apt-get purge: data and config gone" "$(since "$t")" "user arizuko kept ($(ct getent passwd arizuko | cut -d: -f1,3))"
+
+summary
