@@ -63,10 +63,21 @@ func (p *Podman) ctx(ctx context.Context) (context.Context, error) {
 }
 
 // forget drops the connection after a transport failure so the next call reconnects.
+// A cancelled call (a Wait the runner no longer needs) says nothing about the connection;
+// dropping it would leave the old client's pooled connections open, one set per turn. A
+// connection that is dropped has its idle connections closed.
 func (p *Podman) forget(err error) {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return
+	}
 	var ne net.Error
 	if errors.As(err, &ne) || errors.Is(err, io.EOF) || strings.Contains(err.Error(), "connection refused") {
 		p.mu.Lock()
+		if p.conn != nil {
+			if c, cerr := bindings.GetClient(p.conn); cerr == nil {
+				c.Client.CloseIdleConnections()
+			}
+		}
 		p.conn = nil
 		p.mu.Unlock()
 	}
