@@ -15,6 +15,7 @@ import (
 	"github.com/arizuko/arizukod/api"
 	"github.com/arizuko/arizukod/contract"
 	"github.com/arizuko/arizukod/internal/daemontest"
+	"github.com/arizuko/arizukod/internal/enginetest"
 	"github.com/arizuko/arizukod/runtime"
 	"github.com/arizuko/arizukod/store"
 )
@@ -525,10 +526,10 @@ func testPeer(t *testing.T, d *daemontest.Daemon) {
 		user = "arizukotest"
 	}
 	if _, err := exec.LookPath("curl"); err != nil {
-		t.Skipf("curl: %v", err)
+		enginetest.Missing(t, "curl: %v", err)
 	}
 	if err := exec.Command("id", user).Run(); err != nil {
-		t.Skipf("no user %s to connect as: %v", user, err)
+		enginetest.Missing(t, "no user %s to connect as: %v", user, err)
 	}
 	curl := func(as string) (string, string) {
 		args := []string{"-sS", "--max-time", "10", "-o", "-", "-w", "\n%{http_code}", "--unix-socket", d.Socket, "http://arizukod/health"}
