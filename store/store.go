@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"modernc.org/sqlite"
@@ -75,15 +76,27 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	for _, o := range opts {
 		o(s)
 	}
-	if err := db.PingContext(ctx); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("store: open %s: %w", abs, err)
+	// Switching a new database to WAL takes an exclusive lock, and SQLite answers a
+	// connection that races it with SQLITE_BUSY without waiting: retry that, briefly.
+	for delay := 5 * time.Millisecond; ; delay *= 2 {
+		err = db.PingContext(ctx)
+		if err == nil {
+			err = migrate(ctx, db, migrationFiles, s.nowMS())
+		}
+		if err == nil || !isBusy(err) || delay > 2*time.Second {
+			break
+		}
+		time.Sleep(delay)
 	}
-	if err := migrate(ctx, db, migrationFiles, s.nowMS()); err != nil {
+	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("store: open %s: %w", abs, err)
 	}
 	return s, nil
+}
+
+func isBusy(err error) bool {
+	return strings.Contains(err.Error(), "SQLITE_BUSY") || strings.Contains(err.Error(), "database is locked")
 }
 
 // Close closes the database. Calls after Close fail.
