@@ -24,9 +24,9 @@ if [[ -z ${ARIZUKO_ENGINE_SOCKET:-} ]] && ! engine_answers; then
 	if ! command -v podman >/dev/null 2>&1; then
 		say "installing podman"
 		if command -v apt-get >/dev/null 2>&1; then
-			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq podman runc >/dev/null
+			pkg_install podman runc >/dev/null
 		else
-			dnf install -y -q podman >/dev/null
+			pkg_install podman >/dev/null
 		fi
 	fi
 	if [[ -d /run/systemd/system ]] && [[ $(ps -p 1 -o comm=) == systemd ]]; then

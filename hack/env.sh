@@ -1,6 +1,9 @@
 # shellcheck shell=bash
 # env.sh: the Go toolchain and build flags every script of the project uses (sourced).
 
+# shellcheck source=hack/pkg.sh
+. "$(dirname "${BASH_SOURCE[0]}")/pkg.sh"
+
 # The Podman bindings build only in their "remote" flavour, without the storage drivers
 # that need C headers; every go command of the project uses these tags.
 export GOFLAGS="-tags=remote,exclude_graphdriver_btrfs,exclude_graphdriver_devicemapper,containers_image_openpgp ${GOFLAGS:-}"
@@ -10,10 +13,11 @@ if ! command -v go >/dev/null 2>&1 && [[ -x /usr/local/go/bin/go ]]; then
 	export PATH=/usr/local/go/bin:$PATH
 fi
 if ! command -v go >/dev/null 2>&1; then
+	pkg_say "no Go toolchain: installing the distribution's Go (about a minute)"
 	if command -v apt-get >/dev/null 2>&1; then
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq golang-go >/dev/null
-	elif command -v dnf >/dev/null 2>&1; then
-		dnf install -y -q golang >/dev/null
+		pkg_install golang-go >/dev/null
+	else
+		pkg_install golang >/dev/null
 	fi
 fi
 # A distro Go older than go.mod asks for fetches the right toolchain through the module proxy.

@@ -31,6 +31,8 @@
 # says why.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=hack/pkg.sh
+. hack/pkg.sh
 
 ST_DIR=${ARIZUKO_SYSTEMTEST_DIR:-/var/tmp/arizuko-systemtest}
 TIMEOUT=${ARIZUKO_SYSTEMTEST_TIMEOUT:-900}
@@ -84,7 +86,7 @@ command -v systemd-nspawn >/dev/null || need+=(systemd-container)
 command -v nsenter >/dev/null || need+=(util-linux)
 if [[ ${#need[@]} -gt 0 ]]; then
 	say "installing ${need[*]}"
-	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+	pkg_install "${need[@]}" >/dev/null
 fi
 
 mkdir -p "$ST_DIR" "$APT_CACHE" "$LOGS"

@@ -24,6 +24,7 @@ say "gofmt and go vet"
 unformatted=$(gofmt -l $(git ls-files '*.go'))
 [[ -z $unformatted ]] || { echo "gofmt would change: $unformatted" >&2; exit 1; }
 go vet "${PKGS[@]}"
+go mod tidy -diff >/dev/null || { echo "go.mod or go.sum is not tidy: run go mod tidy" >&2; exit 1; }
 
 say "starting the test host"
 bash hack/testhost/up.sh
@@ -38,33 +39,42 @@ printf '#!/bin/sh\nexec chroot %s /usr/libexec/podman/quadlet "$@"\n' "$ARIZUKO_
 chmod +x "$QUADLET_GENERATOR"
 export QUADLET_GENERATOR
 
-say "go test ${PKGS[*]}"
+# The suite must leave the work tree and /tmp as it found them.
+tmp_before=$(ls -A /tmp | sort)
+tree_before=$(git status --porcelain)
+
+say "go test ${PKGS[*]} (a line per package as it finishes)"
 go test -count=1 -timeout 45m "${PKGS[@]}"
 
 if [[ $FUZZTIME != 0 && ${PKGS[*]} == ./... ]]; then
 	say "fuzzing every target for $FUZZTIME"
+	FUZZLOG=$ARIZUKO_TESTHOST_DIR/logs/fuzz.log
 	while read -r file target; do
 		pkg=./$(dirname "$file")
 		echo "fuzz $pkg $target"
 		ok=0
 		for _ in 1 2; do
-			if go test -run '^$' -fuzz "^${target}\$" -fuzztime "$FUZZTIME" "$pkg" >/tmp/arizuko-fuzz.log 2>&1; then
+			if go test -run '^$' -fuzz "^${target}\$" -fuzztime "$FUZZTIME" "$pkg" >"$FUZZLOG" 2>&1; then
 				ok=1
 				break
 			fi
 			# Go's fuzz coordinator sometimes misses its own deadline while a worker is
 			# mid-input ("context deadline exceeded", no failing input): that is not a
 			# finding, so it gets one more try. A real finding writes its input and fails.
-			grep -q 'Failing input written' /tmp/arizuko-fuzz.log && break
-			grep -q 'context deadline exceeded' /tmp/arizuko-fuzz.log || break
+			grep -q 'Failing input written' "$FUZZLOG" && break
+			grep -q 'context deadline exceeded' "$FUZZLOG" || break
 			echo "fuzz $pkg $target: the fuzzer missed its deadline, once more"
 		done
-		[[ $ok == 1 ]] || { cat /tmp/arizuko-fuzz.log; exit 1; }
+		[[ $ok == 1 ]] || { cat "$FUZZLOG"; exit 1; }
 	done < <(git grep -o -E '^func Fuzz[A-Za-z0-9_]+' -- '*_test.go' | sed -E 's/:func / /')
 fi
+tmp_left=$(comm -13 <(printf '%s\n' "$tmp_before") <(ls -A /tmp | sort))
+[[ -z $tmp_left ]] || { echo "the tests left these in /tmp:" $tmp_left >&2; exit 1; }
+[[ $(git status --porcelain) == "$tree_before" ]] || { echo "the tests changed the work tree:" >&2; git status --porcelain >&2; exit 1; }
+
 if [[ ${PKGS[*]} == ./... ]]; then
 	say "packages: make deb and rpm (lintian, rpmlint, systemd-analyze verify), then the booted-system test"
-	command -v make >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq make >/dev/null; }
+	command -v make >/dev/null || pkg_install make >/dev/null
 	make -s packages
 	bash hack/systemtest.sh
 fi

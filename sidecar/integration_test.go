@@ -40,17 +40,7 @@ type importOnce struct {
 func ensureSidecarImage(t *testing.T, e enginetest.Engine, eng runtime.Engine) {
 	t.Helper()
 	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "arizuko-sidecar-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		sidecarBin = filepath.Join(dir, "sidecar")
-		cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", sidecarBin, "github.com/arizuko/arizukod/examples/sidecar")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("build example sidecar: %v\n%s", err, out)
-		}
+		sidecarBin, buildErr = enginetest.StaticBinary("github.com/arizuko/arizukod/examples/sidecar", "sidecar")
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)

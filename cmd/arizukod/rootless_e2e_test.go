@@ -28,19 +28,27 @@ func TestRootlessPodman(t *testing.T) {
 	uid, _ := strconv.Atoi(u.Uid)
 	gid, _ := strconv.Atoi(u.Gid)
 
-	bin := filepath.Join(filepath.Dir(enginetest.AgentBinary(t)), "arizukod")
+	// The user's own temporary directory holds the binary and the data dir, so the user can
+	// reach both and the test leaves nothing behind.
+	base, err := os.MkdirTemp(u.HomeDir, "arizuko-rootless-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	bin := filepath.Join(base, "arizukod")
 	build := exec.Command("go", "build", "-o", bin, ".")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build arizukod: %v\n%s", err, out)
 	}
-	dataDir, err := os.MkdirTemp(u.HomeDir, "arizuko-rootless-")
-	if err != nil {
+	dataDir := filepath.Join(base, "data")
+	if err := os.Mkdir(dataDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(dataDir) })
-	if err := os.Chown(dataDir, uid, gid); err != nil {
-		t.Fatal(err)
+	for _, p := range []string{base, dataDir} {
+		if err := os.Chown(p, uid, gid); err != nil {
+			t.Fatal(err)
+		}
 	}
 	run := func(message string) map[string]any {
 		t.Helper()

@@ -37,6 +37,9 @@ SYSTEMD_MARKER_DIR=/run/systemd/system
 # /usr/local/bin here, and nothing from /usr/local must shadow runc & co).
 CLEAN_PATH=/usr/sbin:/usr/bin:/sbin:/bin
 
+# shellcheck source=hack/pkg.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../pkg.sh"
+
 say() { printf 'testhost: %s\n' "$*" >&2; }
 die() {
 	printf 'testhost: error: %s\n' "$*" >&2

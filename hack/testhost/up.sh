@@ -47,8 +47,12 @@ install_packages() {
 		for p in "${DEB_PACKAGES[@]}"; do
 			[[ $installed == *" $p "* ]] || missing+=("$p")
 		done
+		# The MCP SDK test runs the official TypeScript client: Node.js and npm, unless the
+		# machine has them from elsewhere already.
+		command -v node >/dev/null || missing+=(nodejs)
+		command -v npm >/dev/null || missing+=(npm)
 		[[ ${#missing[@]} -gt 0 ]] || return 0
-		say "installing ${missing[*]}"
+		say "installing ${#missing[@]} packages and their dependencies (2 to 6 minutes on a bare machine): ${missing[*]}"
 		local policy=/usr/sbin/policy-rc.d own_policy=
 		if [[ ! -e $policy ]]; then
 			# Keep package scripts from starting the system's own docker/containerd.
@@ -56,24 +60,19 @@ install_packages() {
 			chmod 0755 "$policy"
 			own_policy=1
 		fi
-		local -a apt=(env DEBIAN_FRONTEND=noninteractive apt-get -y -q -o Dpkg::Use-Pty=0 install --no-install-recommends)
 		local rc=0
-		if ! compgen -G '/var/lib/apt/lists/*_Packages*' >/dev/null; then
-			apt-get -q update || rc=$?
-		fi
-		if [[ $rc -eq 0 ]] && ! "${apt[@]}" "${missing[@]}"; then
-			say "install failed, refreshing package lists and retrying"
-			apt-get -q update && "${apt[@]}" "${missing[@]}" || rc=$?
-		fi
+		pkg_install "${missing[@]}" || rc=$?
 		[[ -z $own_policy ]] || rm -f "$policy"
 		[[ $rc -eq 0 ]] || die "apt-get could not install: ${missing[*]}"
 	elif command -v dnf >/dev/null; then
 		for p in "${RPM_PACKAGES[@]}"; do
 			rpm -q "$p" >/dev/null 2>&1 || missing+=("$p")
 		done
+		command -v node >/dev/null || missing+=(nodejs)
+		command -v npm >/dev/null || missing+=(npm)
 		[[ ${#missing[@]} -gt 0 ]] || return 0
-		say "installing ${missing[*]}"
-		dnf install -y "${missing[@]}" || die "dnf could not install: ${missing[*]}"
+		say "installing ${#missing[@]} packages and their dependencies (2 to 6 minutes on a bare machine): ${missing[*]}"
+		pkg_install "${missing[@]}" || die "dnf could not install: ${missing[*]}"
 	else
 		die "no apt-get or dnf: install ${DEB_PACKAGES[*]} by hand"
 	fi

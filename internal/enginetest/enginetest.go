@@ -113,26 +113,40 @@ type importResult struct {
 func AgentBinary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "arizuko-agent-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		if err := os.Chmod(dir, 0o755); err != nil {
-			buildErr = err
-			return
-		}
-		agentBin = filepath.Join(dir, "agent")
-		cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", agentBin, "github.com/arizuko/arizukod/examples/agent")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("build example agent: %v\n%s", err, out)
-		}
+		agentBin, buildErr = StaticBinary("github.com/arizuko/arizukod/examples/agent", "agent")
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)
 	}
 	return agentBin
+}
+
+// StaticBinary builds the Go package pkg statically into the user's cache directory
+// (arizuko-test/<name>) and returns its path. The tests' binaries live there rather than in
+// /tmp so that a test run leaves nothing behind; Go's build cache makes a rebuild cheap, and
+// the binary is renamed into place so that concurrent test processes never see half of it.
+func StaticBinary(pkg, name string) (string, error) {
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("build %s: %w", pkg, err)
+	}
+	dir := filepath.Join(cache, "arizuko-test")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("build %s: %w", pkg, err)
+	}
+	bin := filepath.Join(dir, name)
+	tmp := fmt.Sprintf("%s.%d.tmp", bin, os.Getpid())
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", tmp, pkg)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		os.Remove(tmp)
+		return "", fmt.Errorf("build %s: %v\n%s", pkg, err, out)
+	}
+	if err := os.Rename(tmp, bin); err != nil {
+		os.Remove(tmp)
+		return "", fmt.Errorf("build %s: %w", pkg, err)
+	}
+	return bin, nil
 }
 
 // EnsureAgentImage imports the example agent into eng as AgentImage, once per process.
