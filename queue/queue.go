@@ -45,6 +45,7 @@ type Runner interface {
 	Adopt(ctx context.Context, t runtime.Turn, container string, startedAt time.Time) (runtime.Result, error)
 	Steer(ctx context.Context, f groupfolder.Folder, containerID string, msgs []contract.Message) error
 	RemoveLeftovers(ctx context.Context, keep func(runtime.Container) bool) ([]string, error)
+	RetryRemovals(ctx context.Context)
 }
 
 // Builder builds a run's turn.
@@ -179,6 +180,7 @@ func (q *Queue) dispatch(ctx context.Context) {
 		return
 	}
 	q.adoptOrphans(ctx)
+	q.cfg.Runner.RetryRemovals(ctx)
 	q.makeInboxRuns(ctx)
 	for ctx.Err() == nil {
 		run, err := q.cfg.Store.StartNext(ctx, q.cfg.MaxRunning)

@@ -135,6 +135,10 @@ type Runner struct {
 	log *slog.Logger
 	// removals are the removals still running after their turn's result.
 	removals sync.WaitGroup
+	// unremoved holds the containers (ID to name) whose removal failed, typically because
+	// the engine went away just then; RetryRemovals tries them again.
+	mu        sync.Mutex
+	unremoved map[string]string
 }
 
 // NewRunner checks cfg and returns a Runner.
@@ -458,8 +462,37 @@ func (tr *turnRun) remove(ctx context.Context) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	if err := tr.r.cfg.Engine.Remove(rctx, tr.id); err != nil {
-		tr.r.log.Error("remove container", "container", tr.res.Container, "err", err)
+		tr.r.log.Error("remove container: retried once the engine answers", "container", tr.res.Container, "err", err)
 		tr.note("remove failed: %v", err)
+		tr.r.mu.Lock()
+		if tr.r.unremoved == nil {
+			tr.r.unremoved = map[string]string{}
+		}
+		tr.r.unremoved[tr.id] = tr.res.Container
+		tr.r.mu.Unlock()
+	}
+}
+
+// RetryRemovals removes again the containers whose removal failed. The queue calls it
+// while the engine answers; a container still not removable stays for the next call.
+func (r *Runner) RetryRemovals(ctx context.Context) {
+	r.mu.Lock()
+	pending := r.unremoved
+	r.unremoved = nil
+	r.mu.Unlock()
+	for id, name := range pending {
+		err := r.cfg.Engine.Remove(ctx, id)
+		if err == nil || errors.Is(err, ErrNoSuchContainer) {
+			r.log.Info("removed container after a failed removal", "container", name)
+			continue
+		}
+		r.log.Warn("remove container again", "container", name, "err", err)
+		r.mu.Lock()
+		if r.unremoved == nil {
+			r.unremoved = map[string]string{}
+		}
+		r.unremoved[id] = name
+		r.mu.Unlock()
 	}
 }
 
