@@ -95,6 +95,20 @@ type Run struct {
 	CreatedAt       int64 // unix ms
 	StartedAt       int64 // unix ms; 0 until running
 	EndedAt         int64 // unix ms; 0 until final
+	// Usage is what the turn used of the model API through the gateway.
+	Usage Usage
+}
+
+// Usage is what one run used of the model API, summed over its requests.
+type Usage struct {
+	Requests         int64
+	Model            string // the last model the agent asked for
+	InputTokens      int64
+	OutputTokens     int64
+	CacheReadTokens  int64
+	CacheWriteTokens int64
+	// Refused is why the gateway last refused a request of the run ("" when it never did).
+	Refused string
 }
 
 // RunFilter selects runs for ListRuns. Zero fields match everything.
@@ -131,7 +145,8 @@ type Outcome struct {
 
 const runColumns = `id, seq, folder, kind, task_id, container, state, status, failure, terminal,
 	exit_code, error, result, new_session_id, input, timeout_ms, attempt, inbox_first, inbox_last,
-	kill_requested_at, created_at, started_at, ended_at`
+	kill_requested_at, created_at, started_at, ended_at, model_requests, model, input_tokens,
+	output_tokens, cache_read_tokens, cache_write_tokens, model_refused`
 
 func scanRun(row interface{ Scan(...any) error }) (*Run, error) {
 	var (
@@ -142,7 +157,9 @@ func scanRun(row interface{ Scan(...any) error }) (*Run, error) {
 	)
 	err := row.Scan(&r.ID, &r.Seq, &r.Folder, &r.Kind, &taskID, &r.Container, &r.State, &r.Status,
 		&r.Failure, &r.Terminal, &exitCode, &r.Error, &r.Result, &r.NewSessionID, &input,
-		&r.TimeoutMS, &r.Attempt, &inFirst, &inLast, &kill, &r.CreatedAt, &start, &ended)
+		&r.TimeoutMS, &r.Attempt, &inFirst, &inLast, &kill, &r.CreatedAt, &start, &ended,
+		&r.Usage.Requests, &r.Usage.Model, &r.Usage.InputTokens, &r.Usage.OutputTokens,
+		&r.Usage.CacheReadTokens, &r.Usage.CacheWriteTokens, &r.Usage.Refused)
 	if err != nil {
 		return nil, err
 	}

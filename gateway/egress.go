@@ -1,0 +1,352 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// ErrBadEgress marks a malformed egress allowlist entry.
+var ErrBadEgress = errors.New("bad egress entry")
+
+// CheckEgress validates a group's egress list: each entry is HOST:PORT, where HOST is a
+// DNS name, "*." and a DNS name (its subdomains, not itself), or an IP address
+// ([v6] in brackets), and PORT is 1-65535.
+func CheckEgress(list []string) error {
+	for i, e := range list {
+		if _, err := parseEgress(e); err != nil {
+			return fmt.Errorf("egress[%d]: %w", i, err)
+		}
+	}
+	return nil
+}
+
+type egressRule struct {
+	host     string // lower case, without "*."
+	wildcard bool
+	ip       netip.Addr // valid for an address entry
+	port     string
+}
+
+func parseEgress(e string) (egressRule, error) {
+	host, port, err := net.SplitHostPort(e)
+	if err != nil {
+		return egressRule{}, fmt.Errorf("%w: %q is not HOST:PORT (e.g. \"github.com:443\", \"*.npmjs.org:443\")", ErrBadEgress, e)
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 || strconv.Itoa(p) != port {
+		return egressRule{}, fmt.Errorf("%w: %q: port %q is not 1-65535", ErrBadEgress, e, port)
+	}
+	if ip, err := netip.ParseAddr(host); err == nil {
+		return egressRule{ip: ip.Unmap(), port: port}, nil
+	}
+	r := egressRule{host: strings.ToLower(host), port: port}
+	if rest, ok := strings.CutPrefix(r.host, "*."); ok {
+		r.host, r.wildcard = rest, true
+	}
+	if !validDNSName(r.host) {
+		return egressRule{}, fmt.Errorf("%w: %q: %q is not a DNS name", ErrBadEgress, e, host)
+	}
+	return r, nil
+}
+
+func validDNSName(h string) bool {
+	if h == "" || len(h) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(h, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for _, c := range label {
+			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// EgressConfig is one turn's egress proxy.
+type EgressConfig struct {
+	SocketPath string // <ipc dir>/egress.sock
+	Allow      []string
+	// Lookup resolves a name on the host; nil uses net.DefaultResolver.
+	Lookup func(ctx context.Context, host string) ([]netip.Addr, error)
+	// Record gets each connection's counts when it ends, and each refusal.
+	Record func(host string, up, down int64, refused bool)
+	Logger *slog.Logger
+}
+
+// Egress is one turn's running egress proxy: an HTTP proxy (CONNECT, and plain HTTP in
+// absolute form) that reaches only the allowed host:ports.
+type Egress struct {
+	cfg   EgressConfig
+	rules []egressRule
+	srv   *http.Server
+	done  chan struct{}
+	conns sync.WaitGroup
+}
+
+// StartEgress listens on cfg.SocketPath and serves until Stop.
+func StartEgress(cfg EgressConfig) (*Egress, error) {
+	e := &Egress{cfg: cfg, done: make(chan struct{})}
+	for _, a := range cfg.Allow {
+		r, err := parseEgress(a)
+		if err != nil {
+			return nil, fmt.Errorf("egress proxy: %w", err)
+		}
+		e.rules = append(e.rules, r)
+	}
+	if e.cfg.Logger == nil {
+		e.cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if e.cfg.Record == nil {
+		e.cfg.Record = func(string, int64, int64, bool) {}
+	}
+	if e.cfg.Lookup == nil {
+		e.cfg.Lookup = func(ctx context.Context, host string) ([]netip.Addr, error) {
+			return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+		}
+	}
+	ln, err := listenUnix(cfg.SocketPath)
+	if err != nil {
+		return nil, fmt.Errorf("egress proxy: %w", err)
+	}
+	e.srv = &http.Server{Handler: e, ReadHeaderTimeout: 30 * time.Second}
+	go func() {
+		defer close(e.done)
+		if err := e.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			e.cfg.Logger.Error("egress proxy stopped", "err", err)
+		}
+	}()
+	return e, nil
+}
+
+// Stop closes the socket and every connection through it, and removes the socket file.
+func (e *Egress) Stop() {
+	e.srv.Close()
+	<-e.done
+	e.conns.Wait()
+	os.Remove(e.cfg.SocketPath)
+}
+
+// listed reports whether host:port is on the list (by name or as an address).
+func (e *Egress) listed(host, port string) bool {
+	host = strings.ToLower(strings.TrimSuffix(host, "."))
+	ip, ipErr := netip.ParseAddr(host)
+	for _, r := range e.rules {
+		if r.port != port {
+			continue
+		}
+		switch {
+		case r.ip.IsValid():
+			if ipErr == nil && ip.Unmap() == r.ip {
+				return true
+			}
+		case r.wildcard:
+			if strings.HasSuffix(host, "."+r.host) {
+				return true
+			}
+		case host == r.host:
+			return true
+		}
+	}
+	return false
+}
+
+// addressListed reports whether the address itself is an entry, which allows it even
+// when it is private.
+func (e *Egress) addressListed(ip netip.Addr, port string) bool {
+	for _, r := range e.rules {
+		if r.ip.IsValid() && r.ip == ip.Unmap() && r.port == port {
+			return true
+		}
+	}
+	return false
+}
+
+func internal(ip netip.Addr) bool {
+	ip = ip.Unmap()
+	return ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() ||
+		ip.IsUnspecified() || ip.IsMulticast() || ip.IsInterfaceLocalMulticast() ||
+		netip.MustParsePrefix("100.64.0.0/10").Contains(ip)
+}
+
+// errRefused is a destination the proxy does not reach; its text is what the agent reads.
+type errRefused struct{ msg string }
+
+func (e errRefused) Error() string { return e.msg }
+
+// resolve checks host:port against the list and returns the address to dial: the name is
+// resolved here, once, and an internal address is used only when it is listed itself.
+func (e *Egress) resolve(ctx context.Context, hostport string) (string, error) {
+	host, port, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return "", errRefused{fmt.Sprintf("%q is not host:port", hostport)}
+	}
+	if !e.listed(host, port) {
+		return "", errRefused{fmt.Sprintf("%s is not on this group's egress list (container_config.egress)", net.JoinHostPort(host, port))}
+	}
+	var addrs []netip.Addr
+	if ip, err := netip.ParseAddr(host); err == nil {
+		addrs = []netip.Addr{ip}
+	} else {
+		lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		addrs, err = e.cfg.Lookup(lctx, host)
+		cancel()
+		if err != nil || len(addrs) == 0 {
+			return "", fmt.Errorf("resolving %s: %v", host, err)
+		}
+	}
+	for _, ip := range addrs {
+		if !internal(ip) || e.addressListed(ip, port) {
+			return net.JoinHostPort(ip.Unmap().String(), port), nil
+		}
+	}
+	return "", errRefused{fmt.Sprintf("%s resolves to %s, an internal address that is not itself on the egress list", host, addrs[0])}
+}
+
+func (e *Egress) refuse(w http.ResponseWriter, target string, err error) {
+	code := http.StatusBadGateway
+	var rf errRefused
+	if errors.As(err, &rf) {
+		code = http.StatusForbidden
+		e.cfg.Record(target, 0, 0, true)
+	}
+	e.cfg.Logger.Warn("egress refused", "target", target, "status", code, "reason", err.Error())
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Arizuko-Gateway", "refused")
+	w.WriteHeader(code)
+	fmt.Fprintf(w, "arizukod egress: %v\n", err)
+}
+
+func (e *Egress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodConnect {
+		e.connect(w, r)
+		return
+	}
+	if r.URL.Scheme != "http" || r.URL.Host == "" {
+		e.refuse(w, r.Host, errRefused{"only CONNECT and absolute http:// requests are proxied; set HTTPS_PROXY/HTTP_PROXY to this proxy"})
+		return
+	}
+	target := r.URL.Host
+	if r.URL.Port() == "" {
+		target = net.JoinHostPort(r.URL.Hostname(), "80")
+	}
+	addr, err := e.resolve(r.Context(), target)
+	if err != nil {
+		e.refuse(w, target, err)
+		return
+	}
+	var conn countingConn
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			c, err := (&net.Dialer{Timeout: 10 * time.Second}).DialContext(ctx, "tcp", addr)
+			if err != nil {
+				return nil, err
+			}
+			conn.Conn = c
+			return &conn, nil
+		},
+		ResponseHeaderTimeout: 5 * time.Minute,
+		DisableKeepAlives:     true,
+	}
+	defer tr.CloseIdleConnections()
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.Out.URL = r.URL
+			pr.Out.Header.Del("Proxy-Authorization")
+			pr.Out.Header.Del("Proxy-Connection")
+		},
+		Transport:     tr,
+		FlushInterval: -1,
+		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
+			e.refuse(w, target, err)
+		},
+	}
+	rp.ServeHTTP(w, r)
+	e.cfg.Record(target, conn.written, conn.read, false)
+}
+
+func (e *Egress) connect(w http.ResponseWriter, r *http.Request) {
+	target := r.Host
+	addr, err := e.resolve(r.Context(), target)
+	if err != nil {
+		e.refuse(w, target, err)
+		return
+	}
+	dst, err := (&net.Dialer{Timeout: 10 * time.Second}).DialContext(r.Context(), "tcp", addr)
+	if err != nil {
+		e.refuse(w, target, fmt.Errorf("connecting to %s (%s): %w", target, addr, err))
+		return
+	}
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		dst.Close()
+		e.refuse(w, target, errors.New("the proxy cannot take over this connection"))
+		return
+	}
+	src, buf, err := hj.Hijack()
+	if err != nil {
+		dst.Close()
+		return
+	}
+	e.conns.Add(1)
+	go func() {
+		defer e.conns.Done()
+		defer src.Close()
+		defer dst.Close()
+		if _, err := src.Write([]byte("HTTP/1.1 200 Connection established\r\n\r\n")); err != nil {
+			return
+		}
+		var up, down int64
+		done := make(chan struct{})
+		go func() {
+			// Bytes the client sent with the CONNECT line are already buffered.
+			n, _ := io.Copy(dst, io.MultiReader(buf.Reader, src))
+			up = n
+			if tc, ok := dst.(*net.TCPConn); ok {
+				tc.CloseWrite()
+			}
+			close(done)
+		}()
+		down, _ = io.Copy(src, dst)
+		src.Close()
+		<-done
+		e.cfg.Record(target, up, down, false)
+	}()
+	go func() {
+		<-e.done
+		src.Close()
+		dst.Close()
+	}()
+}
+
+// countingConn counts the bytes read and written through a connection.
+type countingConn struct {
+	net.Conn
+	read, written int64
+}
+
+func (c *countingConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.read += int64(n)
+	return n, err
+}
+
+func (c *countingConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	c.written += int64(n)
+	return n, err
+}

@@ -1,0 +1,352 @@
+// Package gateway serves a turn's only ways off the host while its container has no
+// network: the model API (model.sock) and the egress proxy (egress.sock), both unix
+// sockets in the group's IPC directory that live exactly as long as the turn.
+//
+// It owns the model credential (read on the host, added to each forwarded request, never
+// handed to the container), the per-turn token that the agent presents instead, the
+// parsing of usage from the API's answers and the egress allowlist. It does not touch the
+// store or the engine: what it counts and refuses it reports through callbacks.
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Paths the model gateway forwards, each for POST only. Claude Code needs exactly the
+// first for a turn (with ?beta=true); count_tokens is the API's other per-request call.
+var modelPaths = []string{"/v1/messages", "/v1/messages/count_tokens"}
+
+// maxRequestBytes bounds a request body the gateway reads to find its model.
+const maxRequestBytes = 32 << 20
+
+// maxJSONResponseBytes bounds a non-streamed answer the gateway reads for its usage.
+const maxJSONResponseBytes = 64 << 20
+
+// Usage is what requests of one turn used, as the API reported it.
+type Usage struct {
+	Requests         int64
+	Model            string
+	InputTokens      int64
+	OutputTokens     int64
+	CacheReadTokens  int64
+	CacheWriteTokens int64
+	// Refused says why the gateway refused a request; "" for a forwarded one.
+	Refused string
+}
+
+func (u *Usage) add(d Usage) {
+	u.Requests += d.Requests
+	u.InputTokens += d.InputTokens
+	u.OutputTokens += d.OutputTokens
+	u.CacheReadTokens += d.CacheReadTokens
+	u.CacheWriteTokens += d.CacheWriteTokens
+	if d.Model != "" {
+		u.Model = d.Model
+	}
+	if d.Refused != "" {
+		u.Refused = d.Refused
+	}
+}
+
+// ModelConfig is one turn's model gateway.
+type ModelConfig struct {
+	// SocketPath is where it listens: <ipc dir>/model.sock.
+	SocketPath string
+	// Token is the turn's token; a request without it is refused.
+	Token string
+	// Upstream is the Messages API's base URL, e.g. https://api.anthropic.com.
+	Upstream *url.URL
+	// Credential is added to every forwarded request. Without one every request is
+	// refused with what to configure.
+	Credential Credential
+	// Models, when not empty, are the only models a request may name.
+	Models []string
+	// RequestsPerTurn, when positive, bounds the turn's forwarded requests.
+	RequestsPerTurn int64
+	// Budget, when set, is asked before each request is forwarded; an error refuses it
+	// and its text is what the agent and the operator read.
+	Budget func(ctx context.Context) error
+	// Record gets the usage of each request as it ends (and each refusal), before the
+	// agent reads the end of the answer. It must not block for long.
+	Record func(Usage)
+	// Transport reaches the upstream; nil uses one with the package's timeouts.
+	Transport http.RoundTripper
+	Logger    *slog.Logger
+}
+
+// Model is one turn's running model gateway.
+type Model struct {
+	cfg   ModelConfig
+	srv   *http.Server
+	ln    net.Listener
+	done  chan struct{}
+	proxy *httputil.ReverseProxy
+
+	mu       sync.Mutex
+	usage    Usage
+	forwards int64
+}
+
+// NewTransport is the upstream transport of the gateways: bounded dials and header waits,
+// so that a dead upstream answers the agent with an error instead of hanging the turn.
+func NewTransport() *http.Transport {
+	return &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ResponseHeaderTimeout: 10 * time.Minute,
+		IdleConnTimeout:       90 * time.Second,
+		MaxIdleConnsPerHost:   16,
+		ForceAttemptHTTP2:     true,
+	}
+}
+
+// StartModel listens on cfg.SocketPath (replacing a stale socket) and serves until Stop.
+func StartModel(cfg ModelConfig) (*Model, error) {
+	switch {
+	case cfg.SocketPath == "":
+		return nil, errors.New("model gateway: no socket path")
+	case len(cfg.Token) < 16:
+		return nil, errors.New("model gateway: the turn's token is missing or too short")
+	case cfg.Upstream == nil || cfg.Upstream.Host == "" || (cfg.Upstream.Scheme != "https" && cfg.Upstream.Scheme != "http"):
+		return nil, fmt.Errorf("model gateway: upstream %v is not an http(s) URL", cfg.Upstream)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Transport == nil {
+		cfg.Transport = NewTransport()
+	}
+	if cfg.Record == nil {
+		cfg.Record = func(Usage) {}
+	}
+	ln, err := listenUnix(cfg.SocketPath)
+	if err != nil {
+		return nil, fmt.Errorf("model gateway: %w", err)
+	}
+	m := &Model{cfg: cfg, ln: ln, done: make(chan struct{})}
+	m.proxy = &httputil.ReverseProxy{
+		Rewrite:        m.rewrite,
+		Transport:      cfg.Transport,
+		FlushInterval:  -1,
+		ModifyResponse: m.modifyResponse,
+		ErrorHandler:   m.upstreamError,
+		ErrorLog:       slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
+	}
+	m.srv = &http.Server{Handler: m, ReadHeaderTimeout: 30 * time.Second}
+	go func() {
+		defer close(m.done)
+		if err := m.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			cfg.Logger.Error("model gateway stopped", "err", err)
+		}
+	}()
+	return m, nil
+}
+
+// Stop closes the socket and every open request at once: the turn is over, and so is its
+// token. It removes the socket file.
+func (m *Model) Stop() {
+	m.srv.Close()
+	<-m.done
+	os.Remove(m.cfg.SocketPath)
+}
+
+// Usage is the turn's usage so far.
+func (m *Model) Usage() Usage {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.usage
+}
+
+func (m *Model) record(u Usage) {
+	m.mu.Lock()
+	m.usage.add(u)
+	m.mu.Unlock()
+	m.cfg.Record(u)
+}
+
+// apiError writes an error in the Messages API's own shape, so the agent's SDK reads it
+// (and retries 429 and 5xx as it would against the real API).
+func apiError(w http.ResponseWriter, code int, typ, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Arizuko-Gateway", "refused")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(map[string]any{
+		"type":  "error",
+		"error": map[string]string{"type": typ, "message": msg},
+	})
+}
+
+// presentedToken is the token the agent sent, as an API key or a bearer token.
+func presentedToken(h http.Header) string {
+	if k := h.Get("X-Api-Key"); k != "" {
+		return k
+	}
+	if a := h.Get("Authorization"); len(a) > 7 && strings.EqualFold(a[:7], "bearer ") {
+		return strings.TrimSpace(a[7:])
+	}
+	return ""
+}
+
+func (m *Model) refuse(w http.ResponseWriter, r *http.Request, code int, typ, msg string, count bool) {
+	m.cfg.Logger.Warn("model gateway refused a request", "method", r.Method, "path", r.URL.Path, "status", code, "reason", msg)
+	if count {
+		m.record(Usage{Refused: msg})
+	}
+	apiError(w, code, typ, "arizukod: "+msg)
+}
+
+func (m *Model) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	tok := presentedToken(r.Header)
+	if tok == "" || subtle.ConstantTimeCompare([]byte(tok), []byte(m.cfg.Token)) != 1 {
+		why := "the request carries no token: send this turn's ARIZUKO_MODEL_TOKEN as x-api-key"
+		if tok != "" {
+			why = "the token is not this turn's: only the running turn's ARIZUKO_MODEL_TOKEN is accepted"
+		}
+		m.refuse(w, r, http.StatusUnauthorized, "authentication_error", why, false)
+		return
+	}
+	if m.cfg.Credential.Value == "" {
+		m.refuse(w, r, http.StatusUnauthorized, "authentication_error", ErrNoCredential.Error(), true)
+		return
+	}
+	if !slices.Contains(modelPaths, r.URL.Path) || r.Method != http.MethodPost {
+		m.refuse(w, r, http.StatusForbidden, "permission_error",
+			fmt.Sprintf("%s %s is not forwarded: the gateway serves only POST %s", r.Method, r.URL.Path, strings.Join(modelPaths, ", POST ")), false)
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxRequestBytes+1))
+	if err != nil {
+		m.refuse(w, r, http.StatusBadRequest, "invalid_request_error", "reading the request body: "+err.Error(), false)
+		return
+	}
+	if len(body) > maxRequestBytes {
+		m.refuse(w, r, http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("the request body exceeds %d bytes", maxRequestBytes), false)
+		return
+	}
+	var req struct {
+		Model string `json:"model"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		m.refuse(w, r, http.StatusBadRequest, "invalid_request_error", "the request body is not JSON: "+err.Error(), false)
+		return
+	}
+	if len(m.cfg.Models) > 0 && !slices.Contains(m.cfg.Models, req.Model) {
+		m.refuse(w, r, http.StatusForbidden, "permission_error",
+			fmt.Sprintf("model %q is not allowed for this group (allowed: %s)", req.Model, strings.Join(m.cfg.Models, ", ")), true)
+		return
+	}
+	if r.URL.Path == "/v1/messages" {
+		m.mu.Lock()
+		over := m.cfg.RequestsPerTurn > 0 && m.forwards >= m.cfg.RequestsPerTurn
+		if !over {
+			m.forwards++
+		}
+		m.mu.Unlock()
+		if over {
+			m.refuse(w, r, http.StatusForbidden, "permission_error",
+				fmt.Sprintf("budget reached: this turn made its %d model requests (container_config.model.requests_per_turn)", m.cfg.RequestsPerTurn), true)
+			return
+		}
+		if m.cfg.Budget != nil {
+			if err := m.cfg.Budget(r.Context()); err != nil {
+				m.refuse(w, r, http.StatusForbidden, "permission_error", "budget reached: "+err.Error(), true)
+				return
+			}
+		}
+		m.record(Usage{Requests: 1, Model: req.Model})
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.ContentLength = int64(len(body))
+	m.proxy.ServeHTTP(w, r)
+}
+
+// rewrite sends the request to the upstream with the real credential in place of the
+// turn's token, and nothing else of the agent's identity.
+func (m *Model) rewrite(pr *httputil.ProxyRequest) {
+	pr.SetURL(m.cfg.Upstream)
+	pr.Out.Host = m.cfg.Upstream.Host
+	h := pr.Out.Header
+	h.Del("X-Api-Key")
+	h.Del("Authorization")
+	h.Del("Proxy-Authorization")
+	h.Del("Cookie")
+	m.cfg.Credential.apply(h)
+}
+
+func (m *Model) modifyResponse(resp *http.Response) error {
+	if resp.StatusCode != http.StatusOK || !strings.HasSuffix(resp.Request.URL.Path, "/v1/messages") {
+		return nil
+	}
+	ct := resp.Header.Get("Content-Type")
+	if strings.HasPrefix(ct, "text/event-stream") {
+		resp.Body = &sseUsage{rc: resp.Body, record: m.record}
+		return nil
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxJSONResponseBytes))
+	resp.Body.Close()
+	if err != nil {
+		return fmt.Errorf("reading the upstream's answer: %w", err)
+	}
+	var msg messageEvent
+	if json.Unmarshal(data, &msg.Message) == nil {
+		m.record(msg.Message.usage())
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(data))
+	resp.ContentLength = int64(len(data))
+	resp.Header.Del("Content-Length")
+	return nil
+}
+
+// upstreamError answers the agent when the upstream could not be reached or did not
+// answer in time: in the API's shape and with a 5xx status, so the agent retries.
+func (m *Model) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
+	if r.Context().Err() != nil {
+		return // the agent went away or the turn ended: nobody reads an answer
+	}
+	code, msg := http.StatusBadGateway, "the model API upstream could not be reached: "+err.Error()
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		code, msg = http.StatusGatewayTimeout, "the model API upstream did not answer in time: "+err.Error()
+	}
+	m.cfg.Logger.Warn("model upstream failed", "path", r.URL.Path, "status", code, "err", err)
+	apiError(w, code, "api_error", "arizukod: "+msg)
+}
+
+// listenUnix listens on path, replacing a socket an earlier turn left, never another file.
+func listenUnix(path string) (net.Listener, error) {
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode()&os.ModeSocket == 0 {
+			return nil, fmt.Errorf("%s exists and is not a socket", path)
+		}
+		if err := os.Remove(path); err != nil {
+			return nil, err
+		}
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, err
+	}
+	ln.(*net.UnixListener).SetUnlinkOnClose(false)
+	if err := os.Chmod(path, 0o666); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	return ln, nil
+}

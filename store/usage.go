@@ -1,0 +1,100 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+)
+
+// AddUsage adds u to the run's model usage: its counts are added, its Model and Refused,
+// when not empty, replace the stored ones. The gateway calls it as each response ends,
+// so the usage is stored before the agent can read the response's last byte.
+func (s *Store) AddUsage(ctx context.Context, runID string, u Usage) error {
+	if u.Requests < 0 || u.InputTokens < 0 || u.OutputTokens < 0 || u.CacheReadTokens < 0 || u.CacheWriteTokens < 0 {
+		return fmt.Errorf("store: add usage of run %q: %w: negative count", runID, ErrInvalid)
+	}
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE runs SET
+			model_requests = model_requests + ?,
+			model = CASE WHEN ? = '' THEN model ELSE ? END,
+			input_tokens = input_tokens + ?,
+			output_tokens = output_tokens + ?,
+			cache_read_tokens = cache_read_tokens + ?,
+			cache_write_tokens = cache_write_tokens + ?,
+			model_refused = CASE WHEN ? = '' THEN model_refused ELSE ? END
+			WHERE id = ?`,
+			u.Requests, u.Model, u.Model, u.InputTokens, u.OutputTokens, u.CacheReadTokens,
+			u.CacheWriteTokens, u.Refused, u.Refused, runID)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("run %q: %w", runID, ErrNotFound)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("store: add usage: %w", err)
+	}
+	return nil
+}
+
+// FolderTokens is the sum of input and output tokens of the folder's runs created at or
+// after since (unix ms): what a daily token budget counts.
+func (s *Store) FolderTokens(ctx context.Context, folder string, since int64) (int64, error) {
+	var n int64
+	err := s.db.QueryRowContext(ctx, `SELECT COALESCE(SUM(input_tokens + output_tokens + cache_write_tokens), 0)
+		FROM runs WHERE folder = ? AND created_at >= ?`, folder, since).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("store: tokens of folder %q: %w", folder, err)
+	}
+	return n, nil
+}
+
+// Egress is what one run moved through the egress proxy to one host:port.
+type Egress struct {
+	Host      string
+	Requests  int64
+	BytesUp   int64
+	BytesDown int64
+	Refused   int64
+}
+
+// AddEgress adds e's counts to the run's row for e.Host.
+func (s *Store) AddEgress(ctx context.Context, runID string, e Egress) error {
+	if e.Host == "" {
+		return fmt.Errorf("store: add egress of run %q: host: %w: empty", runID, ErrInvalid)
+	}
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO run_egress (run_id, host, requests, bytes_up, bytes_down, refused)
+			VALUES (?, ?, ?, ?, ?, ?)
+			ON CONFLICT (run_id, host) DO UPDATE SET requests = requests + excluded.requests,
+				bytes_up = bytes_up + excluded.bytes_up, bytes_down = bytes_down + excluded.bytes_down,
+				refused = refused + excluded.refused`,
+			runID, e.Host, e.Requests, e.BytesUp, e.BytesDown, e.Refused)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("store: add egress: %w", err)
+	}
+	return nil
+}
+
+// RunEgress lists the run's egress per host, by host.
+func (s *Store) RunEgress(ctx context.Context, runID string) ([]Egress, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT host, requests, bytes_up, bytes_down, refused
+		FROM run_egress WHERE run_id = ? ORDER BY host`, runID)
+	if err != nil {
+		return nil, fmt.Errorf("store: egress of run %q: %w", runID, err)
+	}
+	defer rows.Close()
+	var out []Egress
+	for rows.Next() {
+		var e Egress
+		if err := rows.Scan(&e.Host, &e.Requests, &e.BytesUp, &e.BytesDown, &e.Refused); err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
