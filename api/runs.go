@@ -32,6 +32,30 @@ type Run struct {
 	CreatedAt    string `json:"createdAt"`
 	StartedAt    string `json:"startedAt,omitempty"`
 	EndedAt      string `json:"endedAt,omitempty"`
+	// Usage is what the turn used of the model API through the gateway.
+	Usage *Usage `json:"usage,omitempty"`
+	// Egress is what the turn moved through the egress proxy, per host (GET of one run).
+	Egress []Egress `json:"egress,omitempty"`
+}
+
+// Usage is a run's model usage.
+type Usage struct {
+	Requests         int64  `json:"requests"`
+	Model            string `json:"model,omitempty"`
+	InputTokens      int64  `json:"inputTokens"`
+	OutputTokens     int64  `json:"outputTokens"`
+	CacheReadTokens  int64  `json:"cacheReadTokens"`
+	CacheWriteTokens int64  `json:"cacheWriteTokens"`
+	Refused          string `json:"refused,omitempty"`
+}
+
+// Egress is a run's traffic to one host:port through the egress proxy.
+type Egress struct {
+	Host      string `json:"host"`
+	Requests  int64  `json:"requests"`
+	BytesUp   int64  `json:"bytesUp"`
+	BytesDown int64  `json:"bytesDown"`
+	Refused   int64  `json:"refused"`
 }
 
 func msTime(ms int64) string {
@@ -48,7 +72,29 @@ func wireRun(r *store.Run) Run {
 		ExitCode: r.ExitCode, Error: r.Error, Result: r.Result, NewSessionID: r.NewSessionID,
 		Attempt: r.Attempt, TimeoutMs: r.TimeoutMS,
 		CreatedAt: msTime(r.CreatedAt), StartedAt: msTime(r.StartedAt), EndedAt: msTime(r.EndedAt),
+		Usage: wireUsage(r.Usage),
 	}
+}
+
+func wireUsage(u store.Usage) *Usage {
+	if u == (store.Usage{}) {
+		return nil
+	}
+	w := Usage(u)
+	return &w
+}
+
+// withEgress adds the run's egress to its answer.
+func (s *Server) withEgress(ctx context.Context, run *store.Run) (Run, error) {
+	out := wireRun(run)
+	eg, err := s.store.RunEgress(ctx, run.ID)
+	if err != nil {
+		return out, err
+	}
+	for _, e := range eg {
+		out.Egress = append(out.Egress, Egress(e))
+	}
+	return out, nil
 }
 
 // CreateRunRequest is the body of POST /v1/runs.
@@ -131,15 +177,18 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
 			s.internal(w, r, err)
 			return
 		}
-		if run.State.Final() || wait == 0 {
-			writeJSON(w, http.StatusOK, wireRun(run))
+		if run.State.Final() || wait == 0 || ctx.Err() != nil {
+			out, err := s.withEgress(r.Context(), run)
+			if err != nil {
+				s.internal(w, r, err)
+				return
+			}
+			writeJSON(w, http.StatusOK, out)
 			return
 		}
 		select {
 		case <-changed:
 		case <-ctx.Done():
-			writeJSON(w, http.StatusOK, wireRun(run))
-			return
 		}
 	}
 }

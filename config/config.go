@@ -83,8 +83,21 @@ type Config struct {
 	RetryBackoff time.Duration // wait before the first retry
 	Limits       Limits
 	Memory       MemoryConf
+	Model        ModelConf
 	Source       string // the file read, or SourceDefaults
 }
+
+// ModelConf is where the model gateway forwards a turn's model traffic, and with which
+// credential. The credential never reaches a container.
+type ModelConf struct {
+	Upstream       string // the Messages API base URL
+	APIKeyFile     string // "" to look further (systemd credential, environment, env_file)
+	OAuthTokenFile string // a CLAUDE_CODE_OAUTH_TOKEN in a file, sent as a bearer token
+	CredentialsDir string // the groups' own credentials, by name
+}
+
+// DefaultModelUpstream is the Anthropic API.
+const DefaultModelUpstream = "https://api.anthropic.com"
 
 // Limits are the default resource limits of an agent container.
 type Limits struct {
@@ -174,6 +187,7 @@ func load(mode Mode, path string, explicit bool, getenv func(string) string) (*C
 		RetryBackoff: 10 * time.Second,
 		Limits:       Limits{MemoryBytes: 1 << 30, NanoCPUs: 2e9, PidsLimit: 512, Network: "none"},
 		Memory:       MemoryConf{DiaryMax: 14, EpisodesMax: 5},
+		Model:        ModelConf{Upstream: DefaultModelUpstream},
 		Source:       SourceDefaults,
 	}, set: map[string]bool{}}
 	if path != "" {
@@ -214,6 +228,7 @@ var envVars = []struct {
 	{"CONTAINER_IMAGE", "image", setImage},
 	{"RUNED_RUN_TIMEOUT", "run_timeout", setRunTimeout},
 	{"LISTEN_ADDR", "listen", setListen},
+	{"ARIZUKO_MODEL_UPSTREAM", "model.upstream", setModelUpstream},
 }
 
 func (l *loader) environment(getenv func(string) string) error {
@@ -249,6 +264,7 @@ func (l *loader) defaults(mode Mode, getenv func(string) string) error {
 		{"listen", setListen, "/run/arizuko/arizukod.sock", filepath.Join(runtimeDir, "arizuko", "arizukod.sock"), ""},
 		{"env_file", setEnvFile, "/etc/arizuko/env", joinOrEmpty(configHome, "arizuko", "env"), "XDG_CONFIG_HOME or HOME"},
 		{"allowlist", setAllowlist, mountsec.SystemAllowlistPath, joinOrEmpty(configHome, "pub", "arizuko", "mount-allowlist.json"), "XDG_CONFIG_HOME or HOME"},
+		{"model.credentials_dir", path(false, func(c *Config) *string { return &c.Model.CredentialsDir }), "/etc/arizuko/credentials", joinOrEmpty(configHome, "arizuko", "credentials"), "XDG_CONFIG_HOME or HOME"},
 	} {
 		if l.set[d.key] {
 			continue

@@ -45,6 +45,7 @@ func systemDefaults() *Config {
 		RetryBackoff: 10 * time.Second,
 		Limits:       Limits{MemoryBytes: 1 << 30, NanoCPUs: 2e9, PidsLimit: 512, Network: "none"},
 		Memory:       MemoryConf{DiaryMax: 14, EpisodesMax: 5},
+		Model:        ModelConf{Upstream: DefaultModelUpstream, CredentialsDir: "/etc/arizuko/credentials"},
 		Source:       SourceDefaults,
 	}
 }
@@ -52,6 +53,11 @@ func systemDefaults() *Config {
 func userDefaults(dataDir, listen, envFile, allowlist string) *Config {
 	c := systemDefaults()
 	c.DataDir, c.Listen, c.EnvFile, c.Allowlist = dataDir, listen, envFile, allowlist
+	// The credentials live beside env_file (both under $XDG_CONFIG_HOME/arizuko).
+	c.Model.CredentialsDir = ""
+	if envFile != "" {
+		c.Model.CredentialsDir = filepath.Join(filepath.Dir(envFile), "credentials")
+	}
 	sum := sha256.Sum256([]byte(dataDir))
 	c.Instance = hex.EncodeToString(sum[:])[:12]
 	return c
@@ -185,6 +191,10 @@ func TestEveryKey(t *testing.T) {
 		{"[memory]\ndiary_max = 30", func(c *Config) { c.Memory.DiaryMax = 30 }},
 		{"[memory]\nepisodes_max = 1", func(c *Config) { c.Memory.EpisodesMax = 1 }},
 		{"[limits]\n[memory]", func(*Config) {}},
+		{"[model]\nupstream = \"http://127.0.0.1:8080/\"", func(c *Config) { c.Model.Upstream = "http://127.0.0.1:8080" }},
+		{"[model]\napi_key_file = \"/etc/arizuko/anthropic-api-key\"", func(c *Config) { c.Model.APIKeyFile = "/etc/arizuko/anthropic-api-key" }},
+		{"[model]\noauth_token_file = \"/etc/arizuko/oauth\"", func(c *Config) { c.Model.OAuthTokenFile = "/etc/arizuko/oauth" }},
+		{"[model]\ncredentials_dir = \"/srv/creds\"", func(c *Config) { c.Model.CredentialsDir = "/srv/creds" }},
 	} {
 		t.Run(tc.toml, func(t *testing.T) {
 			p := writeFile(t, tc.toml+"\n")
@@ -286,6 +296,10 @@ func TestBadValues(t *testing.T) {
 		{"[limits]\nnetwork = \"container:abc\"", "limits.network", 2, "network name"},
 		{"[limits]\nnetwork = \"\"", "limits.network", 2, "network name"},
 		{"[memory]\ndiary_max = 0", "memory.diary_max", 2, "between 1 and 365"},
+		{"[model]\nupstream = \"ftp://x\"", "model.upstream", 2, "want an http(s) URL"},
+		{"[model]\nupstream = \"https://user:sk@x\"", "model.upstream", 2, "no user, query or fragment"},
+		{"[model]\napi_key_file = \"key\"", "model.api_key_file", 2, "absolute"},
+		{"[model]\nkey = \"sk-x\"", "model.key", 2, "unknown key"},
 		{"[memory]\nepisodes_max = 101", "memory.episodes_max", 2, "between 1 and 100"},
 		{"limits = 5", "limits", 1, "want a table, not an integer"},
 		{"memory = \"1g\"", "memory", 1, "want a table, not a string"},

@@ -26,31 +26,35 @@ type textSetter func(c *Config, s string) error
 // fileKeys are the file's value keys, each with its setter; the testdata
 // sample documents every one.
 var fileKeys = map[string]setter{
-	"data_dir":            text(setDataDir),
-	"image":               text(setImage),
-	"run_timeout":         text(setRunTimeout),
-	"stop_grace":          text(duration(time.Second, 10*time.Minute, func(c *Config) *time.Duration { return &c.StopGrace })),
-	"max_running":         integer(1, 1000, func(c *Config) *int { return &c.MaxRunning }),
-	"engine":              text(setEngine),
-	"engine_socket":       text(setEngineSocket),
-	"listen":              text(setListen),
-	"socket_mode":         text(setSocketMode),
-	"allow_group":         text(setAllowGroup),
-	"skills_dir":          text(path(false, func(c *Config) *string { return &c.SkillsDir })),
-	"web_dir":             text(path(true, func(c *Config) *string { return &c.WebDir })),
-	"env_file":            text(setEnvFile),
-	"env_allow":           setEnvAllow,
-	"allowlist":           text(setAllowlist),
-	"instance":            text(setInstance),
-	"timezone":            text(setTimezone),
-	"retry_max":           integer(0, 100, func(c *Config) *int { return &c.RetryMax }),
-	"retry_backoff":       text(duration(time.Second, 24*time.Hour, func(c *Config) *time.Duration { return &c.RetryBackoff })),
-	"limits.memory":       text(setMemory),
-	"limits.cpus":         setCPUs,
-	"limits.pids":         integer(MinPids, MaxPids, func(c *Config) *int64 { return &c.Limits.PidsLimit }),
-	"limits.network":      text(setNetwork),
-	"memory.diary_max":    integer(1, 365, func(c *Config) *int { return &c.Memory.DiaryMax }),
-	"memory.episodes_max": integer(1, 100, func(c *Config) *int { return &c.Memory.EpisodesMax }),
+	"data_dir":               text(setDataDir),
+	"image":                  text(setImage),
+	"run_timeout":            text(setRunTimeout),
+	"stop_grace":             text(duration(time.Second, 10*time.Minute, func(c *Config) *time.Duration { return &c.StopGrace })),
+	"max_running":            integer(1, 1000, func(c *Config) *int { return &c.MaxRunning }),
+	"engine":                 text(setEngine),
+	"engine_socket":          text(setEngineSocket),
+	"listen":                 text(setListen),
+	"socket_mode":            text(setSocketMode),
+	"allow_group":            text(setAllowGroup),
+	"skills_dir":             text(path(false, func(c *Config) *string { return &c.SkillsDir })),
+	"web_dir":                text(path(true, func(c *Config) *string { return &c.WebDir })),
+	"env_file":               text(setEnvFile),
+	"env_allow":              setEnvAllow,
+	"allowlist":              text(setAllowlist),
+	"instance":               text(setInstance),
+	"timezone":               text(setTimezone),
+	"retry_max":              integer(0, 100, func(c *Config) *int { return &c.RetryMax }),
+	"retry_backoff":          text(duration(time.Second, 24*time.Hour, func(c *Config) *time.Duration { return &c.RetryBackoff })),
+	"limits.memory":          text(setMemory),
+	"limits.cpus":            setCPUs,
+	"limits.pids":            integer(MinPids, MaxPids, func(c *Config) *int64 { return &c.Limits.PidsLimit }),
+	"limits.network":         text(setNetwork),
+	"memory.diary_max":       integer(1, 365, func(c *Config) *int { return &c.Memory.DiaryMax }),
+	"memory.episodes_max":    integer(1, 100, func(c *Config) *int { return &c.Memory.EpisodesMax }),
+	"model.upstream":         text(setModelUpstream),
+	"model.api_key_file":     text(path(true, func(c *Config) *string { return &c.Model.APIKeyFile })),
+	"model.oauth_token_file": text(path(true, func(c *Config) *string { return &c.Model.OAuthTokenFile })),
+	"model.credentials_dir":  text(path(false, func(c *Config) *string { return &c.Model.CredentialsDir })),
 }
 
 // Bounds of the values whose limits callers may want to show or reuse.
@@ -408,6 +412,21 @@ func setNetwork(c *Config, s string) error {
 		return fmt.Errorf("%q: want \"none\" or an engine network name (like \"bridge\")", s)
 	}
 	c.Limits.Network = s
+	return nil
+}
+
+// setModelUpstream accepts an http(s) URL without credentials, query or fragment.
+func setModelUpstream(c *Config, s string) error {
+	u, err := url.Parse(s)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%q: not a URL: %v", s, err)
+	case u.Scheme != "https" && u.Scheme != "http" || u.Host == "":
+		return fmt.Errorf("%q: want an http(s) URL such as %q", s, DefaultModelUpstream)
+	case u.User != nil || u.RawQuery != "" || u.Fragment != "":
+		return fmt.Errorf("%q: no user, query or fragment: the credential is configured apart (api_key_file)", s)
+	}
+	c.Model.Upstream = strings.TrimSuffix(s, "/")
 	return nil
 }
 

@@ -71,7 +71,7 @@ func TestSocketActivation(t *testing.T) {
 	if _, err := exec.LookPath("systemd-socket-activate"); err != nil {
 		enginetest.Missing(t, "systemd-socket-activate: %v", err)
 	}
-	d := daemontest.New(t, daemontest.Config{Engine: daemontest.Podman4(t), EnvFile: "ANTHROPIC_API_KEY=sk-test-" + daemontest.RandHex(8) + "\n"})
+	d := daemontest.New(t, daemontest.Config{Engine: daemontest.Podman4(t), EnvFile: "GH_TOKEN=ghp_test_" + daemontest.RandHex(8) + "\n"})
 	bin := fakeGit(t, d.Dir)
 	d.StartWith(t, []string{"systemd-socket-activate", "-l", d.Socket,
 		"-E", "PATH=" + bin + ":" + os.Getenv("PATH"), "-E", "HOME=" + os.Getenv("HOME")}, nil)

@@ -105,14 +105,14 @@ func TestJournal(t *testing.T) {
 	t.Logf("journal: %d entries of folder main over 3 turns; each turn's end readable within %s of its end", len(main), slowest.Round(time.Millisecond))
 }
 
-// TestNoSecretLeak gives the daemon a credential in its env file. The containers get it in
+// TestNoSecretLeak gives the daemon a credential (GH_TOKEN) in its env file. The containers get it in
 // /workspace/env-dir/env (read-only); the database holds none of it; and when the agent
 // itself prints it on stderr or puts it in its error, neither the journal, the run logs nor
 // the daemon's stderr show it.
 func TestNoSecretLeak(t *testing.T) {
 	daemontest.JournalOn(t)
-	secret := "sk-test-" + daemontest.RandHex(12)
-	d := daemontest.New(t, daemontest.Config{Engine: daemontest.Podman4(t), EnvFile: "ANTHROPIC_API_KEY=" + secret + "\nNOT_PASSED=x\n"})
+	secret := "ghp_test_" + daemontest.RandHex(12)
+	d := daemontest.New(t, daemontest.Config{Engine: daemontest.Podman4(t), EnvFile: "GH_TOKEN=" + secret + "\nNOT_PASSED=x\n"})
 	d.Start(t)
 	d.AddGroup(t, "main")
 
@@ -168,13 +168,13 @@ func TestNoSecretLeak(t *testing.T) {
 			if strings.Contains(v, secret) {
 				t.Errorf("journal entry %q: %s holds the secret", e["MESSAGE"], k)
 			}
-			if strings.Contains(v, "[REDACTED:ANTHROPIC_API_KEY]") {
+			if strings.Contains(v, "[REDACTED:GH_TOKEN]") {
 				redacted++
 			}
 		}
 	}
 	if redacted == 0 {
-		t.Errorf("no journal entry shows [REDACTED:ANTHROPIC_API_KEY]: the stderr line was not forwarded")
+		t.Errorf("no journal entry shows [REDACTED:GH_TOKEN]: the stderr line was not forwarded")
 	}
 	logs := 0
 	filepath.WalkDir(filepath.Join(d.DataDir, "groups"), func(p string, e fs.DirEntry, err error) error {

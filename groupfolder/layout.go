@@ -130,6 +130,10 @@ func (l Layout) EnvDir() (string, error) { return l.build("env") }
 // EnvFile is DataDir/env/env, mounted read-only at /workspace/env-dir/env.
 func (l Layout) EnvFile() (string, error) { return l.build("env", "env") }
 
+// TokenSecretPath is DataDir/model-token.key, the secret the per-turn model tokens are
+// derived from. It is never mounted.
+func (l Layout) TokenSecretPath() (string, error) { return l.build("model-token.key") }
+
 // StorePath is DataDir/arizukod.db.
 func (l Layout) StorePath() (string, error) { return l.build("arizukod.db") }
 

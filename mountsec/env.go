@@ -34,7 +34,7 @@ func DefaultEnvNames() []string { return slices.Clone(defaultEnvNames) }
 func GitIdentityNames() []string { return slices.Clone(gitIdentityNames) }
 
 var (
-	defaultEnvNames  = []string{"CLAUDE_CODE_OAUTH_TOKEN", "ANTHROPIC_API_KEY", "GH_TOKEN", "OPENAI_API_KEY"}
+	defaultEnvNames  = []string{"GH_TOKEN", "OPENAI_API_KEY"}
 	gitIdentityNames = []string{"GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL"}
 )
 
@@ -45,9 +45,16 @@ const MaxEnvFileSize = 1 << 20
 // would shred ordinary text and are not credentials.
 const MinRedactLen = 4
 
+// ModelCredentialNames are the env file's variables that hold the model credential. They
+// never reach a container: the model gateway reads them on the host and adds them to the
+// requests it forwards.
+var ModelCredentialNames = []string{"ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN"}
+
 // reservedEnv are names the extra list may not add: they would change how the
-// container's entrypoint or runtime behaves rather than pass a credential.
+// container's entrypoint or runtime behaves rather than pass a credential, or they are
+// the model credential, which stays on the host.
 var reservedEnv = map[string]bool{
+	"ANTHROPIC_API_KEY": true, "CLAUDE_CODE_OAUTH_TOKEN": true, "ANTHROPIC_AUTH_TOKEN": true,
 	"PATH": true, "HOME": true, "USER": true, "SHELL": true, "IFS": true, "ENV": true, "BASH_ENV": true,
 	"PS4": true, "PROMPT_COMMAND": true, "NODE_OPTIONS": true, "PYTHONSTARTUP": true, "PYTHONPATH": true,
 }
@@ -247,13 +254,13 @@ func BuildEnvFile(ctx context.Context, envFile string, extraAllowed []string, id
 		case !validEnvName(k):
 			return nil, fmt.Errorf("mountsec: %w: %q is not a variable name", ErrEnvName, k)
 		case reservedEnv[k] || strings.HasPrefix(k, "LD_") || strings.HasPrefix(k, "DYLD_"):
-			return nil, fmt.Errorf("mountsec: %w: %s would change how the container runs", ErrEnvName, k)
+			return nil, fmt.Errorf("mountsec: %w: %s would change how the container runs or hand it the model credential (the model gateway holds that)", ErrEnvName, k)
 		}
 		allowed[k] = true
 	}
 	out := Secrets{}
 	if envFile != "" {
-		vars, err := readEnvFile(envFile)
+		vars, err := ReadEnvFile(envFile)
 		if err != nil {
 			return nil, err
 		}
@@ -280,7 +287,9 @@ func BuildEnvFile(ctx context.Context, envFile string, extraAllowed []string, id
 	return out, nil
 }
 
-func readEnvFile(path string) (map[string]string, error) {
+// ReadEnvFile reads and parses the dotenv file at path: a regular file of at most
+// MaxEnvFileSize bytes.
+func ReadEnvFile(path string) (map[string]string, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, fmt.Errorf("mountsec: env file: %w", err)

@@ -105,8 +105,9 @@ func TestBuildEnvFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// ANTHROPIC_API_KEY is the model credential: the gateway holds it, no container gets it.
 	want := Secrets{
-		"ANTHROPIC_API_KEY": secretValue, "GH_TOKEN": "ghp_abcdef", "MY_EXTRA": "extra-value",
+		"GH_TOKEN": "ghp_abcdef", "MY_EXTRA": "extra-value",
 		"GIT_AUTHOR_NAME": "From Env", "GIT_COMMITTER_NAME": "Ada",
 		"GIT_AUTHOR_EMAIL": "ada@example.org", "GIT_COMMITTER_EMAIL": "ada@example.org",
 	}
@@ -129,7 +130,7 @@ func TestBuildEnvFile(t *testing.T) {
 	if _, err := BuildEnvFile(context.Background(), bad, nil, nil); !errors.Is(err, ErrEnvFile) || strings.Contains(err.Error(), secretValue) || !strings.Contains(err.Error(), "line 2") {
 		t.Errorf("malformed env file: %v", err)
 	}
-	for _, name := range []string{"PATH", "LD_PRELOAD", "BASH_ENV", "bad-name", "", "1X"} {
+	for _, name := range []string{"PATH", "LD_PRELOAD", "ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN", "BASH_ENV", "bad-name", "", "1X"} {
 		if _, err := BuildEnvFile(context.Background(), "", []string{name}, nil); !errors.Is(err, ErrEnvName) {
 			t.Errorf("extra name %q: %v", name, err)
 		}

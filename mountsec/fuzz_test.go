@@ -107,7 +107,7 @@ func FuzzParseEnvFile(f *testing.F) {
 			}
 			t.Fatalf("WriteEnvFile: %v", err)
 		}
-		back, err := readEnvFile(p)
+		back, err := ReadEnvFile(p)
 		if err != nil {
 			t.Fatalf("reading back: %v", err)
 		}

@@ -53,10 +53,11 @@ type Builder interface {
 	Build(ctx context.Context, req turn.Request) (runtime.Turn, error)
 }
 
-// Hooks lets the daemon wrap each turn, for the per-turn MCP server and sidecars: Before
-// runs before the container starts and returns what to do after it exits.
+// Hooks lets the daemon wrap each turn, for the per-turn MCP server, model gateway and
+// sidecars: Before runs before the container starts, may add to the turn's environment
+// what the agent needs to reach them, and returns what to do after it exits.
 type Hooks interface {
-	Before(ctx context.Context, run *store.Run, f groupfolder.Folder) (after func(), err error)
+	Before(ctx context.Context, run *store.Run, f groupfolder.Folder, t *runtime.Turn) (after func(), err error)
 }
 
 // Config is the queue's wiring and policy.
@@ -303,7 +304,7 @@ func (q *Queue) execute(ctx context.Context, run *store.Run, adoptContainer stri
 		return
 	}
 	if q.cfg.Hooks != nil {
-		after, err := q.cfg.Hooks.Before(ctx, run, f)
+		after, err := q.cfg.Hooks.Before(ctx, run, f, &t)
 		if err != nil {
 			q.finish(ctx, run, misconfig("prepare turn: %v", err), log)
 			return
@@ -401,6 +402,14 @@ func (q *Queue) finish(ctx context.Context, run *store.Run, res runtime.Result, 
 	}
 	if o.Error != "" {
 		attrs = append(attrs, "ARIZUKO_ERROR", o.Error)
+	}
+	if u := final.Usage; u.Requests > 0 || u.Refused != "" {
+		attrs = append(attrs, "ARIZUKO_MODEL", u.Model, "ARIZUKO_MODEL_REQUESTS", u.Requests,
+			"ARIZUKO_INPUT_TOKENS", u.InputTokens, "ARIZUKO_OUTPUT_TOKENS", u.OutputTokens,
+			"ARIZUKO_CACHE_READ_TOKENS", u.CacheReadTokens, "ARIZUKO_CACHE_WRITE_TOKENS", u.CacheWriteTokens)
+		if u.Refused != "" {
+			attrs = append(attrs, "ARIZUKO_MODEL_REFUSED", u.Refused)
+		}
 	}
 	if o.Status == store.StatusOK {
 		log.Info("turn finished", attrs...)

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -105,6 +106,9 @@ type Turn struct {
 	ExtraMounts []Mount
 	// Timeout overrides Config.Timeout when positive.
 	Timeout time.Duration
+	// Env is more of the container's environment (KEY=VALUE), such as the turn's model
+	// token; it cannot replace the variables the runner sets.
+	Env []string
 	// OnCreated, when set, learns the container's name and id before it starts.
 	OnCreated func(name, id string)
 	// OnStderr, when set, gets each line the container prints on stderr.
@@ -339,6 +343,12 @@ func (r *Runner) spec(t Turn, name string, d groupfolder.Dirs, mounts []Mount, t
 		WorkingDir:  "/workspace",
 		Stdin:       true,
 		LogMaxBytes: logMaxBytes,
+	}
+	for _, kv := range t.Env {
+		k, _, _ := strings.Cut(kv, "=")
+		if !slices.ContainsFunc(s.Env, func(e string) bool { return strings.HasPrefix(e, k+"=") }) {
+			s.Env = append(s.Env, kv)
+		}
 	}
 	if !r.info().Rootless {
 		// A rootful engine would otherwise write the agent's files as root; rootless

@@ -20,6 +20,7 @@ import (
 
 	"github.com/arizuko/arizukod/config"
 	"github.com/arizuko/arizukod/contract"
+	"github.com/arizuko/arizukod/gateway"
 	"github.com/arizuko/arizukod/groupfolder"
 	"github.com/arizuko/arizukod/memory"
 	"github.com/arizuko/arizukod/mountsec"
@@ -48,6 +49,23 @@ type ContainerConfig struct {
 	Pids    int64   `json:"pids,omitempty"`
 	// Sidecars are the group's MCP sidecars, started around each of its turns.
 	Sidecars []sidecar.Config `json:"sidecars,omitempty"`
+	// Model is the group's own model policy; nil uses the daemon's credential, any model
+	// and no budget.
+	Model *ModelPolicy `json:"model,omitempty"`
+	// Egress lists the HOST:PORTs the group's agent may reach through the egress proxy.
+	Egress []string `json:"egress,omitempty"`
+}
+
+// ModelPolicy is what a group's turns may do through the model gateway.
+type ModelPolicy struct {
+	// Credential names the group's own credential in the credentials directory.
+	Credential string `json:"credential,omitempty"`
+	// Models, when not empty, are the only models its agent may ask for.
+	Models []string `json:"models,omitempty"`
+	// TokensPerDay bounds input, output and cache-write tokens over the calendar day.
+	TokensPerDay int64 `json:"tokens_per_day,omitempty"`
+	// RequestsPerTurn bounds the model requests of one turn.
+	RequestsPerTurn int64 `json:"requests_per_turn,omitempty"`
 }
 
 // ParseContainerConfig decodes a stored container config; unknown fields are errors.
@@ -76,6 +94,27 @@ func ParseContainerConfig(raw []byte) (ContainerConfig, error) {
 	}
 	if err := sidecar.Validate(c.Sidecars); err != nil {
 		return c, fmt.Errorf("%w: %v", ErrBadContainerConfig, err)
+	}
+	if err := gateway.CheckEgress(c.Egress); err != nil {
+		return c, fmt.Errorf("%w: %v", ErrBadContainerConfig, err)
+	}
+	if m := c.Model; m != nil {
+		switch {
+		case m.TokensPerDay < 0:
+			return c, fmt.Errorf("%w: model.tokens_per_day: must not be negative", ErrBadContainerConfig)
+		case m.RequestsPerTurn < 0:
+			return c, fmt.Errorf("%w: model.requests_per_turn: must not be negative", ErrBadContainerConfig)
+		}
+		if m.Credential != "" {
+			if err := gateway.CheckCredentialName(m.Credential); err != nil {
+				return c, fmt.Errorf("%w: model.%v", ErrBadContainerConfig, err)
+			}
+		}
+		for i, name := range m.Models {
+			if name == "" || len(name) > 128 {
+				return c, fmt.Errorf("%w: model.models[%d]: a model name of 1 to 128 characters", ErrBadContainerConfig, i)
+			}
+		}
 	}
 	return c, nil
 }

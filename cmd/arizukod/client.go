@@ -92,9 +92,13 @@ func cmdRuns(ctx context.Context, args []string) error {
 			return err
 		}
 		tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "RUN\tFOLDER\tSTATE\tSTATUS\tFAILURE\tCREATED\tCONTAINER")
+		fmt.Fprintln(tw, "RUN\tFOLDER\tSTATE\tSTATUS\tFAILURE\tCREATED\tTOKENS IN/OUT\tCONTAINER")
 		for _, r := range out.Runs {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Folder, r.State, r.Status, r.Failure, r.CreatedAt, r.Container)
+			tokens := "-"
+			if u := r.Usage; u != nil {
+				tokens = fmt.Sprintf("%d/%d", u.InputTokens+u.CacheReadTokens+u.CacheWriteTokens, u.OutputTokens)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Folder, r.State, r.Status, r.Failure, r.CreatedAt, tokens, r.Container)
 		}
 		return tw.Flush()
 	case "show", "kill":

@@ -48,6 +48,12 @@ func init() {
 			return ok("said on stderr")
 		},
 		"mcp-socket": mcpSocketCommand,
+		"model":      modelCommand,
+		"model-as":   modelAsCommand,
+		"model-raw":  modelRawCommand,
+		"fetch":      fetchCommand,
+		"token":      tokenCommand,
+		"scan":       scanCommand,
 	}
 }
 

@@ -23,6 +23,11 @@
 //	env               answer the names of its environment variables and the query timeout
 //	stderr TEXT       print TEXT on stderr, then answer
 //	mcp TOOL [JSON]   call TOOL through the daemon's MCP socket (mcp list: the tools; mcp-socket PATH ...: a sidecar's)
+//	model TEXT        ask the model through the gateway (model.sock), streamed; answer its text
+//	model-as TOK TEXT the same with another token; model-raw METHOD PATH: a bare request
+//	fetch URL         get URL through the egress proxy (egress.sock); answer status and body
+//	token             answer the turn's model token
+//	scan PREFIX       answer where PREFIX appears in its environment and readable files
 package main
 
 import (

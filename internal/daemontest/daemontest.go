@@ -113,6 +113,8 @@ type Config struct {
 	// Env is added to the daemon's environment (after the variables that would change its
 	// behaviour behind the configuration's back are removed).
 	Env []string
+	// TOML is appended to the daemon's configuration file (tables such as [model]).
+	TOML string
 }
 
 // Daemon is one arizukod of a test, over its own directory.
@@ -205,6 +207,7 @@ func (d *Daemon) toml() string {
 		fmt.Sprintf("allowlist = %q", filepath.Join(d.Dir, "mount-allowlist.json")),
 		fmt.Sprintf("instance = %q", d.Instance),
 		`timezone = "UTC"`,
+		d.Config.TOML,
 	}
 	return strings.Join(lines, "\n") + "\n"
 }
@@ -257,7 +260,8 @@ func copyTree(src, dst string) error {
 // plus Config.Env.
 func (d *Daemon) Env() []string {
 	drop := []string{"NOTIFY_SOCKET", "LISTEN_", "WATCHDOG_", "INVOCATION_ID", "DATA_DIR=", "CONTAINER_IMAGE=",
-		"RUNED_RUN_TIMEOUT=", "LISTEN_ADDR=", "ARIZUKO_MODE=", "CONTAINER_HOST=", "DOCKER_HOST="}
+		"RUNED_RUN_TIMEOUT=", "LISTEN_ADDR=", "ARIZUKO_MODE=", "CONTAINER_HOST=", "DOCKER_HOST=",
+		"ARIZUKO_MODEL_UPSTREAM=", "ANTHROPIC_API_KEY=", "CLAUDE_CODE_OAUTH_TOKEN=", "CREDENTIALS_DIRECTORY="}
 	var env []string
 	for _, kv := range os.Environ() {
 		keep := true
@@ -428,6 +432,16 @@ func (d *Daemon) AddGroup(t testing.TB, folder string) {
 	var g api.Group
 	if err := d.Client.Do(context.Background(), http.MethodPost, "/v1/groups", api.PutGroupRequest{Folder: folder}, &g); err != nil {
 		t.Fatalf("register group %s: %v", folder, err)
+	}
+}
+
+// PutGroup registers folder with a container config (JSON).
+func (d *Daemon) PutGroup(t testing.TB, folder, containerConfig string) {
+	t.Helper()
+	var g api.Group
+	req := api.PutGroupRequest{Folder: folder, ContainerConfig: json.RawMessage(containerConfig)}
+	if err := d.Client.Do(context.Background(), http.MethodPost, "/v1/groups", req, &g); err != nil {
+		t.Fatalf("register group %s with %s: %v", folder, containerConfig, err)
 	}
 }
 

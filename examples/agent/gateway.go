@@ -1,0 +1,171 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"io/fs"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/arizuko/arizukod/contract"
+)
+
+// socketClient is an HTTP client whose every connection goes to one unix socket: the
+// container has no network, so the sockets in the IPC directory are its only way out.
+func socketClient(path string, proxy bool) *http.Client {
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", path)
+		},
+	}
+	if proxy {
+		tr.Proxy = http.ProxyURL(&url.URL{Scheme: "http", Host: "egress"})
+	}
+	return &http.Client{Transport: tr, Timeout: 2 * time.Minute}
+}
+
+func socketPath(env, name string) string {
+	if p := os.Getenv(env); p != "" {
+		return p
+	}
+	return ipcDir + "/" + name
+}
+
+// modelCommand asks the model through the gateway: "model TEXT" streams a Messages API
+// answer and returns its text; "model-as TOKEN TEXT" presents another token; "model-raw
+// METHOD PATH" sends a bare request, for the tests of what the gateway refuses.
+func modelCommand(_ contract.Input, arg string) contract.Output {
+	token := os.Getenv("ARIZUKO_MODEL_TOKEN")
+	return askModel(token, arg)
+}
+
+func modelAsCommand(_ contract.Input, arg string) contract.Output {
+	token, text, _ := strings.Cut(arg, " ")
+	return askModel(token, text)
+}
+
+func askModel(token, text string) contract.Output {
+	body, _ := json.Marshal(map[string]any{
+		"model": "claude-test", "max_tokens": 256, "stream": true,
+		"messages": []map[string]any{{"role": "user", "content": text}},
+	})
+	req, _ := http.NewRequest(http.MethodPost, "http://model/v1/messages?beta=true", strings.NewReader(string(body)))
+	req.Header.Set("X-Api-Key", token)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Anthropic-Version", "2023-06-01")
+	resp, err := socketClient(socketPath("ARIZUKO_MODEL_SOCKET", "model.sock"), false).Do(req)
+	if err != nil {
+		return fail("model: %v", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		return report(map[string]any{"status": resp.StatusCode, "error": json.RawMessage(b)})
+	}
+	var answer strings.Builder
+	dec := newSSE(resp.Body)
+	for {
+		data, err := dec()
+		if err != nil {
+			break
+		}
+		var ev struct {
+			Type  string
+			Delta struct{ Type, Text string }
+		}
+		if json.Unmarshal([]byte(data), &ev) == nil && ev.Type == "content_block_delta" && ev.Delta.Type == "text_delta" {
+			answer.WriteString(ev.Delta.Text)
+		}
+	}
+	return report(map[string]any{"status": resp.StatusCode, "text": answer.String()})
+}
+
+// newSSE returns the data of each event of an SSE stream in turn.
+func newSSE(r io.Reader) func() (string, error) {
+	var buf []byte
+	chunk := make([]byte, 4096)
+	return func() (string, error) {
+		for {
+			if i := strings.Index(string(buf), "\n"); i >= 0 {
+				line := strings.TrimRight(string(buf[:i]), "\r")
+				buf = buf[i+1:]
+				if d, ok := strings.CutPrefix(line, "data:"); ok {
+					return strings.TrimSpace(d), nil
+				}
+				continue
+			}
+			n, err := r.Read(chunk)
+			buf = append(buf, chunk[:n]...)
+			if err != nil && n == 0 {
+				return "", err
+			}
+		}
+	}
+}
+
+func modelRawCommand(_ contract.Input, arg string) contract.Output {
+	method, path, _ := strings.Cut(arg, " ")
+	req, err := http.NewRequest(method, "http://model"+path, strings.NewReader(`{"model":"claude-test"}`))
+	if err != nil {
+		return fail("model-raw: %v", err)
+	}
+	req.Header.Set("X-Api-Key", os.Getenv("ARIZUKO_MODEL_TOKEN"))
+	resp, err := socketClient(socketPath("ARIZUKO_MODEL_SOCKET", "model.sock"), false).Do(req)
+	if err != nil {
+		return fail("model-raw: %v", err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return report(map[string]any{"status": resp.StatusCode, "body": string(b)})
+}
+
+// fetchCommand gets a URL through the egress proxy: "fetch URL".
+func fetchCommand(_ contract.Input, arg string) contract.Output {
+	resp, err := socketClient(socketPath("ARIZUKO_EGRESS_SOCKET", "egress.sock"), true).Get(arg)
+	if err != nil {
+		return report(map[string]any{"status": 0, "error": err.Error()})
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return report(map[string]any{"status": resp.StatusCode, "body": string(b)})
+}
+
+// tokenCommand answers the turn's model token: worthless once the turn ends, which the
+// tests prove by presenting it in the next turn.
+func tokenCommand(contract.Input, string) contract.Output {
+	return ok(os.Getenv("ARIZUKO_MODEL_TOKEN"))
+}
+
+// scanCommand looks for PREFIX in its environment and in every regular file it can read
+// under /workspace, /root, /var/run/pub, /tmp and /etc, and answers where it found it: the
+// tests use it to prove that the model credential is nowhere in the container.
+func scanCommand(_ contract.Input, prefix string) contract.Output {
+	if prefix == "" {
+		return fail("scan: want a prefix")
+	}
+	var hits []string
+	for _, kv := range os.Environ() {
+		if strings.Contains(kv, prefix) {
+			k, _, _ := strings.Cut(kv, "=")
+			hits = append(hits, "env:"+k)
+		}
+	}
+	for _, root := range []string{"/workspace", "/root", "/var/run/pub", "/tmp", "/etc"} {
+		filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || !d.Type().IsRegular() {
+				return nil
+			}
+			if b, err := os.ReadFile(p); err == nil && strings.Contains(string(b), prefix) {
+				hits = append(hits, p)
+			}
+			return nil
+		})
+	}
+	return report(map[string]any{"hits": hits})
+}
