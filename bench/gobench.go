@@ -25,6 +25,7 @@ var goBenchmarks = []struct {
 }{
 	{"./memory/", ".", "BenchmarkAssemble"},
 	{"./ipc/", "BenchmarkToolCall", "BenchmarkToolCall"},
+	{"./gateway/", "BenchmarkModelGateway", "BenchmarkModelGateway"},
 }
 
 // runGoBenchmarks runs each benchmark that exists in the repository and parses its lines.
