@@ -6,15 +6,23 @@ export CGO_ENABLED := 0
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 
-.PHONY: all build agent demo test unit lint bench clean
+.PHONY: all build agent claude-runner claude-image demo test unit lint bench clean
 
 all: build
 
-build: agent
+build: agent claude-runner
 	go build -trimpath -ldflags '$(LDFLAGS)' -o bin/arizukod ./cmd/arizukod
 
 agent:
 	go build -trimpath -ldflags '-s -w' -o bin/agent ./examples/agent
+
+claude-runner:
+	go build -trimpath -ldflags '-s -w' -o bin/arizuko-claude ./cmd/arizuko-claude
+
+# localhost/arizuko-claude:VERSION on the detected engine: debootstrap and npm downloads,
+# cached in /var/cache/arizuko (or $$ARIZUKO_CACHE_DIR).
+claude-image: build
+	bin/arizukod image build claude
 
 # The quickstart's main job: one real turn in a real container, the reply printed.
 demo:

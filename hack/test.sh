@@ -32,6 +32,9 @@ trap 'say "stopping the test host"; bash hack/testhost/down.sh' EXIT
 # shellcheck disable=SC1091
 . "${ARIZUKO_TESTHOST_DIR:-/var/tmp/arizuko-testhost}/env"
 export ARIZUKO_REQUIRE_ENGINES=1
+# The Claude image's Debian rootfs and Claude Code's npm package (about 175 MB): downloaded
+# once, kept outside the clone between runs.
+export ARIZUKO_CACHE_DIR=${ARIZUKO_CACHE_DIR:-/var/tmp/arizuko-cache}
 # Podman 5's real Quadlet generator lives in the Debian 13 chroot; /tmp is shared with it, so
 # the tests' unit directories resolve there too.
 QUADLET_GENERATOR=$ARIZUKO_TESTHOST_DIR/quadlet-generator

@@ -36,11 +36,17 @@
 //
 // # .claude.json
 //
-// Created only when missing (an existing one, even unreadable, is Claude
-// Code's and is left alone), atomically and without ever exposing a partial
-// file: hasCompletedOnboarding true (no first-run wizard), the trust dialog of
-// /workspace accepted, and userID, the hex SHA-256 of "arizuko:" + folder, so a
-// group keeps one identity across turns and re-seeding.
+// Claude Code's own state file, which it rewrites. Created when missing,
+// atomically and without ever exposing a partial file: hasCompletedOnboarding
+// true (no first-run wizard), the trust dialog of /workspace accepted, and
+// userID, the hex SHA-256 of "arizuko:" + folder, so a group keeps one
+// identity across turns and re-seeding. Then, before every turn, its top-level
+// mcpServers get the same entries as settings.json's (the router and the
+// turn's sidecars; stale bridges of arizukod removed): Claude Code reads MCP
+// servers there and ignores those of settings.json. Every other key is kept
+// as written; the file is rewritten atomically only when that changes it. A
+// .claude.json that is not a JSON object is left alone with a warning: the
+// turn runs, without arizuko's tools.
 //
 // # .claude/skills/
 //

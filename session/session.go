@@ -1,6 +1,7 @@
 package session
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -52,7 +53,7 @@ func Seed(ctx context.Context, sessionDir string, opt Options) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := t.ensureClaudeJSON(opt.Folder, log); err != nil {
+	if err := t.ensureClaudeJSON(opt.Folder, opt.Sidecars, log); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
@@ -84,7 +85,7 @@ type claudeJSON struct {
 	UserID                 string                   `json:"userID"`
 }
 
-func (t tree) ensureClaudeJSON(folder string, log *slog.Logger) error {
+func (t tree) ensureClaudeJSON(folder string, sidecars []string, log *slog.Logger) error {
 	data, err := json.MarshalIndent(claudeJSON{
 		HasCompletedOnboarding: true,
 		Projects:               map[string]claudeProject{"/workspace": {HasTrustDialogAccepted: true}},
@@ -99,6 +100,32 @@ func (t tree) ensureClaudeJSON(folder string, log *slog.Logger) error {
 	}
 	if created {
 		log.Info("session: created .claude.json", "path", t.path(claudeJSONPath))
+	}
+	return t.mergeClaudeJSON(sidecars, log)
+}
+
+// mergeClaudeJSON sets the MCP servers in .claude.json, where Claude Code reads them. A
+// file that is not a JSON object is Claude Code's or the operator's business: it is left
+// alone, with a warning, and the turn runs without arizuko's tools rather than not at all.
+func (t tree) mergeClaudeJSON(sidecars []string, log *slog.Logger) error {
+	existing, st, err := t.readRegular(claudeJSONPath)
+	if err != nil {
+		log.Warn("session: .claude.json unreadable: the agent gets no MCP servers", "path", t.path(claudeJSONPath), "err", err)
+		return nil
+	}
+	merged, err := MergeClaudeJSON(existing, sidecars)
+	if errors.Is(err, ErrCorruptSettings) {
+		log.Warn("session: .claude.json is not a JSON object: the agent gets no MCP servers", "path", t.path(claudeJSONPath), "err", err)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("session: %s: %w", t.path(claudeJSONPath), err)
+	}
+	if bytes.Equal(merged, existing) {
+		return nil
+	}
+	if err := t.writeAtomic(claudeJSONPath, merged, st.Mode().Perm()); err != nil {
+		return fmt.Errorf("session: %w", err)
 	}
 	return nil
 }

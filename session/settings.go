@@ -94,9 +94,18 @@ func MergeSettings(existing []byte, env map[string]string, sidecars []string) ([
 	} else {
 		delete(top, "env")
 	}
+	if err := mergeServers(top, &enc, sidecars); err != nil {
+		return nil, err
+	}
+	return indent(top, &enc)
+}
+
+// mergeServers sets top's mcpServers: the router and the turn's sidecars, with every
+// other bridge of arizukod's removed and everything else kept.
+func mergeServers(top map[string]json.RawMessage, enc *encoder, sidecars []string) error {
 	servers, err := object(top, "mcpServers")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	for name, raw := range servers {
 		if name == RouterServer || ownedBridge(raw) {
@@ -108,6 +117,33 @@ func MergeSettings(existing []byte, env map[string]string, sidecars []string) ([
 		servers[s] = enc.raw(socat(SidecarSocketDir + "/" + s + ".sock"))
 	}
 	top["mcpServers"] = enc.raw(servers)
+	return nil
+}
+
+// MergeClaudeJSON returns Claude Code's state file ~/.claude.json with arizukod's MCP
+// servers set at its top level (where Claude Code reads them for every directory) and
+// everything else kept. existing must be a JSON object.
+func MergeClaudeJSON(existing []byte, sidecars []string) ([]byte, error) {
+	if err := checkSidecars(sidecars); err != nil {
+		return nil, err
+	}
+	top := map[string]json.RawMessage{}
+	trimmed := bytes.TrimSpace(existing)
+	if len(trimmed) == 0 || trimmed[0] != '{' {
+		return nil, fmt.Errorf("%w: the top level is not a JSON object", ErrCorruptSettings)
+	}
+	if err := json.Unmarshal(trimmed, &top); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCorruptSettings, err)
+	}
+	var enc encoder
+	if err := mergeServers(top, &enc, sidecars); err != nil {
+		return nil, err
+	}
+	return indent(top, &enc)
+}
+
+// indent renders top as two-space-indented JSON ending in a newline.
+func indent(top map[string]json.RawMessage, enc *encoder) ([]byte, error) {
 	if enc.err != nil {
 		return nil, enc.err
 	}

@@ -238,3 +238,36 @@ func FuzzMergeSettings(f *testing.F) {
 		}
 	})
 }
+
+func TestMergeClaudeJSON(t *testing.T) {
+	in := `{"numStartups": 3, "projects": {"/workspace": {"hasTrustDialogAccepted": true, "allowedTools": []}},
+  "mcpServers": {"mine": {"command": "node", "args": ["x.js"]},
+    "gone": {"command": "socat", "args": ["STDIO", "UNIX-CONNECT:/var/run/pub/arizuko/sidecars/gone.sock"]}},
+  "big": 12345678901234567890}`
+	out, err := MergeClaudeJSON([]byte(in), []string{"search"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]json.RawMessage
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatal(err)
+	}
+	var servers map[string]MCPServer
+	json.Unmarshal(got["mcpServers"], &servers)
+	if servers["mine"].Command != "node" || servers["arizuko"].Args[1] != "UNIX-CONNECT:"+RouterSocket ||
+		servers["search"].Args[1] != "UNIX-CONNECT:"+SidecarSocketDir+"/search.sock" || len(servers) != 3 {
+		t.Errorf("mcpServers: %+v", servers)
+	}
+	if string(got["big"]) != "12345678901234567890" || string(got["numStartups"]) != "3" || !strings.Contains(string(got["projects"]), "allowedTools") {
+		t.Errorf("other keys changed: %s", out)
+	}
+	again, err := MergeClaudeJSON(out, []string{"search"})
+	if err != nil || string(again) != string(out) {
+		t.Errorf("merging twice changes the file: %v\n%s\n%s", err, out, again)
+	}
+	for _, bad := range []string{"", "[]", "not json", `{"mcpServers": []}`} {
+		if _, err := MergeClaudeJSON([]byte(bad), nil); !errors.Is(err, ErrCorruptSettings) {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
+}

@@ -115,6 +115,9 @@ type Config struct {
 	Env []string
 	// TOML is appended to the daemon's configuration file (tables such as [model]).
 	TOML string
+	// Claude makes the daemon run the Claude Code image (built once per engine) instead
+	// of the example agent.
+	Claude bool
 }
 
 // Daemon is one arizukod of a test, over its own directory.
@@ -131,6 +134,7 @@ type Daemon struct {
 	StderrLog  string // the daemon's stderr (journald has its log while it runs)
 
 	t      testing.TB
+	image  string
 	cmd    *exec.Cmd
 	exited chan struct{}
 	pids   []int // every arizukod process it started, for the failure output
@@ -144,7 +148,10 @@ func New(t testing.TB, cfg Config) *Daemon {
 	t.Helper()
 	bin := Binary(t)
 	eng, _ := cfg.Engine.Open(t)
-	enginetest.EnsureAgentImage(t, cfg.Engine, eng)
+	image := enginetest.EnsureAgentImage(t, cfg.Engine, eng)
+	if cfg.Claude {
+		image = enginetest.EnsureClaudeImage(t, cfg.Engine, eng)
+	}
 	dir, err := os.MkdirTemp("/tmp", "arizuko-dt-")
 	if err != nil {
 		t.Fatal(err)
@@ -155,7 +162,7 @@ func New(t testing.TB, cfg Config) *Daemon {
 	d := &Daemon{
 		Config: cfg, Dir: dir, DataDir: filepath.Join(dir, "data"), Socket: filepath.Join(dir, "api.sock"),
 		ConfigPath: filepath.Join(dir, "arizukod.toml"), Instance: "test-" + RandHex(6), Bin: bin, Eng: eng,
-		t: t, StderrLog: filepath.Join(dir, "stderr.log"),
+		t: t, StderrLog: filepath.Join(dir, "stderr.log"), image: image,
 	}
 	d.Client = api.NewClient(d.Socket)
 	if err := copyTree(filepath.Join(repoRoot(t), "container", "skills"), filepath.Join(dir, "skills")); err != nil {
@@ -196,7 +203,7 @@ func (d *Daemon) toml() string {
 		fmt.Sprintf("socket_mode = %q", or(d.SocketMode, "0660")),
 		fmt.Sprintf("engine = %q", d.Engine.Kind),
 		fmt.Sprintf("engine_socket = %q", d.Engine.URI),
-		fmt.Sprintf("image = %q", enginetest.AgentImage),
+		fmt.Sprintf("image = %q", d.image),
 		fmt.Sprintf("run_timeout = %q", or(d.RunTimeout, "2m")),
 		fmt.Sprintf("stop_grace = %q", or(d.StopGrace, "1s")),
 		fmt.Sprintf("max_running = %d", maxRunning),

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/arizuko/arizukod/agentimage"
 	"github.com/arizuko/arizukod/runtime"
 )
 
@@ -176,4 +177,43 @@ func DataDir(t testing.TB) string {
 	}
 	t.Cleanup(func() { os.RemoveAll(d) })
 	return d
+}
+
+var claudeImported sync.Map // engine URI -> *importResult
+
+// EnsureClaudeImage builds localhost/arizuko-claude on eng, once per process, with this
+// tree's runner: the Debian rootfs and Claude Code's package come from the cache directory
+// ($ARIZUKO_CACHE_DIR, else the user's cache), downloaded on the first build. It fails
+// (never skips) when the image cannot be built.
+func EnsureClaudeImage(t testing.TB, e Engine, eng runtime.Engine) string {
+	t.Helper()
+	v, _ := claudeImported.LoadOrStore(e.URI, &importResult{})
+	r := v.(*importResult)
+	r.once.Do(func() {
+		runner, err := StaticBinary("github.com/arizuko/arizukod/cmd/arizuko-claude", "arizuko-claude")
+		if err != nil {
+			r.err = err
+			return
+		}
+		cache := os.Getenv("ARIZUKO_CACHE_DIR")
+		if cache == "" {
+			dir, err := os.UserCacheDir()
+			if err != nil {
+				r.err = err
+				return
+			}
+			cache = filepath.Join(dir, "arizuko")
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+		defer cancel()
+		b, err := agentimage.BuildClaude(ctx, eng, agentimage.Options{CacheDir: cache, Runner: runner})
+		if err == nil {
+			t.Logf("built %s on %s: %d MB in %s", b.Ref, e.Name, b.Bytes>>20, b.Duration.Round(time.Second))
+		}
+		r.err = err
+	})
+	if r.err != nil {
+		t.Fatalf("build the Claude image on %s: %v", e.Name, r.err)
+	}
+	return agentimage.ClaudeRef
 }

@@ -21,7 +21,8 @@ type Request struct {
 	Raw          []byte
 }
 
-// LastUserText is the text of the last user message of a Messages request.
+// LastUserText is the text of the last user message of a Messages request (its last
+// text block).
 func (r Request) LastUserText() string {
 	msgs, _ := r.Body["messages"].([]any)
 	for i := len(msgs) - 1; i >= 0; i-- {
@@ -33,25 +34,77 @@ func (r Request) LastUserText() string {
 		case string:
 			return c
 		case []any:
-			var parts []string
-			for _, b := range c {
-				if bm, _ := b.(map[string]any); bm["type"] == "text" {
+			// The last text block: agents put reminders and context in blocks before it.
+			for j := len(c) - 1; j >= 0; j-- {
+				if bm, _ := c[j].(map[string]any); bm["type"] == "text" {
 					s, _ := bm["text"].(string)
-					parts = append(parts, s)
+					return s
 				}
 			}
-			return strings.Join(parts, "\n")
 		}
 	}
 	return ""
 }
 
+// ToolNames are the names of the tools a Messages request offers the model.
+func (r Request) ToolNames() []string {
+	tools, _ := r.Body["tools"].([]any)
+	var out []string
+	for _, t := range tools {
+		if m, _ := t.(map[string]any); m != nil {
+			if n, _ := m["name"].(string); n != "" {
+				out = append(out, n)
+			}
+		}
+	}
+	return out
+}
+
+// ToolResult is the text of the last tool_result block of the last message, and whether it
+// has one: what the agent sends back after running the tool the fake asked for last.
+func (r Request) ToolResult() (string, bool) {
+	msgs, _ := r.Body["messages"].([]any)
+	if len(msgs) == 0 {
+		return "", false
+	}
+	m, _ := msgs[len(msgs)-1].(map[string]any)
+	blocks, _ := m["content"].([]any)
+	for i := len(blocks) - 1; i >= 0; i-- {
+		bm, _ := blocks[i].(map[string]any)
+		if bm["type"] != "tool_result" {
+			continue
+		}
+		switch c := bm["content"].(type) {
+		case string:
+			return c, true
+		case []any:
+			var parts []string
+			for _, x := range c {
+				if xm, _ := x.(map[string]any); xm["type"] == "text" {
+					s, _ := xm["text"].(string)
+					parts = append(parts, s)
+				}
+			}
+			return strings.Join(parts, "\n"), true
+		}
+		return "", true
+	}
+	return "", false
+}
+
+// ToolUse asks the agent to call a tool.
+type ToolUse struct {
+	Name  string
+	Input map[string]any
+}
+
 // Reply is the fake's answer to one request: an error status with the API's error body,
-// or a text.
+// a text, or a tool call.
 type Reply struct {
 	Status    int    // 0 or 200 for an answer
 	ErrorType string // the API's error type for an error status
 	Text      string
+	ToolUse   *ToolUse
 	// InputTokens and OutputTokens are the usage reported; 0 uses the lengths.
 	InputTokens, OutputTokens int64
 }
@@ -110,6 +163,13 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		rep.OutputTokens = int64(len(rep.Text)/4 + 1)
 	}
 	model, _ := req.Body["model"].(string)
+	stop := "end_turn"
+	content := []any{map[string]any{"type": "text", "text": rep.Text}}
+	if rep.ToolUse != nil {
+		stop = "tool_use"
+		content = []any{map[string]any{"type": "tool_use", "id": "toolu_fake" + fmt.Sprint(len(s.Requests())),
+			"name": rep.ToolUse.Name, "input": rep.ToolUse.Input}}
+	}
 	msg := map[string]any{
 		"id": "msg_fake", "type": "message", "role": "assistant", "model": model,
 		"stop_reason": nil, "stop_sequence": nil, "content": []any{},
@@ -117,8 +177,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			"cache_read_input_tokens": 0, "cache_creation_input_tokens": 0},
 	}
 	if stream, _ := req.Body["stream"].(bool); !stream {
-		msg["content"] = []any{map[string]any{"type": "text", "text": rep.Text}}
-		msg["stop_reason"] = "end_turn"
+		msg["content"] = content
+		msg["stop_reason"] = stop
 		msg["usage"].(map[string]any)["output_tokens"] = rep.OutputTokens
 		writeJSON(w, 200, msg)
 		return
@@ -134,15 +194,24 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	event("message_start", map[string]any{"type": "message_start", "message": msg})
-	event("content_block_start", map[string]any{"type": "content_block_start", "index": 0,
-		"content_block": map[string]any{"type": "text", "text": ""}})
-	for _, chunk := range chunks(rep.Text, 16) {
+	if rep.ToolUse != nil {
+		block := content[0].(map[string]any)
+		input, _ := json.Marshal(rep.ToolUse.Input)
+		event("content_block_start", map[string]any{"type": "content_block_start", "index": 0,
+			"content_block": map[string]any{"type": "tool_use", "id": block["id"], "name": rep.ToolUse.Name, "input": map[string]any{}}})
 		event("content_block_delta", map[string]any{"type": "content_block_delta", "index": 0,
-			"delta": map[string]any{"type": "text_delta", "text": chunk}})
+			"delta": map[string]any{"type": "input_json_delta", "partial_json": string(input)}})
+	} else {
+		event("content_block_start", map[string]any{"type": "content_block_start", "index": 0,
+			"content_block": map[string]any{"type": "text", "text": ""}})
+		for _, chunk := range chunks(rep.Text, 16) {
+			event("content_block_delta", map[string]any{"type": "content_block_delta", "index": 0,
+				"delta": map[string]any{"type": "text_delta", "text": chunk}})
+		}
 	}
 	event("content_block_stop", map[string]any{"type": "content_block_stop", "index": 0})
 	event("message_delta", map[string]any{"type": "message_delta",
-		"delta": map[string]any{"stop_reason": "end_turn", "stop_sequence": nil},
+		"delta": map[string]any{"stop_reason": stop, "stop_sequence": nil},
 		"usage": map[string]any{"output_tokens": rep.OutputTokens}})
 	event("message_stop", map[string]any{"type": "message_stop"})
 }

@@ -1,0 +1,371 @@
+// Command arizuko-claude is the container side of the turn contract for Claude Code: the
+// entrypoint of the arizuko-claude image. It reads the turn's JSON line on stdin, runs
+// Claude Code headless in /workspace with the turn's messages, and prints the answer
+// between the contract's markers.
+//
+// The container has no network. The runner relays a loopback port to the model gateway's
+// socket (/var/run/pub/arizuko/model.sock) and points ANTHROPIC_BASE_URL at it, and another
+// to the egress proxy (egress.sock) for HTTPS_PROXY, so Claude Code needs neither socat nor
+// a network for them. The API key it sees is the turn's token; the real key stays on the
+// host. The arizuko MCP server and the sidecars are seeded into ~/.claude.json by arizukod.
+//
+// Claude Code runs with stream-json on both sides: the turn's messages are its first user
+// message; on SIGUSR1 the steering files in the IPC input directory become further user
+// messages of the same session; the _close sentinel there (the soft deadline) ends it with
+// what it has. A result is ok (with its session id), Claude Code's own error is error, and
+// nothing usable is fatal.
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/arizuko/arizukod/contract"
+	"github.com/arizuko/arizukod/mountsec"
+)
+
+// Paths inside the container, as arizukod mounts them.
+const (
+	ipcDir    = "/var/run/pub/arizuko"
+	envFile   = "/workspace/env-dir/env"
+	workspace = "/workspace"
+)
+
+// claudeBin is Claude Code's native binary in the image.
+var claudeBin = "/usr/local/bin/claude"
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "version" {
+		fmt.Println("arizuko-claude")
+		return
+	}
+	in, err := readInput(os.Stdin)
+	if err != nil {
+		answer(contract.Output{Status: contract.StatusFatal, Error: err.Error()})
+		return
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	answer(runTurn(ctx, in))
+}
+
+func answer(out contract.Output) { os.Stdout.Write(contract.WriteOutput(out)) }
+
+func readInput(r io.Reader) (contract.Input, error) {
+	line, err := bufio.NewReaderSize(r, 64<<10).ReadBytes('\n')
+	if err != nil && (err != io.EOF || len(line) == 0) {
+		return contract.Input{}, fmt.Errorf("read stdin: %w", err)
+	}
+	var in contract.Input
+	if err := json.Unmarshal(line, &in); err != nil {
+		return contract.Input{}, fmt.Errorf("decode stdin: %w", err)
+	}
+	return in, nil
+}
+
+// relay listens on a loopback port and connects every connection to the unix socket.
+func relay(ctx context.Context, socket string) (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("relay to %s: %w", socket, err)
+	}
+	context.AfterFunc(ctx, func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				u, err := net.Dial("unix", socket)
+				if err != nil {
+					fmt.Fprintf(os.Stderr, "arizuko-claude: %s: %v\n", socket, err)
+					return
+				}
+				defer u.Close()
+				done := make(chan struct{})
+				go func() { io.Copy(u, c); u.(*net.UnixConn).CloseWrite(); close(done) }()
+				io.Copy(c, u)
+				<-done
+			}()
+		}
+	}()
+	return ln.Addr().String(), nil
+}
+
+// environment is Claude Code's: the container's, the allowlisted env file's, and what
+// sends its traffic through the relays.
+func environment(modelAddr, egressAddr string) []string {
+	env := os.Environ()
+	if b, err := os.ReadFile(envFile); err == nil {
+		if vars, err := mountsec.ParseEnvFile(b); err == nil {
+			for k, v := range vars {
+				env = append(env, k+"="+v)
+			}
+		}
+	}
+	env = append(env,
+		"ANTHROPIC_BASE_URL=http://"+modelAddr,
+		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
+		"DISABLE_AUTOUPDATER=1",
+		// MCP tools are offered to the model directly instead of behind a tool search.
+		"ENABLE_TOOL_SEARCH=false",
+		"NO_PROXY=127.0.0.1,localhost",
+	)
+	if egressAddr != "" {
+		env = append(env, "HTTPS_PROXY=http://"+egressAddr, "HTTP_PROXY=http://"+egressAddr)
+	}
+	if os.Getuid() == 0 {
+		// Root in a container without capabilities: the container is the sandbox, which
+		// is what Claude Code asks to be told before it skips its permission prompts.
+		env = append(env, "IS_SANDBOX=1")
+	}
+	if tok := os.Getenv("ARIZUKO_MODEL_TOKEN"); tok != "" {
+		env = append(env, "ANTHROPIC_API_KEY="+tok)
+	}
+	return env
+}
+
+// prompt is the turn's messages as one user message: every message, with its role when
+// it is not the user's.
+func prompt(msgs []contract.Message) string {
+	var b strings.Builder
+	for i, m := range msgs {
+		if i > 0 {
+			b.WriteString("\n\n")
+		}
+		if m.Role != "" && m.Role != "user" {
+			b.WriteString("[" + m.Role + "] ")
+		}
+		b.WriteString(m.Content)
+	}
+	return b.String()
+}
+
+// userLine is one stream-json user message.
+func userLine(text string) []byte {
+	b, _ := json.Marshal(map[string]any{
+		"type":    "user",
+		"message": map[string]any{"role": "user", "content": text},
+	})
+	return append(b, '\n')
+}
+
+// event is the part of Claude Code's stream-json output lines the runner reads.
+type event struct {
+	Type      string `json:"type"`
+	Subtype   string `json:"subtype"`
+	SessionID string `json:"session_id"`
+	IsError   bool   `json:"is_error"`
+	Result    string `json:"result"`
+	Message   struct {
+		Content []struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		} `json:"content"`
+	} `json:"message"`
+}
+
+func runTurn(ctx context.Context, in contract.Input) contract.Output {
+	if len(in.Messages) == 0 {
+		return contract.Output{Status: contract.StatusError, Error: "the turn has no messages", NewSessionID: in.SessionID}
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	modelAddr, err := relay(rctx, filepath.Join(ipcDir, "model.sock"))
+	if err != nil {
+		return contract.Output{Status: contract.StatusFatal, Error: err.Error()}
+	}
+	egressAddr, err := relay(rctx, filepath.Join(ipcDir, "egress.sock"))
+	if err != nil {
+		egressAddr = ""
+	}
+	args := []string{"-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose",
+		"--dangerously-skip-permissions"}
+	if in.SystemPrompt != "" {
+		args = append(args, "--append-system-prompt", in.SystemPrompt)
+	}
+	if in.SessionID != "" {
+		args = append(args, "--resume", in.SessionID)
+	}
+	cmd := exec.Command(claudeBin, args...)
+	cmd.Dir = workspace
+	cmd.Env = environment(modelAddr, egressAddr)
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return contract.Output{Status: contract.StatusFatal, Error: err.Error()}
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return contract.Output{Status: contract.StatusFatal, Error: err.Error()}
+	}
+	if err := cmd.Start(); err != nil {
+		return contract.Output{Status: contract.StatusFatal, Error: fmt.Sprintf("start Claude Code: %v", err)}
+	}
+	var (
+		mu       sync.Mutex
+		inClosed bool
+	)
+	send := func(b []byte) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !inClosed {
+			stdin.Write(b)
+		}
+	}
+	closeInput := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !inClosed {
+			inClosed = true
+			stdin.Close()
+		}
+	}
+	send(userLine(prompt(in.Messages)))
+
+	// Steering: SIGUSR1 turns the new message files into user messages of the session.
+	usr1 := make(chan os.Signal, 1)
+	signal.Notify(usr1, syscall.SIGUSR1)
+	defer signal.Stop(usr1)
+	closed := make(chan struct{})
+	go func() {
+		seen := map[string]bool{}
+		tick := time.NewTicker(500 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-rctx.Done():
+				return
+			case <-usr1:
+				for _, text := range steering(seen) {
+					send(userLine(text))
+				}
+			case <-tick.C:
+				if _, err := os.Stat(filepath.Join(ipcDir, "input", "_close")); err == nil {
+					close(closed)
+					return
+				}
+			}
+		}
+	}()
+
+	var (
+		last    event // the result event, once it came
+		text    string
+		session = in.SessionID
+		gotRes  bool
+	)
+	lines := make(chan event)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(make([]byte, 1<<20), 64<<20)
+		for sc.Scan() {
+			var ev event
+			if json.Unmarshal(sc.Bytes(), &ev) == nil {
+				lines <- ev
+			}
+		}
+	}()
+	interrupted := false
+loop:
+	for {
+		select {
+		case ev, ok := <-lines:
+			if !ok {
+				break loop
+			}
+			if ev.SessionID != "" {
+				session = ev.SessionID
+			}
+			switch ev.Type {
+			case "assistant":
+				for _, c := range ev.Message.Content {
+					if c.Type == "text" && c.Text != "" {
+						text = c.Text
+					}
+				}
+			case "result":
+				last, gotRes = ev, true
+				closeInput()
+			}
+		case <-closed:
+			// The soft deadline: end with what there is.
+			interrupted = true
+			closeInput()
+			cmd.Process.Signal(syscall.SIGTERM)
+			closed = nil
+		case <-ctx.Done():
+			interrupted = true
+			cmd.Process.Signal(syscall.SIGTERM)
+		}
+	}
+	closeInput()
+	waitErr := cmd.Wait()
+	switch {
+	case gotRes && !last.IsError:
+		return contract.Output{Status: contract.StatusOK, Result: last.Result, NewSessionID: session}
+	case gotRes:
+		return contract.Output{Status: contract.StatusError, Error: "Claude Code: " + orText(last.Result, last.Subtype), NewSessionID: session}
+	case interrupted && (text != "" || session != ""):
+		return contract.Output{Status: contract.StatusOK, Result: text, NewSessionID: session}
+	}
+	return contract.Output{Status: contract.StatusFatal, Error: fmt.Sprintf("Claude Code ended without a result: %v", orErr(waitErr))}
+}
+
+func orText(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+func orErr(err error) error {
+	if err == nil {
+		return errors.New("it exited 0")
+	}
+	return err
+}
+
+// steering reads the message files of the IPC input directory not seen before, in name
+// order (arizukod names them so that order is arrival order).
+func steering(seen map[string]bool) []string {
+	dir := filepath.Join(ipcDir, "input")
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	sort.Slice(entries, func(i, j int) bool { return entries[i].Name() < entries[j].Name() })
+	var out []string
+	for _, e := range entries {
+		if seen[e.Name()] || !strings.HasSuffix(e.Name(), ".json") {
+			continue
+		}
+		seen[e.Name()] = true
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			continue
+		}
+		var m contract.Message
+		if json.Unmarshal(b, &m) == nil && m.Content != "" {
+			out = append(out, m.Content)
+		}
+	}
+	return out
+}
