@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # stage.sh deb|rpm DIR: lay the package's files out under DIR as they are installed.
 #
-# Needs bin/arizukod and bin/agent (make build). Debian 12 keeps system units in
+# Needs bin/arizukod, bin/agent and bin/arizuko-claude (make build). Debian 12 keeps system units in
 # /lib/systemd/system, RPM distributions in /usr/lib/systemd/system. Only the Debian
 # package ships the preset that enables both sockets (Debian enables a service when it
 # is installed); on RPM distributions their own presets decide (Fedora: disabled).
@@ -22,7 +22,7 @@ rpm) unitdir=/usr/lib/systemd/system ;;
 *) usage ;;
 esac
 
-for f in bin/arizukod bin/agent; do
+for f in bin/arizukod bin/agent bin/arizuko-claude; do
 	[[ -x $f ]] || {
 		echo "stage.sh: $f is missing: run make build first" >&2
 		exit 1
@@ -45,6 +45,7 @@ inst() { install -D -m "$1" "$2" "$dest$3"; }
 
 inst 0755 bin/arizukod /usr/bin/arizukod
 inst 0755 bin/agent /usr/libexec/arizuko/agent
+inst 0755 bin/arizuko-claude /usr/libexec/arizuko/arizuko-claude
 inst 0755 packaging/add-subids /usr/libexec/arizuko/add-subids
 inst 0755 contrib/systemd/arizuko-podman-service /usr/libexec/arizuko/podman-service
 

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/arizuko/arizukod/agentimage"
+	"github.com/arizuko/arizukod/config"
+	"github.com/arizuko/arizukod/gateway"
+	"github.com/arizuko/arizukod/mountsec"
+)
+
+// checkImage says whether the configured agent image is on the engine, and whether the
+// Claude Code image is.
+func checkImage(ctx context.Context, o *doctorOpts) (string, error) {
+	eng, _, err := o.ef.open(ctx)
+	if err != nil {
+		return "", fmt.Errorf("no engine to ask: %w", err)
+	}
+	image := defaultImage()
+	if cfg, err := config.Load(serviceMode(), "", os.Getenv); err == nil && os.Getenv("CONTAINER_IMAGE") == "" {
+		image = cfg.Image
+	}
+	ok, err := eng.ImageExists(ctx, image)
+	if err != nil {
+		return "", err
+	}
+	claude, _ := eng.ImageExists(ctx, agentimage.ClaudeRef)
+	if !ok {
+		return "", fmt.Errorf("the agent image %s is not on the engine (runs never pull); %s is %s", image, agentimage.ClaudeRef, present(claude))
+	}
+	return fmt.Sprintf("%s is on the engine; %s is %s", image, agentimage.ClaudeRef, present(claude)), nil
+}
+
+func present(ok bool) string {
+	if ok {
+		return "there"
+	}
+	return "not built (arizukod image build claude)"
+}
+
+// checkModel says where the model gateway's credential comes from, without printing it.
+func checkModel(context.Context, *doctorOpts) (string, error) {
+	cfg, err := config.Load(serviceMode(), "", os.Getenv)
+	if err != nil {
+		return "", err
+	}
+	fromFile := map[string]string{}
+	if cfg.EnvFile != "" {
+		if vars, err := mountsec.ReadEnvFile(cfg.EnvFile); err == nil {
+			fromFile = vars
+		}
+	}
+	cred, err := gateway.LoadCredential(gateway.CredentialSources{
+		APIKeyFile: cfg.Model.APIKeyFile, OAuthTokenFile: cfg.Model.OAuthTokenFile,
+		Getenv: func(k string) string {
+			if v := os.Getenv(k); v != "" {
+				return v
+			}
+			return fromFile[k]
+		},
+	})
+	if errors.Is(err, gateway.ErrNoCredential) {
+		return "", fmt.Errorf("no model credential for %s: turns cannot reach the model", cfg.Model.Upstream)
+	}
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%s, upstream %s", cred, cfg.Model.Upstream), nil
+}
