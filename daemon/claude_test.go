@@ -20,7 +20,8 @@ import (
 // TestClaudeAgent runs the real Claude Code binary in the built image, in the hardened
 // container with network none, against a scripted Messages API behind the model gateway:
 // a plain turn, a resumed session, an MCP tool call through router.sock that lands in the
-// outbox, and `claude mcp list` run by Claude Code's own Bash tool.
+// outbox, a steer within the turn, the soft deadline, the tier's tool list, the sandbox
+// probed by Claude Code's Bash tool, and `claude mcp list` run by it.
 func TestClaudeAgent(t *testing.T) {
 	for _, e := range enginetest.Rootful(t) {
 		t.Run(e.Name, func(t *testing.T) { testClaudeAgent(t, e) })
@@ -39,10 +40,24 @@ func testClaudeAgent(t *testing.T, e enginetest.Engine) {
 			return fakemodel.Reply{Text: "tool said: " + res}
 		}
 		switch text := r.LastUserText(); {
+		case strings.HasSuffix(text, "slow please"):
+			time.Sleep(4 * time.Second)
+			return fakemodel.Reply{Text: "slow answer"}
+		case strings.HasSuffix(text, "hang please"):
+			select {
+			case <-r.Done:
+			case <-time.After(2 * time.Minute):
+			}
+			return fakemodel.Reply{Text: "too late"}
 		case strings.HasSuffix(text, "please use send_reply"):
 			awaiting = true
 			return fakemodel.Reply{ToolUse: &fakemodel.ToolUse{Name: "mcp__arizuko__send_reply",
 				Input: map[string]any{"text": "hello from claude", "chat_jid": "tg:42"}}}
+		case strings.HasSuffix(text, "please probe"):
+			awaiting = true
+			return fakemodel.Reply{ToolUse: &fakemodel.ToolUse{Name: "Bash", Input: map[string]any{
+				"command":     "grep -E '^(CapEff|NoNewPrivs)' /proc/self/status; ls /sys/class/net; touch /usr/probe 2>&1; id -u",
+				"description": "probe the sandbox"}}}
 		case strings.HasSuffix(text, "please list mcp"):
 			awaiting = true
 			return fakemodel.Reply{ToolUse: &fakemodel.ToolUse{Name: "Bash",
@@ -110,6 +125,78 @@ func testClaudeAgent(t *testing.T, e enginetest.Engine) {
 	json.Unmarshal(body, &outbox)
 	if !strings.Contains(string(body), "hello from claude") || !strings.Contains(string(body), "tg:42") {
 		t.Errorf("outbox after send_reply: %s", body)
+	}
+
+	// (5) A steer during a slow answer reaches the model in the same turn.
+	slow, err := d.Client.CreateRun(context.Background(), api.CreateRunRequest{Folder: "main",
+		Messages: []contract.Message{{Role: "user", Content: "slow please"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		reqs := fake.Requests()
+		if reqs[len(reqs)-1].LastUserText() == "slow please" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the slow request never reached the fake")
+		}
+	}
+	if code, body, err := d.Do(http.MethodPost, "/v1/runs/"+slow.ID+"/steer", "application/json",
+		[]byte(`{"messages":[{"role":"user","content":"steer: turn left"}]}`)); err != nil || code != http.StatusAccepted && code != http.StatusOK {
+		t.Fatalf("steer: %d %s %v", code, body, err)
+	}
+	steered := d.Wait(t, slow.ID, 3*time.Minute)
+	sawSteer := slices.ContainsFunc(fake.Requests(), func(r fakemodel.Request) bool { return r.LastUserText() == "steer: turn left" })
+	if steered.Status != "ok" || !sawSteer || steered.Result != "echo: steer: turn left" {
+		t.Errorf("steered turn: %s %q %q; the model saw the steer: %v", steered.Status, steered.Result, steered.Error, sawSteer)
+	}
+
+	// (6) At the soft deadline the _close sentinel ends a hung turn ok, with what it has.
+	d.PutGroup(t, "main/quick", `{"timeout": 40000}`)
+	start = time.Now()
+	hung, err := d.Client.CreateRun(context.Background(), api.CreateRunRequest{Folder: "main/quick",
+		Messages: []contract.Message{{Role: "user", Content: "hang please"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := d.Wait(t, hung.ID, 2*time.Minute)
+	if closed.Status != "ok" || closed.NewSessionID == "" || time.Since(start) > 35*time.Second {
+		t.Errorf("a hung turn at its soft deadline: %s %s %q %q after %s", closed.Status, closed.Failure, closed.Result, closed.Error, time.Since(start).Round(time.Second))
+	}
+
+	// (4) A tool the group's tier forbids is not even offered: main/a/b/c is tier 3, which
+	// may only send_reply.
+	d.AddGroup(t, "main/a/b/c")
+	n := len(fake.Requests())
+	if r, err := d.Client.CreateRun(context.Background(), api.CreateRunRequest{Folder: "main/a/b/c",
+		Messages: []contract.Message{{Role: "user", Content: "hello worker"}}}); err != nil {
+		t.Fatal(err)
+	} else if got := d.Wait(t, r.ID, 3*time.Minute); got.Status != "ok" {
+		t.Errorf("tier 3 turn: %s %q", got.Status, got.Error)
+	}
+	for _, r := range fake.Requests()[n:] {
+		var ours []string
+		for _, name := range r.ToolNames() {
+			if strings.HasPrefix(name, "mcp__arizuko__") {
+				ours = append(ours, name)
+			}
+		}
+		if !slices.Equal(ours, []string{"mcp__arizuko__send_reply"}) {
+			t.Errorf("a tier-3 turn was offered %v, want only mcp__arizuko__send_reply", ours)
+		}
+	}
+
+	// The sandbox holds with this image, probed by Claude Code's own Bash tool: no
+	// capabilities, no_new_privs, only lo, a read-only root.
+	probe := turn("please probe", "")
+	for _, want := range []string{"CapEff:\t0000000000000000", "NoNewPrivs:\t1", "lo\n", "Read-only file system"} {
+		if !strings.Contains(probe.Result, want) {
+			t.Errorf("sandbox probe from Claude Code's Bash tool lacks %q: %s %q %q", want, probe.Status, probe.Result, probe.Error)
+		}
+	}
+	if strings.Contains(probe.Result, "eth0") {
+		t.Errorf("the container has a network interface besides lo: %q", probe.Result)
 	}
 
 	// (7) Claude Code's Bash tool runs `claude mcp list` inside the turn: arizuko connected.

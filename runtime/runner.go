@@ -472,8 +472,14 @@ func (tr *turnRun) remove(ctx context.Context) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	if err := tr.r.cfg.Engine.Remove(rctx, tr.id); err != nil {
-		tr.r.log.Error("remove container: retried once the engine answers", "container", tr.res.Container, "err", err)
 		tr.note("remove failed: %v", err)
+		if tr.res.Failure == FailEngine {
+			// The engine went away under the turn: the queue adopts the container when
+			// the engine is back, or it is a leftover; it is not this removal's to retry.
+			tr.r.log.Warn("remove container", "container", tr.res.Container, "err", err)
+			return
+		}
+		tr.r.log.Error("remove container: retried once the engine answers", "container", tr.res.Container, "err", err)
 		tr.r.mu.Lock()
 		if tr.r.unremoved == nil {
 			tr.r.unremoved = map[string]string{}

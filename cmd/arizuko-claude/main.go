@@ -218,14 +218,18 @@ func runTurn(ctx context.Context, in contract.Input) contract.Output {
 	if err := cmd.Start(); err != nil {
 		return contract.Output{Status: contract.StatusFatal, Error: fmt.Sprintf("start Claude Code: %v", err)}
 	}
+	// unanswered counts the user messages sent that no result has answered yet: input
+	// closes (and Claude Code ends) once every message, steering included, is answered.
 	var (
-		mu       sync.Mutex
-		inClosed bool
+		mu         sync.Mutex
+		inClosed   bool
+		unanswered int
 	)
 	send := func(b []byte) {
 		mu.Lock()
 		defer mu.Unlock()
 		if !inClosed {
+			unanswered++
 			stdin.Write(b)
 		}
 	}
@@ -235,6 +239,15 @@ func runTurn(ctx context.Context, in contract.Input) contract.Output {
 		if !inClosed {
 			inClosed = true
 			stdin.Close()
+		}
+	}
+	answered := func() {
+		mu.Lock()
+		unanswered--
+		done := unanswered <= 0
+		mu.Unlock()
+		if done {
+			closeInput()
 		}
 	}
 	send(userLine(prompt(in.Messages)))
@@ -303,7 +316,7 @@ loop:
 				}
 			case "result":
 				last, gotRes = ev, true
-				closeInput()
+				answered()
 			}
 		case <-closed:
 			// The soft deadline: end with what there is.

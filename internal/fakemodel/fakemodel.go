@@ -19,6 +19,8 @@ type Request struct {
 	Header       http.Header
 	Body         map[string]any
 	Raw          []byte
+	// Done is closed when the client goes away, for replies that wait.
+	Done <-chan struct{}
 }
 
 // LastUserText is the text of the last user message of a Messages request (its last
@@ -134,7 +136,7 @@ func (s *Server) Requests() []Request {
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	raw, _ := io.ReadAll(r.Body)
-	req := Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Raw: raw}
+	req := Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Raw: raw, Done: r.Context().Done()}
 	json.Unmarshal(raw, &req.Body)
 	s.mu.Lock()
 	s.requests = append(s.requests, req)
