@@ -167,7 +167,9 @@ func testClaudeAgent(t *testing.T, e enginetest.Engine) {
 
 	// (4) A tool the group's tier forbids is not even offered: main/a/b/c is tier 3, which
 	// may only send_reply.
-	d.AddGroup(t, "main/a/b/c")
+	for _, f := range []string{"main/a", "main/a/b", "main/a/b/c"} {
+		d.AddGroup(t, f)
+	}
 	n := len(fake.Requests())
 	if r, err := d.Client.CreateRun(context.Background(), api.CreateRunRequest{Folder: "main/a/b/c",
 		Messages: []contract.Message{{Role: "user", Content: "hello worker"}}}); err != nil {
