@@ -1,7 +1,8 @@
 // Package api is arizukod's local JSON API over a unix socket: runs, group inboxes, groups
-// and their grants, the outbox and inbound chat messages. It validates every request and
-// answers a caller's mistake with a 4xx and a JSON error that names the field; it writes to
-// the store and wakes or asks the queue, and never touches an engine or a file.
+// and their grants, the outbox, the operator's routes and inbound chat messages. It
+// validates every request and answers a caller's mistake with a 4xx and a JSON error that
+// names the field; it writes to the store and wakes or asks the queue, and never touches an
+// engine or a file.
 package api
 
 import (
@@ -86,6 +87,9 @@ func New(st *store.Store, q Queue, h Health, log *slog.Logger) *Server {
 	s.mux.HandleFunc("GET /v1/groups/{folder}/outbox", s.listOutbox)
 	s.mux.HandleFunc("POST /v1/groups/{folder}/unpark", s.unpark)
 	s.mux.HandleFunc("POST /v1/messages", s.inbound)
+	s.mux.HandleFunc("GET /v1/routes", s.listRoutes)
+	s.mux.HandleFunc("POST /v1/routes", s.addRoute)
+	s.mux.HandleFunc("DELETE /v1/routes/{id}", s.deleteRoute)
 	return s
 }
 

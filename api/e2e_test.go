@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -34,7 +35,7 @@ func TestAPI(t *testing.T) {
 	start := time.Now()
 	d.Start(t)
 	t.Logf("daemon healthy %s after start", time.Since(start).Round(time.Millisecond))
-	for _, f := range []string{"main", "kill", "steer", "sess", "inbox", "fatal", "misconf"} {
+	for _, f := range []string{"main", "kill", "steer", "sess", "inbox", "fatal", "misconf", "routed"} {
 		d.AddGroup(t, f)
 	}
 	var finished api.Run
@@ -50,6 +51,7 @@ func TestAPI(t *testing.T) {
 	if finished.ID == "" {
 		t.Fatal("no finished run to use in the bad-input table")
 	}
+	t.Run("routes", func(t *testing.T) { testRoutes(t, d) })
 	t.Run("bad-input", func(t *testing.T) { testBadInput(t, d, finished) })
 	t.Run("peer", func(t *testing.T) { testPeer(t, d) })
 }
@@ -322,6 +324,58 @@ func testInboxMisconfig(t *testing.T, d *daemontest.Daemon) {
 	waitCursor(t, st, "misconf", time.Minute, func(c store.Cursor) bool { return c.LastDoneID == more[0] && !c.Parked() })
 }
 
+// testRoutes: the operator's routes through `arizukod routes` (the CLI over the real
+// socket): added, listed as the operator's, routing POST /v1/messages into the group's inbox
+// (whose turn runs), deleted; a mistaken command line is a usage error.
+func testRoutes(t *testing.T, d *daemontest.Daemon) {
+	cli := func(args ...string) (string, int) {
+		cmd := exec.Command(daemontest.Binary(t), append(args, "--socket", d.Socket)...)
+		out, err := cmd.CombinedOutput()
+		var exit *exec.ExitError
+		if err != nil && !errors.As(err, &exit) {
+			t.Fatalf("arizukod %v: %v", args, err)
+		}
+		return string(out), cmd.ProcessState.ExitCode()
+	}
+	out, code := cli("routes", "add", "routed", "--seq", "5", "--match", "room=e2e   platform=test")
+	var added api.Route
+	if code != 0 || json.Unmarshal([]byte(out), &added) != nil || added.ID == 0 || added.Match != "platform=test room=e2e" || added.Owner != "" {
+		t.Fatalf("routes add: exit %d: %s", code, out)
+	}
+	out, code = cli("routes", "list", "--json")
+	var listed []api.Route
+	if code != 0 || json.Unmarshal([]byte(out), &listed) != nil || !slices.ContainsFunc(listed, func(r api.Route) bool { return r == added }) {
+		t.Errorf("routes list --json: exit %d: %s, want %+v in it", code, out, added)
+	}
+	if out, code = cli("routes"); code != 0 || !strings.Contains(out, "(operator)") || !strings.Contains(out, "platform=test room=e2e") {
+		t.Errorf("routes: exit %d: %s", code, out)
+	}
+	msg := []byte(`{"platform":"test","room":"e2e","sender":"tg:1","content":"noop"}`)
+	status, body, err := d.Do(http.MethodPost, "/v1/messages", "application/json", msg)
+	var routed struct {
+		Folder string  `json:"folder"`
+		IDs    []int64 `json:"ids"`
+	}
+	if err != nil || status != http.StatusAccepted || json.Unmarshal(body, &routed) != nil || routed.Folder != "routed" || len(routed.IDs) != 1 {
+		t.Fatalf("POST /v1/messages: %d %s %v", status, body, err)
+	}
+	waitCursor(t, d.OpenStore(t), "routed", time.Minute, func(c store.Cursor) bool { return c.LastDoneID == routed.IDs[0] })
+	if out, code = cli("routes", "delete", fmt.Sprint(added.ID)); code != 0 {
+		t.Errorf("routes delete: exit %d: %s", code, out)
+	}
+	if status, body, _ := d.Do(http.MethodPost, "/v1/messages", "application/json", msg); status != http.StatusUnprocessableEntity {
+		t.Errorf("after delete, POST /v1/messages: %d %s, want 422", status, body)
+	}
+	for _, args := range [][]string{{"routes", "add", "routed", "--seq", "1"}, {"routes", "add", "--seq", "1", "--match", ""}, {"routes", "delete"}, {"routes", "list", "--color"}, {"routes", "move", "1"}} {
+		if out, code := cli(args...); code != 2 || !strings.Contains(out, "usage: arizukod routes") {
+			t.Errorf("arizukod %v: exit %d, want 2 with the usage: %s", args, code, out)
+		}
+	}
+	if out, code := cli("routes", "delete", fmt.Sprint(added.ID)); code != 1 || !strings.Contains(out, "GET /v1/routes lists them") {
+		t.Errorf("delete again: exit %d: %s, want 1 saying what to do", code, out)
+	}
+}
+
 // badRequest is one hostile or mistaken request and the answer it must get.
 type badRequest struct {
 	name   string
@@ -431,6 +485,16 @@ func badRequests(finished, running string) []badRequest {
 		{name: "grants unknown folder", method: "PUT", path: "/v1/groups/nosuch/grants", body: `{"rules":[]}`, code: 404, field: "folder"},
 		{name: "outbox bad since", method: "GET", path: "/v1/groups/main/outbox?since=-1", code: 400, field: "since"},
 
+		{name: "operator route without seq", method: "POST", path: "/v1/routes", body: `{"match":"","target":"main"}`, code: 400, field: "seq"},
+		{name: "operator route seq a string", method: "POST", path: "/v1/routes", body: `{"seq":"1","match":"","target":"main"}`, code: 400, field: "seq"},
+		{name: "operator route without match", method: "POST", path: "/v1/routes", body: `{"seq":1,"target":"main"}`, code: 400, field: "match"},
+		{name: "operator route bad match", method: "POST", path: "/v1/routes", body: `{"seq":1,"match":"room = 5","target":"main"}`, code: 400, field: "match"},
+		{name: "operator route unknown key", method: "POST", path: "/v1/routes", body: `{"seq":1,"match":"channel=x","target":"main"}`, code: 400, field: "match"},
+		{name: "operator route target traversal", method: "POST", path: "/v1/routes", body: `{"seq":1,"match":"","target":"../etc"}`, code: 400, field: "target"},
+		{name: "operator route unknown target", method: "POST", path: "/v1/routes", body: `{"seq":1,"match":"","target":"nosuch"}`, code: 400, field: "target"},
+		{name: "operator route with an owner", method: "POST", path: "/v1/routes", body: `{"seq":1,"match":"","target":"main","owner":"main"}`, code: 400, field: "owner"},
+		{name: "delete route not a number", method: "DELETE", path: "/v1/routes/x", code: 400, field: "id"},
+		{name: "delete unknown route", method: "DELETE", path: "/v1/routes/999999", code: 404, field: "id"},
 		{name: "route without content", method: "POST", path: "/v1/messages", body: `{"platform":"test"}`, code: 400, field: "content"},
 		{name: "route matches nothing", method: "POST", path: "/v1/messages", body: `{"platform":"nowhere","room":"r","content":"hi"}`, code: 422},
 
@@ -515,7 +579,10 @@ func testBadInput(t *testing.T, d *daemontest.Daemon, finished api.Run) {
 	if rules, err := st.GetGrants(context.Background(), "main"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("the table set main's grants: %v %v", rules, err)
 	}
-	t.Logf("bad input: %d requests refused, no run, group, message or grant made", len(table))
+	if routes, err := st.ListRoutes(context.Background()); err != nil || len(routes) != 0 {
+		t.Errorf("the table made routes: %+v %v", routes, err)
+	}
+	t.Logf("bad input: %d requests refused, no run, group, message, grant or route made", len(table))
 }
 
 // testPeer: the socket is world-writable here (socket_mode 0666), so only the daemon's

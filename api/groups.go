@@ -250,22 +250,14 @@ func (s *Server) inbound(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusBadRequest, "content", "content: required")
 		return
 	}
-	routes, err := s.store.ListRoutes(r.Context())
+	msg := ipc.InboundMessage{Platform: req.Platform, Room: req.Room, ChatJID: req.ChatJID, Sender: req.Sender, Verb: req.Verb, Content: req.Content}
+	target, ok, err := ipc.RouteInbound(r.Context(), s.store, msg, func(rt store.Route, err error) {
+		s.log.Warn("stored route does not parse; skipped", "route", rt.ID, "match", rt.Match, "err", err)
+	})
 	if err != nil {
 		s.internal(w, r, err)
 		return
 	}
-	entries := make([]ipc.RouteEntry, 0, len(routes))
-	for _, rt := range routes {
-		m, err := ipc.ParseMatch(rt.Match)
-		if err != nil {
-			s.log.Warn("stored route does not parse; skipped", "route", rt.ID, "match", rt.Match, "err", err)
-			continue
-		}
-		entries = append(entries, ipc.RouteEntry{ID: rt.ID, Seq: rt.Seq, Match: m, Target: rt.Target})
-	}
-	msg := ipc.InboundMessage{Platform: req.Platform, Room: req.Room, ChatJID: req.ChatJID, Sender: req.Sender, Verb: req.Verb, Content: req.Content}
-	target, ok := ipc.Route(entries, msg)
 	if !ok {
 		writeErr(w, http.StatusUnprocessableEntity, "", "no route matches this message (platform=%q room=%q chat_jid=%q sender=%q verb=%q)", req.Platform, req.Room, req.ChatJID, req.Sender, req.Verb)
 		return

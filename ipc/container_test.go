@@ -203,8 +203,31 @@ func TestMatrixFromContainer(t *testing.T) {
 			if c := b.call(t, "main", "format_disk", `{}`); c.Error == nil || !strings.Contains(c.Error.Message, "format_disk") {
 				t.Errorf("unknown tool: %+v", c)
 			}
+
+			// Two roots: neither's agent reaches into the other's tree, until the
+			// operator grants it by name.
+			before := b.dump(t)
+			b.call(t, "other", "inject_message", `{"folder":"main/z","text":"from other"}`).mustDeny(t, "other into main/z", "inject_message acts only inside other's subtree")
+			b.call(t, "main", "schedule_task", `{"prompt":"p","schedule_kind":"cron","schedule":"0 9 * * *","folder":"other/a"}`).mustDeny(t, "main for other/a", "schedule_task acts only inside main's subtree")
+			b.call(t, "main", "spawn_group", `{"folder":"lab","name":"Lab"}`).mustDeny(t, "main makes a root", "spawn_group acts only inside main's subtree")
+			b.unchanged(t, "cross-tree calls", before)
+			if err := b.st.SetGrants(b.ctx, "other", []string{"*", "inject_message(folder=main/z)"}); err != nil {
+				t.Fatal(err)
+			}
+			b.call(t, "other", "inject_message", `{"folder":"main/z","text":"granted"}`).mustOK(t, "granted other into main/z")
+			if msgs := inboxOf(t, b.env, "main/z", store.SourceInject); len(msgs) != 2 || msgs[1].Content != "granted" || msgs[1].SenderJID != "inject:other" {
+				t.Errorf("main/z inbox after the grant: %+v", msgs)
+			}
 		})
 	}
+}
+
+// TestRouteCaptureFromContainer is TestRouteCapture with every tool call made by the
+// example agent inside a container of the group, on the first rootful engine.
+func TestRouteCaptureFromContainer(t *testing.T) {
+	e := enginetest.Rootful(t)[0]
+	b := newBoxed(t, e)
+	runCapture(t, b.env, func(f string) caller { return boxCaller{b: b, folder: f} })
 }
 
 // boxCaller makes every list and call a turn of its own in a container of folder.
@@ -228,12 +251,14 @@ func (c boxCaller) call(t *testing.T, tool string, args map[string]any) callResu
 	return callResult{isError: got.IsError, text: got.Text}
 }
 
-var fullContainerMatrix = flag.Bool("full-container-matrix", false, "run every grant scenario of TestMatrixCellsFromContainer (about 600 turns)")
+var fullContainerMatrix = flag.Bool("full-container-matrix", false, "run every grant scenario of TestMatrixCellsFromContainer (about 1300 turns)")
 
 // TestMatrixCellsFromContainer is TestToolMatrix with every tools/list and tools/call made
 // by the example agent inside a container of the group, one turn each, on the first rootful
-// engine: every tool at every tier, without grants and with two narrowing rule sets (about
-// 250 turns); -full-container-matrix runs all the scenarios, -short none.
+// engine: every tool at every tier, on its own subtree and on the other tree, without grants
+// and with cross-tree grants (8 cells of 41 turns), and on its own subtree with two narrowing
+// rule sets (8 cells of 21 turns); -full-container-matrix runs all the scenarios on both
+// trees, -short none.
 func TestMatrixCellsFromContainer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("hundreds of container turns; -short skips them")
@@ -241,7 +266,7 @@ func TestMatrixCellsFromContainer(t *testing.T) {
 	e := enginetest.Rootful(t)[0]
 	for _, f := range tierFolders {
 		for _, sc := range scenarios {
-			if !*fullContainerMatrix && !slices.Contains([]string{"default", "narrowed", "param-typo"}, sc.name) {
+			if !*fullContainerMatrix && !slices.Contains([]string{"default", "narrowed", "param-typo", "cross"}, sc.name) {
 				continue
 			}
 			t.Run(e.Name+"/"+f+"/"+sc.name, func(t *testing.T) {
@@ -252,7 +277,8 @@ func TestMatrixCellsFromContainer(t *testing.T) {
 					}
 				}
 				fx := b.fixture(t, f)
-				runMatrixCell(t, b.env, boxCaller{b: b, folder: f}, f, sc, fx)
+				otherTree := *fullContainerMatrix || sc.name == "default" || sc.crosses
+				runMatrixCell(t, b.env, boxCaller{b: b, folder: f}, f, sc, fx, otherTree)
 			})
 		}
 	}

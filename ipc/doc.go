@@ -52,14 +52,80 @@
 // Every tools/call is checked again with its parameters by CheckCall, whose
 // *DeniedError says whether the tier or which rule refused it.
 //
+// # Authority is scoped to a tree
+//
+// A group's tools act on its own subtree only: its folder and the folders
+// below it. For a root group that is its tree, so on a host serving two
+// communities (two roots, main and other) neither's agent can touch the
+// other's groups, inboxes, tasks or routes; below the root each group is
+// narrowed further to its own branch. Tier 0 is no exception: the tier says
+// which tools a group has, the subtree where they act.
+//
+//	tool                           acts on
+//	inject_message                 folder in the subtree
+//	register_group, spawn_group    a new folder strictly below the caller (no new root)
+//	schedule_task                  folder in the subtree (default: the caller)
+//	get/update/cancel_task         tasks of folders in the subtree
+//	list_tasks, get_groups,        what lies in the subtree
+//	refresh_groups
+//	add_route                      a route of the caller to a target in the subtree
+//	set_routes                     the caller's own routes to targets in the subtree
+//	delete_route                   routes the caller or a group below it added
+//	list_routes                    those, and routes delivering into the subtree
+//	delegate_to_child/parent       the direct child or parent (single tree edges)
+//	send_*, clear_session          the caller's own outbox and session
+//
+// Outside the subtree a by-id object (task, route) is "not found", as if it
+// did not exist; a folder argument outside it is denied with the reason.
+//
+// The one way across is an operator's grant that names the folder: a call
+// whose folder argument lies outside the caller's subtree is allowed exactly
+// when the rule deciding it (the last matching one) is positive and names
+// that argument, so that its glob matched the folder (Rules.Reaches). The
+// argument is folder for inject_message, register_group, spawn_group and
+// schedule_task, and target for add_route. For example, given to main:
+//
+//	rule                               main may
+//	*                                  use its tools inside main's tree
+//	inject_message(folder=other/desk)  and put messages into other/desk
+//	add_route(target=other/*)          and forward its own inbound
+//	                                   messages below other
+//	schedule_task(folder=other)        and schedule tasks that run as other
+//	spawn_group(folder=lab)            and create the new root lab
+//
+// A rule that does not name the folder, such as "*" or "inject_message",
+// never reaches outside the subtree, so the default rules ("*") keep every
+// group in its own. A glob '*' matches '/' too: folder=other/* is every
+// group below other, not other itself (add folder=other for that). Negative
+// rules work as everywhere: "!inject_message(folder=other/private)" after a
+// wider grant takes that folder back. The tier table still applies first:
+// no grant gives a tier a tool it lacks. Tools without a folder argument
+// (by-id task and route tools, listings, set_routes) never cross: tasks
+// scheduled across are seen and managed by the target's tree, and a route
+// across is deleted by the group that added it or by the operator.
+//
+// Grants are the operator's: they are set only through the API
+// (PUT /v1/groups/{folder}/grants, `arizukod groups grants FOLDER RULE...`).
+// No tool writes them (the Store interface has no method that could), so no
+// agent can widen its own or anyone's reach.
+//
 // # Routes and the tree
 //
-// Routes match inbound messages with key=glob terms (ROUTES.md). Tier 0 sees
-// every route; other tiers see, and set_routes replaces, only routes whose
-// target is their folder or a descendant (RouteVisible). Delegation follows
-// single edges of the tree: delegate_to_child targets a direct child
-// (IsChild), delegate_to_parent the direct parent (Parent); reaching a
-// grandchild takes one delegation per level, each a turn of its own.
+// Routes match inbound messages with key=glob terms (ROUTES.md) and are taken
+// in layers by owner (Route, RouteInbound): the operator's routes (made
+// through the API) pick a folder, then the routes the group at that folder
+// added pick among its subtree, and so on down. A group's routes therefore
+// decide only for messages already routed to the group itself and only
+// among its own subtree: no seq, match or target of theirs can take a
+// message routed elsewhere, or go before a route they do not own. A route a
+// group adds out of its subtree (by an operator's grant) forwards the
+// group's own messages and stays in force only while the grant does. A group
+// sees the routes it or a group below it added and the routes delivering
+// into its subtree; it deletes only the former, and set_routes replaces only
+// its own routes within its subtree. Delegation follows single edges of the
+// tree: delegate_to_child targets a direct child (IsChild),
+// delegate_to_parent the direct parent (Parent); reaching a grandchild takes
+// one delegation per level, each a turn of its own.
 //
 // # The server
 //
@@ -94,12 +160,13 @@
 // open what a negative rule closes: the tools it applies to are denied and
 // hidden until it is fixed, with the rule in the reason.
 //
-// Scope: below tier 0 a group sees and acts on its own subtree only; groups,
-// tasks and routes outside it answer "not found", as if they did not exist.
-// register_group creates a group strictly below the caller (tier 0:
-// anywhere), spawn_group (tier 0) anywhere with an optional first message.
-// Targets of inject_message, delegations, tasks and routes must be
-// registered groups. refresh_groups is get_groups: the server has no cache.
+// Scope: every group sees and acts on its own subtree only (see "Authority
+// is scoped to a tree"); the scope is checked before whether a folder is
+// registered, so a refusal never tells whether a group exists elsewhere.
+// register_group creates a group strictly below the caller, spawn_group
+// (tier 0) likewise with an optional first message. Targets of
+// inject_message, delegations, tasks and routes must be registered groups.
+// add_route's match is put in canonical form before the rules see it. refresh_groups is get_groups: the server has no cache.
 // Tasks: intervals are stored as milliseconds (the tool also takes Go
 // durations), ServerConfig.NextRun validates the schedule (minimum interval,
 // cron syntax) and gives the first run, which must lie in the future; update_task recomputes it

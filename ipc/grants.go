@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -276,17 +277,38 @@ func ParamString(v any) (s string, ok bool) {
 // Decide applies the rules to a call: the last matching rule wins and no
 // match denies.
 func (r Rules) Decide(tool string, params map[string]any) Decision {
-	for i := len(r) - 1; i >= 0; i-- {
-		if !r[i].matches(tool, params) {
-			continue
-		}
-		text := r[i].String()
-		if r[i].Deny {
-			return Decision{Rule: text, Reason: fmt.Sprintf("%s denied by rule %s", tool, text)}
-		}
-		return Decision{Allowed: true, Rule: text, Reason: fmt.Sprintf("%s allowed by rule %s", tool, text)}
+	i := r.decider(tool, params)
+	if i < 0 {
+		return Decision{Reason: "no grant rule allows " + tool}
 	}
-	return Decision{Reason: "no grant rule allows " + tool}
+	text := r[i].String()
+	if r[i].Deny {
+		return Decision{Rule: text, Reason: fmt.Sprintf("%s denied by rule %s", tool, text)}
+	}
+	return Decision{Allowed: true, Rule: text, Reason: fmt.Sprintf("%s allowed by rule %s", tool, text)}
+}
+
+// decider returns the index of the rule that decides a call (the last one
+// matching it), or -1 when none matches.
+func (r Rules) decider(tool string, params map[string]any) int {
+	for i := len(r) - 1; i >= 0; i-- {
+		if r[i].matches(tool, params) {
+			return i
+		}
+	}
+	return -1
+}
+
+// Reaches reports whether the rules carry a call of tool with params to the
+// folder in its parameter param although that folder lies outside the
+// caller's subtree: the rule deciding the call allows it and names param, so
+// its glob matched that very folder. A rule that does not name the folder,
+// such as "*" or "inject_message", never reaches outside the subtree; the
+// operator crosses trees only by writing the folder into a rule, as in
+// inject_message(folder=other/*).
+func (r Rules) Reaches(tool string, params map[string]any, param string) bool {
+	i := r.decider(tool, params)
+	return i >= 0 && !r[i].Deny && slices.ContainsFunc(r[i].Params, func(p ParamGlob) bool { return p.Key == param })
 }
 
 // Allowed reports whether tool belongs in the tools/list of a group with this

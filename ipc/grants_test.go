@@ -209,6 +209,36 @@ func TestDecide(t *testing.T) {
 	}
 }
 
+// TestReaches: only a positive deciding rule that names the folder argument
+// carries a call out of the caller's subtree.
+func TestReaches(t *testing.T) {
+	other := map[string]any{"folder": "other/desk", "text": "x"}
+	tests := []struct {
+		name  string
+		rules []string
+		param string
+		want  bool
+	}{
+		{"the default names no folder", []string{"*"}, "folder", false},
+		{"the tool alone names no folder", []string{"inject_message"}, "folder", false},
+		{"a rule naming the folder", []string{"*", "inject_message(folder=other/*)"}, "folder", true},
+		{"the exact folder", []string{"inject_message(folder=other/desk)"}, "folder", true},
+		{"a glob over tools naming the folder", []string{"*(folder=other/*)"}, "folder", true},
+		{"another folder", []string{"*", "inject_message(folder=other/x*)"}, "folder", false},
+		{"a later * decides", []string{"inject_message(folder=other/*)", "*"}, "folder", false},
+		{"a later negation decides", []string{"inject_message(folder=other/*)", "!inject_message(folder=other/desk)"}, "folder", false},
+		{"a negation of another folder", []string{"inject_message(folder=other/*)", "!inject_message(folder=other/private)"}, "folder", true},
+		{"a rule naming another parameter", []string{"inject_message(text=x)"}, "folder", false},
+		{"the parameter asked for", []string{"inject_message(folder=other/*)"}, "target", false},
+		{"no rules", nil, "folder", false},
+	}
+	for _, tt := range tests {
+		if got := mustRules(t, tt.rules...).Reaches("inject_message", other, tt.param); got != tt.want {
+			t.Errorf("%s: Reaches(%v) = %v, want %v", tt.name, tt.rules, got, tt.want)
+		}
+	}
+}
+
 func TestMayList(t *testing.T) {
 	tests := []struct {
 		name  string

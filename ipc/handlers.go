@@ -40,6 +40,7 @@ type (
 		Seq    int64  `json:"seq"`
 		Match  string `json:"match"`
 		Target string `json:"target"`
+		Owner  string `json:"owner"` // "" for the operator's routes
 	}
 )
 
@@ -62,15 +63,40 @@ func viewTask(t *store.Task) taskView {
 func viewRoutes(rs []store.Route) []routeView {
 	out := make([]routeView, 0, len(rs))
 	for _, r := range rs {
-		out = append(out, routeView{ID: r.ID, Seq: r.Seq, Match: r.Match, Target: r.Target})
+		out = append(out, routeView{ID: r.ID, Seq: r.Seq, Match: r.Match, Target: r.Target, Owner: r.Owner})
 	}
 	return out
 }
 
-// manages reports whether the caller may act on folder's groups, tasks and
-// routes: tier 0 on every folder, other tiers on their own subtree.
+// manages reports whether folder lies in the caller's subtree, where its
+// tools act: a root group's tree, any other group's own folder and those
+// below it. Every tier is scoped the same way; see scope for the one way out.
 func (s *Server) manages(folder string) bool {
-	return s.tier == TierRoot || InSubtree(s.folder, folder)
+	return InSubtree(s.folder, folder)
+}
+
+// scope lets a call of tool act on folder, named by its parameter param:
+// folder lies in the caller's subtree, or the caller's grant rules (read
+// again now) reach it because the rule deciding this call names param
+// (Rules.Reaches). Otherwise the call is denied, saying which grant the
+// operator would have to give. Only the operator sets grants, so no agent
+// can widen its own reach.
+func (s *Server) scope(ctx context.Context, tool string, a args, param, folder string) error {
+	if s.manages(folder) {
+		return nil
+	}
+	rules, refusal, err := s.grants(ctx)
+	if err != nil {
+		return err
+	}
+	if refusal == "" && rules.Reaches(tool, a, param) {
+		s.log.Info("ipc: granted outside the subtree", "tool", tool, "to", folder)
+		return nil
+	}
+	return &DeniedError{Tool: tool, Tier: s.tier, Reason: fmt.Sprintf(
+		"%s acts only inside %s's subtree (%s and the groups below it), and %s %s is outside it; "+
+			"only the operator can allow this, with a grant rule naming the folder, such as %s(%s=%s)",
+		tool, s.folder, s.folder, param, folder, tool, param, folder)}
 }
 
 // parseFolder validates the folder name in argument arg.
@@ -224,6 +250,9 @@ func (s *Server) injectMessage(ctx context.Context, a args) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := s.scope(ctx, "inject_message", a, "folder", target); err != nil {
+		return nil, err
+	}
 	if _, err := s.registered(ctx, "folder", target); err != nil {
 		return nil, err
 	}
@@ -271,8 +300,11 @@ func (s *Server) registerGroup(ctx context.Context, a args) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !s.manages(target) || target == s.folder && s.tier != TierRoot {
+	if target == s.folder {
 		return nil, badArg("folder", "%s is not below %s; a group registers only groups below itself", target, s.folder)
+	}
+	if err := s.scope(ctx, "register_group", a, "folder", target); err != nil {
+		return nil, err
 	}
 	g, err := s.create(ctx, target, a)
 	if err != nil {
@@ -323,8 +355,8 @@ func (s *Server) spawnGroup(ctx context.Context, a args) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !s.manages(target) {
-		return nil, badArg("folder", "%s is outside what %s manages", target, s.folder)
+	if err := s.scope(ctx, "spawn_group", a, "folder", target); err != nil {
+		return nil, err
 	}
 	g, err := s.create(ctx, target, a)
 	if err != nil {
@@ -391,8 +423,8 @@ func (s *Server) scheduleTask(ctx context.Context, a args) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !s.manages(folder) {
-		return nil, badArg("folder", "%s is not %s or a group below it", folder, s.folder)
+	if err := s.scope(ctx, "schedule_task", a, "folder", folder); err != nil {
+		return nil, err
 	}
 	if _, err := s.registered(ctx, "folder", folder); err != nil {
 		return nil, err
@@ -496,11 +528,7 @@ func (s *Server) cancelTask(ctx context.Context, a args) (any, error) {
 }
 
 func (s *Server) listTasks(ctx context.Context, a args) (any, error) {
-	f := store.TaskFilter{State: store.TaskState(a.str("state"))}
-	if s.tier != TierRoot {
-		f.Folder, f.Subtree = s.folder, true
-	}
-	ts, err := s.store.ListTasks(ctx, f)
+	ts, err := s.store.ListTasks(ctx, store.TaskFilter{Folder: s.folder, Subtree: true, State: store.TaskState(a.str("state"))})
 	if err != nil {
 		return nil, err
 	}
@@ -515,20 +543,16 @@ func (s *Server) listTasks(ctx context.Context, a args) (any, error) {
 
 // Routes.
 
-// routeTarget checks a route's target: a valid, registered folder the
-// caller may route to (within checks the caller's reach).
-func (s *Server) routeTarget(ctx context.Context, arg, target string, within func(string) bool) (string, error) {
-	f, err := parseFolder(arg, target)
+// routeDefaults gives add_route's match in canonical form, the form the store
+// keeps, so that grant rules see one spelling, here and when routing checks
+// a route out of the subtree again (RouteInbound).
+func (s *Server) routeDefaults(a args) error {
+	match, err := canonicalMatch("match", a.str("match"))
 	if err != nil {
-		return "", err
+		return err
 	}
-	if !within(f) {
-		return "", badArg(arg, "%s is not %s or a group below it", f, s.folder)
-	}
-	if _, err := s.registered(ctx, arg, f); err != nil {
-		return "", err
-	}
-	return f, nil
+	a["match"] = match
+	return nil
 }
 
 // canonicalMatch parses a match expression and returns its canonical form,
@@ -541,36 +565,45 @@ func canonicalMatch(arg, text string) (string, error) {
 	return m.String(), nil
 }
 
+// visibleRoute reports whether the caller sees r: it or a group below it
+// added r, or r delivers into its subtree (the operator's routes to it, its
+// ancestors' routes to it, forwards granted to others).
+func (s *Server) visibleRoute(r store.Route) bool {
+	return s.manages(r.Target) || r.Owner != "" && s.manages(r.Owner)
+}
+
 func (s *Server) listRoutes(ctx context.Context, _ args) (any, error) {
-	var (
-		rs  []store.Route
-		err error
-	)
-	if s.tier == TierRoot {
-		rs, err = s.store.ListRoutes(ctx)
-	} else {
-		rs, err = s.store.ListRoutesUnder(ctx, s.folder)
-	}
+	rs, err := s.store.ListRoutes(ctx)
 	if err != nil {
 		return nil, err
 	}
 	visible := rs[:0]
 	for _, r := range rs {
-		if RouteVisible(s.folder, s.tier, r.Target) {
+		if s.visibleRoute(r) {
 			visible = append(visible, r)
 		}
 	}
 	return map[string]any{"routes": viewRoutes(visible)}, nil
 }
 
+// setRoutes replaces the routes the caller added within its subtree. Routes
+// out of the subtree need add_route and an operator's grant; set_routes
+// never touches routes the caller did not add.
 func (s *Server) setRoutes(ctx context.Context, a args) (any, error) {
 	items := a.routes("routes")
 	rs := make([]store.Route, 0, len(items))
-	inSubtree := func(f string) bool { return InSubtree(s.folder, f) }
 	for i, it := range items {
 		arg := fmt.Sprintf("routes[%d].", i)
-		target, err := s.routeTarget(ctx, arg+"target", it.Target, inSubtree)
+		target, err := parseFolder(arg+"target", it.Target)
 		if err != nil {
+			return nil, err
+		}
+		if !s.manages(target) {
+			return nil, &DeniedError{Tool: "set_routes", Tier: s.tier, Reason: fmt.Sprintf(
+				"set_routes sets routes to %s and the groups below it only, and %starget %s is outside them; "+
+					"a route out of the subtree takes add_route and an operator's grant naming the target", s.folder, arg, target)}
+		}
+		if _, err := s.registered(ctx, arg+"target", target); err != nil {
 			return nil, err
 		}
 		match, err := canonicalMatch(arg+"match", it.Match)
@@ -579,24 +612,26 @@ func (s *Server) setRoutes(ctx context.Context, a args) (any, error) {
 		}
 		rs = append(rs, store.Route{Seq: it.Seq, Match: match, Target: target})
 	}
-	out, err := s.store.ReplaceRoutesUnder(ctx, s.folder, rs)
+	out, err := s.store.ReplaceOwnedRoutes(ctx, s.folder, rs)
 	if err != nil {
 		return nil, err
 	}
-	s.log.Info("ipc: routes replaced", "under", s.folder, "count", len(out))
+	s.log.Info("ipc: routes replaced", "owner", s.folder, "count", len(out))
 	return map[string]any{"routes": viewRoutes(out)}, nil
 }
 
 func (s *Server) addRoute(ctx context.Context, a args) (any, error) {
-	target, err := s.routeTarget(ctx, "target", a.str("target"), s.manages)
+	target, err := parseFolder("target", a.str("target"))
 	if err != nil {
 		return nil, err
 	}
-	match, err := canonicalMatch("match", a.str("match"))
-	if err != nil {
+	if err := s.scope(ctx, "add_route", a, "target", target); err != nil {
 		return nil, err
 	}
-	r, err := s.store.AddRoute(ctx, store.Route{Seq: a.int("seq"), Match: match, Target: target})
+	if _, err := s.registered(ctx, "target", target); err != nil {
+		return nil, err
+	}
+	r, err := s.store.AddRoute(ctx, store.Route{Seq: a.int("seq"), Match: a.str("match"), Target: target, Owner: s.folder})
 	if err != nil {
 		return nil, err
 	}
@@ -604,18 +639,29 @@ func (s *Server) addRoute(ctx context.Context, a args) (any, error) {
 	return viewRoutes([]store.Route{*r})[0], nil
 }
 
+// deleteRoute deletes a route the caller or a group below it added. A route
+// it sees but did not add (the operator's, an ancestor's, another tree's
+// forward into it) is refused with its owner; any other is "not found".
 func (s *Server) deleteRoute(ctx context.Context, a args) (any, error) {
 	id := a.int("id")
 	r, err := s.store.GetRoute(ctx, id)
-	if errors.Is(err, store.ErrNotFound) || err == nil && !RouteVisible(s.folder, s.tier, r.Target) {
+	if errors.Is(err, store.ErrNotFound) || err == nil && !s.visibleRoute(*r) {
 		return nil, badArg("id", "route %d not found", id)
 	}
 	if err != nil {
 		return nil, err
 	}
+	if r.Owner == "" || !s.manages(r.Owner) {
+		owner := "the operator"
+		if r.Owner != "" {
+			owner = "group " + r.Owner
+		}
+		return nil, &DeniedError{Tool: "delete_route", Tier: s.tier, Reason: fmt.Sprintf(
+			"route %d was added by %s; %s deletes only routes it or a group below it added", id, owner, s.folder)}
+	}
 	if err := s.store.DeleteRoute(ctx, id); err != nil {
 		return nil, err
 	}
-	s.log.Info("ipc: route deleted", "route", id, "target", r.Target)
+	s.log.Info("ipc: route deleted", "route", id, "target", r.Target, "owner", r.Owner)
 	return viewRoutes([]store.Route{*r})[0], nil
 }

@@ -2,6 +2,7 @@ package ipc_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -74,8 +75,9 @@ func testNextRun(kind, expr string, now time.Time) (int64, error) {
 var fixedNow = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 
 // env is a real store in a temporary data directory with the groups of the
-// matrix registered (main/a/b/c/d gives the deepest one a child), plus a
-// sibling subtree main/z and a second root ops.
+// matrix registered (main/a/b/c/d gives the deepest one a child), a sibling
+// subtree main/z, and a second root other with the same shape (otherTree),
+// the tree no group of main may touch.
 type env struct {
 	ctx   context.Context
 	dir   string
@@ -107,7 +109,7 @@ func newEnvAt(t testing.TB, dir string) *env {
 	}
 	t.Cleanup(func() { st.Close() })
 	e := &env{ctx: ctx, dir: dir, st: st}
-	for _, f := range []string{"main", "main/a", "main/a/b", "main/a/b/c", "main/a/b/c/d", "main/z", "ops"} {
+	for _, f := range append([]string{"main", "main/a", "main/a/b", "main/a/b/c", "main/a/b/c/d", "main/z"}, otherTree...) {
 		parent, _ := ipc.Parent(f)
 		if _, err := st.UpsertGroup(ctx, store.Group{Folder: f, Parent: parent, Name: "group " + f}); err != nil {
 			t.Fatal(err)
@@ -119,6 +121,72 @@ func newEnvAt(t testing.TB, dir string) *env {
 	}
 	e.runID = run.ID
 	return e
+}
+
+// otherTree is the second root and its groups, one per tier as in main.
+var otherTree = []string{"other", "other/a", "other/a/b", "other/a/b/c", "other/a/b/c/d"}
+
+// mirror is the folder of the other tree at f's place in main's: main/a is
+// other/a.
+func mirror(f string) string { return "other" + strings.TrimPrefix(f, "main") }
+
+// dump is what the store holds but runs: every row of every other table, in
+// order. A refused call must leave it as it was.
+func (e *env) dump(t testing.TB) string {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(e.dir, "arizukod.db")+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	tables, err := db.QueryContext(e.ctx, `SELECT name FROM sqlite_master WHERE type = 'table'
+		AND name NOT IN ('runs', 'run_egress', 'schema_migrations') AND name NOT LIKE 'sqlite_%' ORDER BY name`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for tables.Next() {
+		var n string
+		if err := tables.Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, n)
+	}
+	if err := tables.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, n := range names {
+		rows, err := db.QueryContext(e.ctx, `SELECT * FROM "`+n+`" ORDER BY rowid`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cols, _ := rows.Columns()
+		fmt.Fprintf(&b, "%s %v\n", n, cols)
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		for rows.Next() {
+			if err := rows.Scan(ptrs...); err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintf(&b, "  %q\n", fmt.Sprint(vals...))
+		}
+		if err := rows.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return b.String()
+}
+
+// unchanged fails when the store differs from before, a dump taken earlier.
+func (e *env) unchanged(t testing.TB, what, before string) {
+	t.Helper()
+	if after := e.dump(t); after != before {
+		t.Errorf("%s was refused but changed the store:\nbefore:\n%s\nafter:\n%s", what, before, after)
+	}
 }
 
 // socketPath is where the daemon puts folder's router.sock: ipc/<slug>/, flat.

@@ -1,6 +1,7 @@
 package ipc_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -21,7 +22,13 @@ type scenario struct {
 	rules   []string // nil: never set
 	allows  func(tool string) bool
 	refusal string // in the reason of a call the rules deny
+	crosses bool   // the rules reach into the other tree (crossRules)
 }
+
+// crossRules are an operator's grants into the other tree: each tool with a
+// folder argument may act on the folders whose names start with other.
+var crossRules = []string{"*", "inject_message(folder=other*)", "register_group(folder=other*)",
+	"spawn_group(folder=other*)", "schedule_task(folder=other*)", "add_route(target=other*)"}
 
 func anyTool(string) bool { return true }
 func noTool(string) bool  { return false }
@@ -42,44 +49,54 @@ var scenarios = []scenario{
 	{name: "param-typo", rules: []string{"*", "!send_message(chat=tg:*)"}, allows: allBut("send_message"),
 		refusal: "grant rule !send_message(chat=tg:*) names parameter chat, which send_message does not have"},
 	{name: "unparsable", rules: []string{"send_message(("}, allows: noTool, refusal: "do not parse"},
+	{name: "cross", rules: crossRules, allows: anyTool, crosses: true},
 }
 
-// fixture is what the calls of one matrix cell act on.
+// fixture is what the calls of one matrix cell act on: for f, and the same
+// in the other tree (mirror(f)), which the calls must not reach.
 type fixture struct {
-	taskGet, taskUpdate, taskCancel string
-	routeDel, routeOps              int64
+	taskGet, taskUpdate, taskCancel    string
+	otherGet, otherUpdate, otherCancel string
+	routeDel                           int64 // f's own route to itself
+	routeOp                            int64 // the operator's route to f
+	routeOther                         int64 // mirror(f)'s own route to itself
 }
 
 func (e *env) fixture(t *testing.T, f string) fixture {
 	t.Helper()
 	var fx fixture
-	for _, id := range []*string{&fx.taskGet, &fx.taskUpdate, &fx.taskCancel} {
-		task, err := e.st.CreateTask(e.ctx, store.Task{Folder: f, Prompt: "standing", ScheduleKind: store.ScheduleCron,
+	for _, task := range []struct {
+		id     *string
+		folder string
+	}{{&fx.taskGet, f}, {&fx.taskUpdate, f}, {&fx.taskCancel, f}, {&fx.otherGet, mirror(f)}, {&fx.otherUpdate, mirror(f)}, {&fx.otherCancel, mirror(f)}} {
+		made, err := e.st.CreateTask(e.ctx, store.Task{Folder: task.folder, Prompt: "standing", ScheduleKind: store.ScheduleCron,
 			ScheduleExpr: "0 * * * *", NextRunAt: fixedNow.Add(time.Hour).UnixMilli()})
 		if err != nil {
 			t.Fatal(err)
 		}
-		*id = task.ID
+		*task.id = made.ID
 	}
 	for _, r := range []struct {
-		id     *int64
-		target string
-	}{{&fx.routeDel, f}, {&fx.routeOps, "ops"}} {
-		route, err := e.st.AddRoute(e.ctx, store.Route{Seq: 100, Match: "room=x", Target: r.target})
+		id            *int64
+		target, owner string
+	}{{&fx.routeDel, f, f}, {&fx.routeOp, f, ""}, {&fx.routeOther, mirror(f), mirror(f)}} {
+		route, err := e.st.AddRoute(e.ctx, store.Route{Seq: 100, Match: "room=x", Target: r.target, Owner: r.owner})
 		if err != nil {
 			t.Fatal(err)
 		}
 		*r.id = route.ID
 	}
-	if err := e.st.SetSession(e.ctx, f, "sess-1"); err != nil {
-		t.Fatal(err)
-	}
-	doc := filepath.Join(e.groupDir(f), "out", "doc.txt")
-	if err := os.MkdirAll(filepath.Dir(doc), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(doc, []byte("document"), 0o600); err != nil {
-		t.Fatal(err)
+	for _, g := range []string{f, mirror(f)} {
+		if err := e.st.SetSession(e.ctx, g, "sess-1"); err != nil {
+			t.Fatal(err)
+		}
+		doc := filepath.Join(e.groupDir(g), "out", "doc.txt")
+		if err := os.MkdirAll(filepath.Dir(doc), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(doc, []byte("document"), 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return fx
 }
@@ -92,20 +109,62 @@ func child(f string) string {
 
 func tierOf(f string) int { return min(strings.Count(f, "/"), 3) }
 
-// sees is the visibility rule written out: tier 0 everything, others their
-// own subtree.
+// sees is the visibility rule written out: every tier its own subtree.
 func sees(viewer, folder string) bool {
-	return tierOf(viewer) == 0 || folder == viewer || strings.HasPrefix(folder, viewer+"/")
+	return folder == viewer || strings.HasPrefix(folder, viewer+"/")
 }
 
 // toolCase calls one tool in a matrix cell and checks its effect in the
-// store: present when the call was allowed, absent when it was denied.
+// store: present when the call was allowed, absent when it was denied. Then
+// it makes the same tool's attempt on the other tree.
 type toolCase struct {
 	tool  string
 	args  func(f string, fx fixture) map[string]any
 	check func(t *testing.T, e *env, f string, fx fixture, allowed bool, res map[string]any)
 	// fails is the error an allowed call gets for folder f, "" for none.
 	fails func(f string) string
+
+	// other is the attempt on the other tree, mirror(f); nil for a listing,
+	// whose attempt is the call itself and succeeds without showing
+	// anything of the other tree (otherCheck).
+	other func(f string, fx fixture) map[string]any
+	// refusal is the error of the attempt once the tier and the rules let
+	// it through to the tool; early when the arguments are refused, before
+	// the rules are consulted.
+	refusal string
+	early   bool
+	// crosses: crossRules let the attempt through; otherCheck then finds
+	// its effect in the other tree.
+	crosses    bool
+	otherCheck func(t *testing.T, e *env, f string, fx fixture, res map[string]any)
+}
+
+// withFolder is args with a folder argument the tool does not have: an
+// attempt to point a tool without one at the other tree.
+func withFolder(args map[string]any, folder string) map[string]any {
+	out := map[string]any{"folder": folder}
+	for k, v := range args {
+		out[k] = v
+	}
+	return out
+}
+
+const noSuchFolder = "bad argument folder: no such parameter"
+
+// outsideRefusal is how a tool refuses a folder outside the caller's subtree.
+const outsideRefusal = "denied: "
+
+// hidesOther fails when a listing shows anything of the other tree.
+func hidesOther(key, field string) func(t *testing.T, e *env, f string, fx fixture, res map[string]any) {
+	return func(t *testing.T, _ *env, f string, fx fixture, res map[string]any) {
+		for _, it := range res[key].([]any) {
+			v := fmt.Sprint(it.(map[string]any)[field])
+			if strings.HasPrefix(v, "other") || v == fx.otherGet || v == fx.otherUpdate || v == fx.otherCancel ||
+				v == fmt.Sprint(fx.routeOther) {
+				t.Errorf("%s of %s shows %s %s of the other tree", key, f, field, v)
+			}
+		}
+	}
 }
 
 func outboxOf(t *testing.T, e *env, f string, kind store.OutboxKind) []store.OutboxItem {
@@ -214,6 +273,10 @@ func checkGroups(t *testing.T, e *env, f string, allowed bool, res map[string]an
 var toolCases = []toolCase{
 	{
 		tool: "send_message",
+		other: func(f string, _ fixture) map[string]any {
+			return withFolder(map[string]any{"chat_jid": "tg:1", "text": "hello"}, mirror(f))
+		},
+		refusal: noSuchFolder, early: true,
 		args: func(string, fixture) map[string]any { return map[string]any{"chat_jid": "tg:1", "text": "hello"} },
 		check: func(t *testing.T, e *env, f string, _ fixture, allowed bool, _ map[string]any) {
 			items := outboxOf(t, e, f, store.OutboxMessage)
@@ -231,6 +294,10 @@ var toolCases = []toolCase{
 	},
 	{
 		tool: "send_reply",
+		other: func(f string, _ fixture) map[string]any {
+			return withFolder(map[string]any{"text": "answer"}, mirror(f))
+		},
+		refusal: noSuchFolder, early: true,
 		args: func(string, fixture) map[string]any { return map[string]any{"text": "answer"} },
 		check: func(t *testing.T, e *env, f string, _ fixture, allowed bool, _ map[string]any) {
 			items := outboxOf(t, e, f, store.OutboxReply)
@@ -245,6 +312,10 @@ var toolCases = []toolCase{
 	},
 	{
 		tool: "send_document",
+		other: func(f string, _ fixture) map[string]any {
+			return map[string]any{"chat_jid": "tg:1", "path": "../" + mirror(f) + "/out/doc.txt"}
+		},
+		refusal: "must not contain '..'", early: true,
 		args: func(string, fixture) map[string]any {
 			return map[string]any{"chat_jid": "tg:1", "path": "/workspace/out/doc.txt"}
 		},
@@ -260,22 +331,26 @@ var toolCases = []toolCase{
 		},
 	},
 	{
-		tool: "get_groups",
-		args: func(string, fixture) map[string]any { return nil },
+		tool:       "get_groups",
+		otherCheck: hidesOther("groups", "folder"),
+		args:       func(string, fixture) map[string]any { return nil },
 		check: func(t *testing.T, e *env, f string, _ fixture, allowed bool, res map[string]any) {
 			checkGroups(t, e, f, allowed, res)
 		},
 	},
 	{
-		tool: "refresh_groups",
-		args: func(string, fixture) map[string]any { return map[string]any{} },
+		tool:       "refresh_groups",
+		otherCheck: hidesOther("groups", "folder"),
+		args:       func(string, fixture) map[string]any { return map[string]any{} },
 		check: func(t *testing.T, e *env, f string, _ fixture, allowed bool, res map[string]any) {
 			checkGroups(t, e, f, allowed, res)
 		},
 	},
 	{
-		tool: "get_task",
-		args: func(_ string, fx fixture) map[string]any { return map[string]any{"id": fx.taskGet} },
+		tool:    "get_task",
+		other:   func(_ string, fx fixture) map[string]any { return map[string]any{"id": fx.otherGet} },
+		refusal: "not found",
+		args:    func(_ string, fx fixture) map[string]any { return map[string]any{"id": fx.taskGet} },
 		check: func(t *testing.T, _ *env, _ string, fx fixture, allowed bool, res map[string]any) {
 			if allowed {
 				expectEq(t, "task id", res["id"], any(fx.taskGet))
@@ -283,8 +358,9 @@ var toolCases = []toolCase{
 		},
 	},
 	{
-		tool: "list_tasks",
-		args: func(string, fixture) map[string]any { return nil },
+		tool:       "list_tasks",
+		otherCheck: hidesOther("tasks", "id"),
+		args:       func(string, fixture) map[string]any { return nil },
 		check: func(t *testing.T, _ *env, _ string, fx fixture, allowed bool, res map[string]any) {
 			if !allowed {
 				return
@@ -298,23 +374,25 @@ var toolCases = []toolCase{
 		},
 	},
 	{
-		tool: "list_routes",
-		args: func(string, fixture) map[string]any { return nil },
+		tool:       "list_routes",
+		otherCheck: hidesOther("routes", "id"),
+		args:       func(string, fixture) map[string]any { return nil },
 		check: func(t *testing.T, _ *env, f string, fx fixture, allowed bool, res map[string]any) {
 			if !allowed {
 				return
 			}
 			got := ids(res["routes"], "id")
-			if !slices.Contains(got, any(float64(fx.routeDel))) {
-				t.Errorf("list_routes of %s %v lacks its own route %d", f, got, fx.routeDel)
-			}
-			if visible := slices.Contains(got, any(float64(fx.routeOps))); visible != sees(f, "ops") {
-				t.Errorf("list_routes of %s %v: route %d to ops visible = %v, want %v", f, got, fx.routeOps, visible, !visible)
+			for _, id := range []int64{fx.routeDel, fx.routeOp} {
+				if !slices.Contains(got, any(float64(id))) {
+					t.Errorf("list_routes of %s %v lacks route %d into it", f, got, id)
+				}
 			}
 		},
 	},
 	{
-		tool: "clear_session",
+		tool:    "clear_session",
+		other:   func(f string, _ fixture) map[string]any { return withFolder(nil, mirror(f)) },
+		refusal: noSuchFolder, early: true,
 		args: func(string, fixture) map[string]any { return nil },
 		check: func(t *testing.T, e *env, f string, _ fixture, allowed bool, _ map[string]any) {
 			sess, err := e.st.GetSession(e.ctx, f)
@@ -330,6 +408,16 @@ var toolCases = []toolCase{
 	},
 	{
 		tool: "inject_message",
+		other: func(f string, _ fixture) map[string]any {
+			return map[string]any{"folder": mirror(f), "text": "across"}
+		},
+		refusal: outsideRefusal + "inject_message acts only inside", crosses: true,
+		otherCheck: func(t *testing.T, e *env, f string, _ fixture, _ map[string]any) {
+			msgs := inboxOf(t, e, mirror(f), store.SourceInject)
+			if len(msgs) != 1 || msgs[0].Content != "across" || msgs[0].SenderJID != "inject:"+f {
+				t.Errorf("granted inject: inbox of %s = %+v", mirror(f), msgs)
+			}
+		},
 		args: func(f string, _ fixture) map[string]any { return map[string]any{"folder": f, "text": "injected"} },
 		check: func(t *testing.T, e *env, f string, _ fixture, allowed bool, _ map[string]any) {
 			msgs := inboxOf(t, e, f, store.SourceInject)
@@ -344,6 +432,13 @@ var toolCases = []toolCase{
 	},
 	{
 		tool: "register_group",
+		other: func(f string, _ fixture) map[string]any {
+			return map[string]any{"folder": mirror(f) + "/newg", "name": "New"}
+		},
+		refusal: outsideRefusal + "register_group acts only inside", crosses: true,
+		otherCheck: func(t *testing.T, e *env, f string, _ fixture, _ map[string]any) {
+			expectEq(t, "granted register "+mirror(f)+"/newg", groupExists(t, e, mirror(f)+"/newg"), true)
+		},
 		args: func(f string, _ fixture) map[string]any {
 			return map[string]any{"folder": f + "/newg", "name": "New", "description": "made by a test"}
 		},
@@ -353,13 +448,23 @@ var toolCases = []toolCase{
 	},
 	{
 		tool: "spawn_group",
-		args: func(string, fixture) map[string]any {
-			return map[string]any{"folder": "spawned", "name": "Spawned", "prompt": "start here"}
+		other: func(f string, _ fixture) map[string]any {
+			return map[string]any{"folder": mirror(f) + "/spawned", "name": "Spawned", "prompt": "start there"}
+		},
+		refusal: outsideRefusal + "spawn_group acts only inside", crosses: true,
+		otherCheck: func(t *testing.T, e *env, f string, _ fixture, _ map[string]any) {
+			msgs := inboxOf(t, e, mirror(f)+"/spawned", store.SourceInject)
+			if !groupExists(t, e, mirror(f)+"/spawned") || len(msgs) != 1 || msgs[0].SenderJID != "spawn:"+f {
+				t.Errorf("granted spawn: inbox %+v", msgs)
+			}
+		},
+		args: func(f string, _ fixture) map[string]any {
+			return map[string]any{"folder": f + "/spawned", "name": "Spawned", "prompt": "start here"}
 		},
 		check: func(t *testing.T, e *env, f string, _ fixture, allowed bool, _ map[string]any) {
-			expectEq(t, "spawned exists", groupExists(t, e, "spawned"), allowed)
+			expectEq(t, "spawned exists", groupExists(t, e, f+"/spawned"), allowed)
 			if allowed {
-				msgs := inboxOf(t, e, "spawned", store.SourceInject)
+				msgs := inboxOf(t, e, f+"/spawned", store.SourceInject)
 				if len(msgs) != 1 || msgs[0].Content != "start here" || msgs[0].SenderJID != "spawn:"+f {
 					t.Errorf("spawned inbox = %+v", msgs)
 				}
@@ -368,6 +473,10 @@ var toolCases = []toolCase{
 	},
 	{
 		tool: "delegate_to_child",
+		other: func(f string, _ fixture) map[string]any {
+			return map[string]any{"child": mirror(child(f)), "text": "do this"}
+		},
+		refusal: "is not a direct child of",
 		args: func(f string, _ fixture) map[string]any {
 			return map[string]any{"child": child(f)[len(f)+1:], "text": "do this"}
 		},
@@ -384,6 +493,10 @@ var toolCases = []toolCase{
 	},
 	{
 		tool: "delegate_to_parent",
+		other: func(f string, _ fixture) map[string]any {
+			return withFolder(map[string]any{"text": "done"}, mirror(f))
+		},
+		refusal: noSuchFolder, early: true,
 		args: func(string, fixture) map[string]any { return map[string]any{"text": "done"} },
 		check: func(t *testing.T, e *env, f string, _ fixture, allowed bool, _ map[string]any) {
 			parent, ok := ipc.Parent(f)
@@ -408,6 +521,19 @@ var toolCases = []toolCase{
 	},
 	{
 		tool: "schedule_task",
+		other: func(f string, _ fixture) map[string]any {
+			return map[string]any{"prompt": "across", "schedule_kind": "cron", "schedule": "30 9 * * *", "folder": mirror(f)}
+		},
+		refusal: outsideRefusal + "schedule_task acts only inside", crosses: true,
+		otherCheck: func(t *testing.T, e *env, f string, _ fixture, _ map[string]any) {
+			ts, err := e.st.ListTasks(e.ctx, store.TaskFilter{Folder: mirror(f)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.ContainsFunc(ts, func(task store.Task) bool { return task.Prompt == "across" }) {
+				t.Errorf("granted schedule: tasks of %s = %+v", mirror(f), ts)
+			}
+		},
 		args: func(string, fixture) map[string]any {
 			return map[string]any{"prompt": "scheduled", "schedule_kind": "cron", "schedule": "30 9 * * *"}
 		},
@@ -434,6 +560,10 @@ var toolCases = []toolCase{
 	},
 	{
 		tool: "update_task",
+		other: func(_ string, fx fixture) map[string]any {
+			return map[string]any{"id": fx.otherUpdate, "state": "paused"}
+		},
+		refusal: "not found",
 		args: func(_ string, fx fixture) map[string]any {
 			return map[string]any{"id": fx.taskUpdate, "state": "paused"}
 		},
@@ -446,8 +576,10 @@ var toolCases = []toolCase{
 		},
 	},
 	{
-		tool: "cancel_task",
-		args: func(_ string, fx fixture) map[string]any { return map[string]any{"id": fx.taskCancel} },
+		tool:    "cancel_task",
+		other:   func(_ string, fx fixture) map[string]any { return map[string]any{"id": fx.otherCancel} },
+		refusal: "not found",
+		args:    func(_ string, fx fixture) map[string]any { return map[string]any{"id": fx.taskCancel} },
 		check: func(t *testing.T, e *env, _ string, fx fixture, allowed bool, _ map[string]any) {
 			want := store.TaskActive
 			if allowed {
@@ -458,6 +590,16 @@ var toolCases = []toolCase{
 	},
 	{
 		tool: "add_route",
+		other: func(f string, _ fixture) map[string]any {
+			return map[string]any{"seq": -1000000, "match": "", "target": mirror(f)}
+		},
+		refusal: outsideRefusal + "add_route acts only inside", crosses: true,
+		otherCheck: func(t *testing.T, e *env, f string, _ fixture, res map[string]any) {
+			r, err := e.st.GetRoute(e.ctx, int64(res["id"].(float64)))
+			if err != nil || r.Owner != f || r.Target != mirror(f) || r.Seq != -1000000 {
+				t.Errorf("granted route = %+v, %v", r, err)
+			}
+		},
 		args: func(f string, _ fixture) map[string]any {
 			return map[string]any{"seq": 5, "match": "verb=mention   platform=\"telegram\"", "target": f}
 		},
@@ -475,14 +617,20 @@ var toolCases = []toolCase{
 		},
 	},
 	{
-		tool: "delete_route",
-		args: func(_ string, fx fixture) map[string]any { return map[string]any{"id": fx.routeDel} },
+		tool:    "delete_route",
+		other:   func(_ string, fx fixture) map[string]any { return map[string]any{"id": fx.routeOther} },
+		refusal: "not found",
+		args:    func(_ string, fx fixture) map[string]any { return map[string]any{"id": fx.routeDel} },
 		check: func(t *testing.T, e *env, _ string, fx fixture, allowed bool, _ map[string]any) {
 			expectEq(t, "deleted route exists", routeExists(t, e, fx.routeDel), !allowed)
 		},
 	},
 	{
 		tool: "set_routes",
+		other: func(f string, _ fixture) map[string]any {
+			return map[string]any{"routes": []any{map[string]any{"seq": -1000000, "match": "", "target": mirror(f)}}}
+		},
+		refusal: outsideRefusal + "set_routes sets routes to",
 		args: func(f string, _ fixture) map[string]any {
 			return map[string]any{"routes": []any{map[string]any{"seq": 10, "match": "room=1", "target": f}}}
 		},
@@ -490,15 +638,23 @@ var toolCases = []toolCase{
 			if !allowed {
 				return
 			}
-			rs, err := e.st.ListRoutesUnder(e.ctx, f)
+			all, err := e.st.ListRoutes(e.ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(rs) != 1 || rs[0].Match != "room=1" || rs[0].Seq != 10 || rs[0].Target != f {
-				t.Errorf("routes under %s = %+v", f, rs)
+			var own []store.Route
+			for _, r := range all {
+				if r.Owner == f && sees(f, r.Target) {
+					own = append(own, r)
+				}
 			}
-			if !routeExists(t, e, fx.routeOps) {
-				t.Errorf("set_routes of %s removed the route to ops", f)
+			if len(own) != 1 || own[0].Match != "room=1" || own[0].Seq != 10 || own[0].Target != f {
+				t.Errorf("routes of %s = %+v", f, own)
+			}
+			for _, id := range []int64{fx.routeOp, fx.routeOther} {
+				if !routeExists(t, e, id) {
+					t.Errorf("set_routes of %s removed route %d, which it does not own", f, id)
+				}
 			}
 		},
 	},
@@ -523,7 +679,7 @@ func TestToolMatrix(t *testing.T) {
 				}
 				fx := e.fixture(t, f)
 				s := e.start(t, f, nil)
-				runMatrixCell(t, e, mcpCaller{dial(t, s.SocketPath())}, f, sc, fx)
+				runMatrixCell(t, e, mcpCaller{dial(t, s.SocketPath())}, f, sc, fx, true)
 			})
 		}
 	}
@@ -554,27 +710,65 @@ func (m mcpCaller) call(t *testing.T, tool string, args map[string]any) callResu
 	return call(t, m.c, tool, args)
 }
 
-func runMatrixCell(t *testing.T, e *env, c caller, f string, sc scenario, fx fixture) {
+// runMatrixCell calls every tool in folder f under scenario sc on f's own
+// subtree and, with otherTree, again on the other tree (toolCase.other). An
+// allowed call must do its work; a refused one must say why and leave the
+// store as it was, row for row.
+func runMatrixCell(t *testing.T, e *env, c caller, f string, sc scenario, fx fixture, otherTree bool) {
 	want := expectedTools(f, sc)
 	if got := c.list(t); !slices.Equal(got, want) {
 		t.Errorf("tools/list = %v\nwant         %v", got, want)
 	}
 	for _, tc := range toolCases {
+		byTier := !slices.Contains(seedTools[tierOf(f)], tc.tool)
 		allowed := slices.Contains(want, tc.tool)
+		before := e.dump(t)
 		r := c.call(t, tc.tool, tc.args(f, fx))
 		switch {
-		case !allowed && !slices.Contains(seedTools[tierOf(f)], tc.tool):
+		case byTier:
 			mustFail(t, tc.tool, r, "denied: ", "may not call "+tc.tool)
 		case !allowed:
 			mustFail(t, tc.tool, r, "denied: ", sc.refusal)
 		case tc.fails != nil && tc.fails(f) != "":
 			mustFail(t, tc.tool, r, tc.fails(f))
-			continue
+			e.unchanged(t, tc.tool, before)
 		default:
 			res := mustOK(t, tc.tool, r)
 			tc.check(t, e, f, fx, true, res)
-			continue
 		}
-		tc.check(t, e, f, fx, false, nil)
+		if byTier || !allowed {
+			tc.check(t, e, f, fx, false, nil)
+			e.unchanged(t, tc.tool, before)
+		}
+		if otherTree {
+			runOtherTree(t, e, c, f, sc, fx, tc, byTier, allowed)
+		}
 	}
+}
+
+// runOtherTree makes tc's attempt on the other tree from f.
+func runOtherTree(t *testing.T, e *env, c caller, f string, sc scenario, fx fixture, tc toolCase, byTier, allowed bool) {
+	what := tc.tool + " on the other tree"
+	args := tc.args(f, fx)
+	if tc.other != nil {
+		args = tc.other(f, fx)
+	}
+	before := e.dump(t)
+	r := c.call(t, tc.tool, args)
+	switch {
+	case byTier:
+		mustFail(t, what, r, "denied: ", "may not call "+tc.tool)
+	case tc.early:
+		mustFail(t, what, r, tc.refusal)
+	case !allowed:
+		mustFail(t, what, r, "denied: ", sc.refusal)
+	case tc.other == nil:
+		tc.otherCheck(t, e, f, fx, mustOK(t, what, r))
+	case tc.crosses && sc.crosses:
+		tc.otherCheck(t, e, f, fx, mustOK(t, what+" (granted)", r))
+		return
+	default:
+		mustFail(t, what, r, tc.refusal)
+	}
+	e.unchanged(t, what, before)
 }

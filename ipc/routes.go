@@ -1,8 +1,15 @@
 package ipc
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/arizuko/arizukod/store"
 )
 
 // InboundMessage is a chat message arriving through POST /v1/messages, as far
@@ -134,23 +141,130 @@ type RouteEntry struct {
 	Seq    int64
 	Match  Match
 	Target string // folder whose inbox receives the message
+	Owner  string // "" for the operator's routes, else the folder of the group that added it
 }
 
-// Route returns the target of the first route matching msg, routes taken in
-// order of Seq, then ID (the order of routes does not matter).
-func Route(routes []RouteEntry, msg InboundMessage) (target string, ok bool) {
+// Route returns the folder whose inbox receives msg. Routes are taken in
+// layers by owner, each layer in order of Seq, then ID (the order of routes
+// does not matter):
+//
+//  1. The operator's routes (Owner ""): the first one matching msg picks a
+//     folder. None matching: msg has no target.
+//  2. The routes owned by the folder picked last: the first one matching msg
+//     picks the next folder, and its routes are consulted in turn. A route to
+//     its own owner stops there. None matching: msg goes to that folder.
+//
+// So a group's routes decide only for messages already routed to the group
+// itself, never before or instead of the operator's or an ancestor's, and no
+// seq or match of theirs takes anything that was not theirs. A group's route
+// leaves its owner's subtree only where follow allows it (an operator's
+// grant); follow nil allows none. A route back to a folder the message
+// already passed, or one follow refuses, counts as absent.
+func Route(routes []RouteEntry, msg InboundMessage, follow func(RouteEntry) bool) (target string, ok bool) {
+	r := firstOf(routes, "", msg, nil)
+	if r == nil {
+		return "", false
+	}
+	target = r.Target
+	passed := map[string]bool{target: true}
+	for {
+		next := firstOf(routes, target, msg, func(r *RouteEntry) bool {
+			switch {
+			case r.Target == target:
+				return true
+			case passed[r.Target]:
+				return false
+			case InSubtree(target, r.Target):
+				return true
+			}
+			return follow != nil && follow(*r)
+		})
+		if next == nil || next.Target == target {
+			return target, true
+		}
+		target = next.Target
+		passed[target] = true
+	}
+}
+
+// firstOf returns the first route of owner, in (Seq, ID) order, that matches
+// msg and that usable (when not nil) accepts.
+func firstOf(routes []RouteEntry, owner string, msg InboundMessage, usable func(*RouteEntry) bool) *RouteEntry {
 	var best *RouteEntry
 	for i := range routes {
 		r := &routes[i]
-		if best != nil && (r.Seq > best.Seq || r.Seq == best.Seq && r.ID >= best.ID) {
+		if r.Owner != owner || best != nil && (r.Seq > best.Seq || r.Seq == best.Seq && r.ID >= best.ID) {
 			continue
 		}
-		if r.Match.Matches(msg) {
+		if r.Match.Matches(msg) && (usable == nil || usable(r)) {
 			best = r
 		}
 	}
-	if best == nil {
-		return "", false
+	return best
+}
+
+// RouteSource is what routing reads: the routes and the grant rules of the
+// groups that own routes out of their subtree. *store.Store implements it.
+type RouteSource interface {
+	ListRoutes(ctx context.Context) ([]store.Route, error)
+	GetGrants(ctx context.Context, folder string) ([]string, error)
+}
+
+// RouteInbound is the routing of POST /v1/messages: it reads every route and
+// resolves msg through them with Route. A route a group added out of its
+// subtree is followed only while the group's tier and grant rules, read now,
+// would still let it add that route (add_route with the route's seq, match
+// and target, decided by a rule naming the target, see Rules.Reaches): when
+// the operator takes the grant back, the route stops forwarding. A stored
+// match that no longer parses is reported to skip and the route ignored.
+func RouteInbound(ctx context.Context, src RouteSource, msg InboundMessage, skip func(store.Route, error)) (target string, ok bool, err error) {
+	stored, err := src.ListRoutes(ctx)
+	if err != nil {
+		return "", false, err
 	}
-	return best.Target, true
+	routes := make([]RouteEntry, 0, len(stored))
+	for _, r := range stored {
+		m, err := ParseMatch(r.Match)
+		if err != nil {
+			if skip != nil {
+				skip(r, err)
+			}
+			continue
+		}
+		routes = append(routes, RouteEntry{ID: r.ID, Seq: r.Seq, Match: m, Target: r.Target, Owner: r.Owner})
+	}
+	var readErr error
+	target, ok = Route(routes, msg, func(r RouteEntry) bool {
+		granted, err := forwardGranted(ctx, src, r)
+		if err != nil && readErr == nil {
+			readErr = err
+		}
+		return granted
+	})
+	if readErr != nil {
+		return "", false, readErr
+	}
+	return target, ok, nil
+}
+
+// forwardGranted reports whether r's owner may still have r, a route out of
+// its subtree: its tier has add_route, its rules parse, name no unknown
+// parameter of add_route, and reach r's target.
+func forwardGranted(ctx context.Context, src RouteSource, r RouteEntry) (bool, error) {
+	if !TierAllows("add_route", FolderTier(r.Owner)) {
+		return false, nil
+	}
+	list, err := src.GetGrants(ctx, r.Owner)
+	if errors.Is(err, store.ErrNotFound) || err == nil && len(list) == 0 {
+		return false, nil // the default "*" names no target; no rules allow nothing
+	}
+	if err != nil {
+		return false, fmt.Errorf("ipc: grant rules of %s: %w", r.Owner, err)
+	}
+	rules, err := ParseRules(list)
+	if err != nil || ruleProblem(rules, "add_route") != "" {
+		return false, nil
+	}
+	params := map[string]any{"seq": json.Number(strconv.FormatInt(r.Seq, 10)), "match": r.Match.String(), "target": r.Target}
+	return rules.Reaches("add_route", params, "target"), nil
 }

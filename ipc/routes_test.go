@@ -2,6 +2,8 @@ package ipc
 
 import (
 	"errors"
+	"math"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -129,21 +131,52 @@ func TestRoute(t *testing.T) {
 		{ID: 1, Seq: 5, Match: mustMatch(t, "platform=telegram verb=mention"), Target: "main/mentions"},
 		{ID: 2, Seq: -1, Match: mustMatch(t, "room=2 platform=slack"), Target: "main/slack"},
 	}
+	// Layers: main refines what the operator sends to main, main/a what main
+	// sends to main/a; other tries every way to take main's messages.
+	layered := append(slices.Clone(routes),
+		RouteEntry{ID: 20, Seq: 1, Match: mustMatch(t, "platform=discord"), Target: "main/a", Owner: "main"},
+		RouteEntry{ID: 21, Seq: 1, Match: mustMatch(t, "room=2"), Target: "main/a/b", Owner: "main/a"},
+		RouteEntry{ID: 22, Seq: 0, Match: mustMatch(t, ""), Target: "main/a/b", Owner: "main/a/b"},
+		RouteEntry{ID: 23, Seq: 5, Match: mustMatch(t, ""), Target: "main/a/b/c", Owner: "main/a/b"},
+		RouteEntry{ID: 30, Seq: math.MinInt64, Match: mustMatch(t, ""), Target: "other", Owner: "other"},
+		RouteEntry{ID: 31, Seq: math.MinInt64, Match: mustMatch(t, ""), Target: "main", Owner: "other"},
+		RouteEntry{ID: 32, Seq: math.MinInt64, Match: mustMatch(t, "platform=telegram"), Target: "other", Owner: "main/tg"},
+		RouteEntry{ID: 33, Seq: math.MinInt64, Match: mustMatch(t, ""), Target: "other", Owner: "main"},
+	)
+	forwards := []RouteEntry{
+		{ID: 1, Seq: 1, Match: mustMatch(t, ""), Target: "other"},
+		{ID: 2, Seq: 1, Match: mustMatch(t, "room=1"), Target: "main/x", Owner: "other"},
+		{ID: 3, Seq: 2, Match: mustMatch(t, ""), Target: "other/y", Owner: "other"},
+		{ID: 4, Seq: 1, Match: mustMatch(t, ""), Target: "other", Owner: "main/x"},
+		{ID: 5, Seq: 2, Match: mustMatch(t, ""), Target: "main/x/z", Owner: "main/x"},
+	}
+	all := func(RouteEntry) bool { return true }
 	tests := []struct {
 		name   string
 		routes []RouteEntry
+		follow func(RouteEntry) bool
 		msg    InboundMessage
 		target string
 		ok     bool
 	}{
-		{"lowest seq wins", routes, tgMention, "main/mentions", true},
-		{"same seq lowest id", routes, tg, "main/tg", true},
-		{"catch-all", routes, discord, "main", true},
-		{"no routes", nil, tg, "", false},
-		{"no match", routes[1:], discord, "", false},
+		{"lowest seq wins", routes, nil, tgMention, "main/mentions", true},
+		{"same seq lowest id", routes, nil, tg, "main/tg", true},
+		{"catch-all", routes, nil, discord, "main", true},
+		{"no routes", nil, nil, tg, "", false},
+		{"no match", routes[1:], nil, discord, "", false},
+		{"group routes alone route nothing", layered[5:], all, tg, "", false},
+		{"each layer refines within its subtree; a route to its owner stops", layered, nil, discord, "main/a/b", true},
+		{"the operator's pick is not overridden by the parent", layered, nil, tg, "main/tg", true},
+		{"a granted forward leaves the subtree", layered, all, tg, "other", true},
+		{"a group's catch-all decides only for it", layered, nil, InboundMessage{Platform: "slack", Room: "2"}, "main/slack", true},
+		{"other's routes never see main's messages", layered, func(r RouteEntry) bool { return r.Owner == "other" }, InboundMessage{Platform: "irc"}, "main", true},
+		{"an ungranted forward is skipped", layered, nil, InboundMessage{Platform: "irc"}, "main", true},
+		{"a granted forward is followed", forwards, all, tg, "main/x/z", true},
+		{"a refused forward counts as absent", forwards, func(r RouteEntry) bool { return r.Owner != "other" }, tg, "other/y", true},
+		{"a route back to a passed folder counts as absent", forwards, all, InboundMessage{Room: "1"}, "main/x/z", true},
 	}
 	for _, tt := range tests {
-		target, ok := Route(tt.routes, tt.msg)
+		target, ok := Route(tt.routes, tt.msg, tt.follow)
 		if target != tt.target || ok != tt.ok {
 			t.Errorf("%s: Route = %q, %v; want %q, %v", tt.name, target, ok, tt.target, tt.ok)
 		}

@@ -65,11 +65,10 @@ type Store interface {
 	ListTasks(ctx context.Context, f store.TaskFilter) ([]store.Task, error)
 	UpdateTask(ctx context.Context, id string, p store.TaskPatch) (*store.Task, error)
 	ListRoutes(ctx context.Context) ([]store.Route, error)
-	ListRoutesUnder(ctx context.Context, folder string) ([]store.Route, error)
 	GetRoute(ctx context.Context, id int64) (*store.Route, error)
 	AddRoute(ctx context.Context, r store.Route) (*store.Route, error)
 	DeleteRoute(ctx context.Context, id int64) error
-	ReplaceRoutesUnder(ctx context.Context, folder string, routes []store.Route) ([]store.Route, error)
+	ReplaceOwnedRoutes(ctx context.Context, owner string, routes []store.Route) ([]store.Route, error)
 }
 
 // NextRunFunc computes when a task fires next, in unix milliseconds, from
@@ -532,6 +531,10 @@ func (s *Server) call(ctx context.Context, spec *toolSpec, raw any) (*mcp.CallTo
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	out, err := spec.run(s, ctx, a)
+	var scoped *DeniedError
+	if errors.As(err, &scoped) {
+		return s.deny(scoped)
+	}
 	if err != nil {
 		var ue *userError
 		var ae *argError

@@ -135,7 +135,8 @@ func TestBadArguments(t *testing.T) {
 		{"send_document", map[string]any{"chat_jid": "tg:1", "path": "etc/passwd"}, "bad argument path: /workspace/etc/passwd cannot be used"},
 		{"send_document", map[string]any{"chat_jid": "tg:1", "path": "ok.txt", "name": "a/b"}, "bad argument name: must be a file name"},
 		{"inject_message", map[string]any{"folder": "Main", "text": "x"}, "bad argument folder: invalid group folder \"Main\""},
-		{"inject_message", map[string]any{"folder": "nobody", "text": "x"}, "bad argument folder: group nobody is not registered"},
+		{"inject_message", map[string]any{"folder": "main/nobody", "text": "x"}, "bad argument folder: group main/nobody is not registered"},
+		{"inject_message", map[string]any{"folder": "nobody", "text": "x"}, "denied: inject_message acts only inside main's subtree"},
 		{"register_group", map[string]any{"folder": "main/a", "name": "x"}, "bad argument folder: group main/a is already registered"},
 		{"register_group", map[string]any{"folder": "main/q/r", "name": "x"}, "bad argument folder: the parent group main/q is not registered"},
 		{"register_group", map[string]any{"folder": "main/media", "name": "x"}, "reserved"},
@@ -148,7 +149,7 @@ func TestBadArguments(t *testing.T) {
 		{"schedule_task", map[string]any{"prompt": "p", "schedule_kind": "interval", "schedule": "soon"}, "bad argument schedule: \"soon\" is neither a duration"},
 		{"schedule_task", map[string]any{"prompt": "p", "schedule_kind": "once", "schedule": "tomorrow"}, "bad argument schedule: \"tomorrow\" is not an RFC 3339 time"},
 		{"schedule_task", map[string]any{"prompt": "p", "schedule_kind": "once", "schedule": "2029-01-01T00:00:00Z"}, "which is not in the future"},
-		{"schedule_task", map[string]any{"prompt": "p", "schedule_kind": "cron", "schedule": "0 9 * * *", "folder": "gone"}, "bad argument folder: group gone is not registered"},
+		{"schedule_task", map[string]any{"prompt": "p", "schedule_kind": "cron", "schedule": "0 9 * * *", "folder": "main/gone"}, "bad argument folder: group main/gone is not registered"},
 		{"get_task", map[string]any{"id": "t_nope"}, "bad argument id: task t_nope not found"},
 		{"update_task", map[string]any{"id": "t_nope", "state": "paused"}, "bad argument id: task t_nope not found"},
 		{"update_task", map[string]any{"id": "t_x", "state": "completed"}, "bad argument state: \"completed\" is not one of active, paused"},
@@ -156,7 +157,7 @@ func TestBadArguments(t *testing.T) {
 		{"add_route", map[string]any{"seq": 1.5, "match": "", "target": "main"}, "bad argument seq: 1.5 is not an integer"},
 		{"add_route", map[string]any{"seq": 1, "match": "room = 5", "target": "main"}, "bad argument match: route match \"room = 5\": column 5"},
 		{"add_route", map[string]any{"seq": 1, "match": "channel=x", "target": "main"}, "unknown key \"channel\""},
-		{"add_route", map[string]any{"seq": 1, "match": "", "target": "nobody"}, "bad argument target: group nobody is not registered"},
+		{"add_route", map[string]any{"seq": 1, "match": "", "target": "main/nobody"}, "bad argument target: group main/nobody is not registered"},
 		{"delete_route", map[string]any{"id": 999}, "bad argument id: route 999 not found"},
 		{"delete_route", map[string]any{"id": "x"}, "bad argument id: \"x\" is not an integer"},
 		{"set_routes", map[string]any{}, "bad argument routes: required"},
@@ -165,7 +166,7 @@ func TestBadArguments(t *testing.T) {
 		{"set_routes", routes(map[string]any{"seq": 1, "match": "room=[", "target": "main"}), "bad argument routes[0].match: route match \"room=[\""},
 		{"set_routes", routes(map[string]any{"seq": 1, "match": "", "target": "main", "x": 1}), "bad argument routes[0].x: no such parameter"},
 		{"set_routes", routes(map[string]any{"seq": 1, "match": ""}), "bad argument routes[0].target: required"},
-		{"set_routes", routes(map[string]any{"seq": 1, "match": "", "target": "ops"}), "bad argument routes[0].target: ops is not main or a group below it"},
+		{"set_routes", routes(map[string]any{"seq": 1, "match": "", "target": "other"}), "denied: set_routes sets routes to main and the groups below it only, and routes[0].target other is outside them"},
 		{"set_routes", map[string]any{"routes": make([]any, ipc.MaxRoutes+1)}, "bad argument routes: has 257 items, at most 256 allowed"},
 	}
 	for _, tt := range tests {
@@ -203,8 +204,9 @@ func TestUnknownTool(t *testing.T) {
 	}
 }
 
-// TestSubtreeIsolation: below tier 0 a group sees and changes only its own
-// subtree's groups, tasks and routes; the rest does not exist for it.
+// TestSubtreeIsolation: a group sees and changes only its own subtree's
+// groups, tasks and routes; the rest does not exist for it, or is refused
+// with the reason when named. The root is scoped to its tree alike.
 func TestSubtreeIsolation(t *testing.T) {
 	e := newEnv(t)
 	other, err := e.st.CreateTask(e.ctx, store.Task{Folder: "main/z", Prompt: "theirs", ScheduleKind: store.ScheduleCron,
@@ -242,12 +244,15 @@ func TestSubtreeIsolation(t *testing.T) {
 	for _, id := range []int64{rootRoute.ID, zRoute.ID} {
 		mustFail(t, "delete invisible route", call(t, c, "delete_route", map[string]any{"id": id}), fmt.Sprintf("route %d not found", id))
 	}
+	mustFail(t, "delete the operator's route", call(t, c, "delete_route", map[string]any{"id": belowRoute.ID}),
+		fmt.Sprintf("denied: route %d was added by the operator; main/a deletes only routes it or a group below it added", belowRoute.ID))
 	mustFail(t, "add route outside", call(t, c, "add_route", map[string]any{"seq": 0, "match": "", "target": "main"}),
-		"bad argument target: main is not main/a or a group below it")
+		"denied: add_route acts only inside main/a's subtree (main/a and the groups below it), and target main is outside it; "+
+			"only the operator can allow this, with a grant rule naming the folder, such as add_route(target=main)")
 	mustFail(t, "schedule outside", call(t, c, "schedule_task", map[string]any{"prompt": "p", "schedule_kind": "cron", "schedule": "0 9 * * *", "folder": "main/z"}),
-		"bad argument folder: main/z is not main/a or a group below it")
+		"denied: schedule_task acts only inside main/a's subtree", "folder main/z is outside it")
 	mustFail(t, "register outside", call(t, c, "register_group", map[string]any{"folder": "main/y", "name": "y"}),
-		"bad argument folder: main/y is not below main/a")
+		"denied: register_group acts only inside main/a's subtree", "folder main/y is outside it")
 	mustFail(t, "register itself", call(t, c, "register_group", map[string]any{"folder": "main/a", "name": "y"}), "is not below main/a")
 	mustOK(t, "set routes", call(t, c, "set_routes", map[string]any{"routes": []any{
 		map[string]any{"seq": 4, "match": "room=a", "target": "main/a"},
@@ -261,18 +266,30 @@ func TestSubtreeIsolation(t *testing.T) {
 	for _, r := range all {
 		got = append(got, r.Match+">"+r.Target)
 	}
-	want := []string{">main", "room=z>main/z", "room=a>main/a", "room=c>main/a/b/c"}
+	want := []string{">main", "room=z>main/z", "room=b>main/a/b", "room=a>main/a", "room=c>main/a/b/c"}
 	if !slices.Equal(got, want) {
 		t.Errorf("routes after set_routes = %v, want %v", got, want)
 	}
 
-	root := dial(t, e.start(t, "main", nil).SocketPath())
-	mustOK(t, "root gets any task", call(t, root, "get_task", map[string]any{"id": other.ID}))
-	rootRoutes := mustOK(t, "root lists routes", call(t, root, "list_routes", nil))
-	if n := len(rootRoutes["routes"].([]any)); n != 4 {
-		t.Errorf("root sees %d routes, want 4", n)
+	otherTask, err := e.st.CreateTask(e.ctx, store.Task{Folder: "other/a", Prompt: "another tree", ScheduleKind: store.ScheduleCron,
+		ScheduleExpr: "0 * * * *", NextRunAt: fixedNow.Add(time.Hour).UnixMilli()})
+	if err != nil {
+		t.Fatal(err)
 	}
-	mustOK(t, "root routes anywhere", call(t, root, "add_route", map[string]any{"seq": 9, "match": "", "target": "ops"}))
+	otherRoute, _ := e.st.AddRoute(e.ctx, store.Route{Seq: 1, Match: "", Target: "other"})
+	root := dial(t, e.start(t, "main", nil).SocketPath())
+	mustOK(t, "root gets a task of its tree", call(t, root, "get_task", map[string]any{"id": other.ID}))
+	mustFail(t, "root gets a task of another tree", call(t, root, "get_task", map[string]any{"id": otherTask.ID}), "not found")
+	rootRoutes := mustOK(t, "root lists routes", call(t, root, "list_routes", nil))
+	if got := ids(rootRoutes["routes"], "target"); len(got) != 5 || slices.Contains(got, any("other")) {
+		t.Errorf("root sees routes to %v, want the 5 into main's tree", got)
+	}
+	mustFail(t, "root deletes another tree's route", call(t, root, "delete_route", map[string]any{"id": otherRoute.ID}), "not found")
+	mustFail(t, "root routes into another tree", call(t, root, "add_route", map[string]any{"seq": 9, "match": "", "target": "other"}),
+		"denied: add_route acts only inside main's subtree")
+	if !routeExists(t, e, otherRoute.ID) {
+		t.Error("the other tree's route is gone")
+	}
 }
 
 // TestTaskLifecycle schedules, reschedules, pauses, resumes and cancels a
@@ -329,7 +346,8 @@ func TestTaskLifecycle(t *testing.T) {
 }
 
 // TestRegisterAndSpawn registers groups below the caller and spawns one
-// with a first message; tier 0 may make a new root.
+// with a first message; a root makes a new root only by an operator's grant
+// naming it.
 func TestRegisterAndSpawn(t *testing.T) {
 	e := newEnv(t)
 	c := dial(t, e.start(t, "main/a", nil).SocketPath())
@@ -343,6 +361,21 @@ func TestRegisterAndSpawn(t *testing.T) {
 		t.Fatalf("grandchild %+v, %v", g, err)
 	}
 	root := dial(t, e.start(t, "main", nil).SocketPath())
+	mustFail(t, "spawn a root", call(t, root, "spawn_group", map[string]any{"folder": "lab", "name": "Lab"}),
+		"denied: spawn_group acts only inside main's subtree", "such as spawn_group(folder=lab)")
+	mustFail(t, "spawn under another root", call(t, root, "spawn_group", map[string]any{"folder": "other/lab", "name": "Lab"}),
+		"denied: spawn_group acts only inside main's subtree")
+	mustFail(t, "register a root", call(t, root, "register_group", map[string]any{"folder": "lab", "name": "Lab"}),
+		"denied: register_group acts only inside main's subtree")
+	if groupExists(t, e, "lab") || groupExists(t, e, "other/lab") {
+		t.Fatal("a refused spawn registered a group")
+	}
+	mustOK(t, "spawn below", call(t, root, "spawn_group", map[string]any{"folder": "main/lab", "name": "Lab", "prompt": "begin"}))
+	if err := e.st.SetGrants(e.ctx, "main", []string{"*", "spawn_group(folder=lab)"}); err != nil {
+		t.Fatal(err)
+	}
+	mustFail(t, "the grant names lab only", call(t, root, "spawn_group", map[string]any{"folder": "lab2", "name": "Lab"}),
+		"denied: spawn_group acts only inside main's subtree")
 	mustOK(t, "spawn root", call(t, root, "spawn_group", map[string]any{"folder": "lab", "name": "Lab"}))
 	if g, err := e.st.GetGroup(e.ctx, "lab"); err != nil || g.Parent != "" {
 		t.Fatalf("spawned root %+v, %v", g, err)

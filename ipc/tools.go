@@ -78,13 +78,13 @@ var specs = map[string]*toolSpec{
 	"inject_message": {
 		desc: "Put a message into a group's inbox; the group gets a turn for it.",
 		params: []param{
-			{name: "folder", kind: argString, required: true, max: maxFolderLen, desc: "The registered group to inject into, e.g. main/research."},
+			{name: "folder", kind: argString, required: true, max: maxFolderLen, desc: "The registered group to inject into: this group or one below it, e.g. main/research."},
 			{name: "text", kind: argString, required: true, max: MaxTextBytes, desc: textDesc},
 		},
 		run: (*Server).injectMessage,
 	},
 	"register_group": {
-		desc: "Register a new group below this one (tier 0: anywhere). Its parent must be registered.",
+		desc: "Register a new group below this one. Its parent must be registered.",
 		params: []param{
 			{name: "folder", kind: argString, required: true, max: maxFolderLen, desc: "The new group's folder: lowercase segments of [a-z0-9_] joined by '/', below this group's folder, e.g. main/research/w1."},
 			{name: "name", kind: argString, required: true, max: maxShortBytes, desc: "A human-readable name."},
@@ -93,7 +93,7 @@ var specs = map[string]*toolSpec{
 		run: (*Server).registerGroup,
 	},
 	"get_groups": {
-		desc:     "List the registered groups this group may see: itself and the groups below it (tier 0: all).",
+		desc:     "List the registered groups this group may see: itself and the groups below it.",
 		readOnly: true,
 		run:      (*Server).getGroups,
 	},
@@ -103,9 +103,9 @@ var specs = map[string]*toolSpec{
 		run:      (*Server).getGroups,
 	},
 	"spawn_group": {
-		desc: "Create a group anywhere in the tree and optionally give it a first message to start a turn.",
+		desc: "Create a group below this one and optionally give it a first message to start a turn.",
 		params: []param{
-			{name: "folder", kind: argString, required: true, max: maxFolderLen, desc: "The new group's folder; its parent must be registered (a folder without '/' makes a new root)."},
+			{name: "folder", kind: argString, required: true, max: maxFolderLen, desc: "The new group's folder, below this group's; its parent must be registered."},
 			{name: "name", kind: argString, required: true, max: maxShortBytes, desc: "A human-readable name."},
 			{name: "description", kind: argString, max: maxDescBytes, desc: "What the group is for."},
 			{name: "prompt", kind: argString, max: MaxTextBytes, desc: "A first message for the new group's inbox."},
@@ -162,34 +162,35 @@ var specs = map[string]*toolSpec{
 		run:    (*Server).cancelTask,
 	},
 	"list_tasks": {
-		desc:     "List the tasks of this group and the groups below it (tier 0: all).",
+		desc:     "List the tasks of this group and the groups below it.",
 		params:   []param{{name: "state", kind: argString, max: maxShortBytes, enum: []string{"active", "paused", "completed"}, desc: "Only tasks in this state."}},
 		readOnly: true,
 		run:      (*Server).listTasks,
 	},
 	"list_routes": {
-		desc:     "List the routes this group sees (tier 0: all; others: routes to this group or below), in matching order.",
+		desc:     "List the routes this group sees, in matching order: those it or a group below it added, and those delivering to it or below (owner \"\" is the operator).",
 		readOnly: true,
 		run:      (*Server).listRoutes,
 	},
 	"set_routes": {
-		desc: "Replace every route whose target is this group or a group below it with the given routes.",
+		desc: "Replace the routes this group added to itself and the groups below it with the given routes. They are consulted only for inbound messages already routed to this group.",
 		params: []param{
 			{name: "routes", kind: argRoutes, required: true, max: MaxRoutes, desc: "The new routes (at most 256); each target must be this group or a registered group below it. [] removes them all."},
 		},
 		run: (*Server).setRoutes,
 	},
 	"add_route": {
-		desc: "Add a route delivering matching inbound messages to a group's inbox.",
+		desc: "Add a route of this group: inbound messages routed to this group that match it go to the target's inbox instead.",
 		params: []param{
 			{name: "seq", kind: argInteger, required: true, desc: "Order of the route: lower seq is tried first."},
 			{name: "match", kind: argString, required: true, allowEmpty: true, max: maxMatchBytes, desc: matchDesc},
-			{name: "target", kind: argString, required: true, max: maxFolderLen, desc: "The registered group receiving the messages: this group or one below it (tier 0: any)."},
+			{name: "target", kind: argString, required: true, max: maxFolderLen, desc: "The registered group receiving the messages: this group or one below it."},
 		},
-		run: (*Server).addRoute,
+		defaults: (*Server).routeDefaults,
+		run:      (*Server).addRoute,
 	},
 	"delete_route": {
-		desc:   "Delete a route this group sees.",
+		desc:   "Delete a route this group or a group below it added.",
 		params: []param{{name: "id", kind: argInteger, required: true, desc: "The route id, as list_routes shows it."}},
 		run:    (*Server).deleteRoute,
 	},

@@ -28,10 +28,3 @@ func Parent(folder string) (parent string, ok bool) {
 	}
 	return folder[:i], true
 }
-
-// RouteVisible reports whether a group sees (and set_routes may replace) a
-// route to target: tier 0 sees every route, any other tier only routes to
-// its own folder or a descendant.
-func RouteVisible(viewerFolder string, viewerTier int, target string) bool {
-	return viewerTier == TierRoot || InSubtree(viewerFolder, target)
-}

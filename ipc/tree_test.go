@@ -46,27 +46,3 @@ func TestParent(t *testing.T) {
 		}
 	}
 }
-
-func TestRouteVisible(t *testing.T) {
-	tests := []struct {
-		viewer string
-		tier   int
-		target string
-		want   bool
-	}{
-		{"main", 0, "main", true},
-		{"main", 0, "other", true},
-		{"main/research", 1, "main/research", true},
-		{"main/research", 1, "main/research/w1", true},
-		{"main/research", 1, "main", false},
-		{"main/research", 1, "main/ops", false},
-		{"main/research", 1, "main/researchers", false},
-		{"main/research/w1", 2, "main/research", false},
-		{"main/research/w1/x", 3, "main/research/w1/x", true},
-	}
-	for _, tt := range tests {
-		if got := RouteVisible(tt.viewer, tt.tier, tt.target); got != tt.want {
-			t.Errorf("RouteVisible(%q, %d, %q) = %v, want %v", tt.viewer, tt.tier, tt.target, got, tt.want)
-		}
-	}
-}

@@ -7,17 +7,19 @@ import (
 )
 
 // Route delivers inbound chat messages that its Match expression matches to
-// the Target folder's inbox. Routes are tried in (Seq, ID) order. The store
-// keeps Match verbatim; package ipc parses and evaluates it.
+// the Target folder's inbox. Routes are tried in (Seq, ID) order, in layers by
+// Owner: the operator's first, then those of the group a message reached. The
+// store keeps Match verbatim; package ipc parses and evaluates it.
 type Route struct {
 	ID        int64 // assigned by the store
 	Seq       int64
 	Match     string // "key=glob ..." terms; "" matches every message
 	Target    string // folder
+	Owner     string // "" for the operator's routes, else the folder of the group that added it
 	CreatedAt int64  // unix ms
 }
 
-const routeColumns = `id, seq, match, target, created_at`
+const routeColumns = `id, seq, match, target, owner, created_at`
 
 func queryRoutes(ctx context.Context, q querier, query string, args ...any) ([]Route, error) {
 	rows, err := q.QueryContext(ctx, query, args...)
@@ -28,7 +30,7 @@ func queryRoutes(ctx context.Context, q querier, query string, args ...any) ([]R
 	var out []Route
 	for rows.Next() {
 		var r Route
-		if err := rows.Scan(&r.ID, &r.Seq, &r.Match, &r.Target, &r.CreatedAt); err != nil {
+		if err := rows.Scan(&r.ID, &r.Seq, &r.Match, &r.Target, &r.Owner, &r.CreatedAt); err != nil {
 			return nil, err
 		}
 		out = append(out, r)
@@ -38,8 +40,8 @@ func queryRoutes(ctx context.Context, q querier, query string, args ...any) ([]R
 
 func insertRoute(ctx context.Context, q querier, r *Route, now int64) error {
 	r.CreatedAt = now
-	return q.QueryRowContext(ctx, `INSERT INTO routes (seq, match, target, created_at) VALUES (?, ?, ?, ?) RETURNING id`,
-		r.Seq, r.Match, r.Target, now).Scan(&r.ID)
+	return q.QueryRowContext(ctx, `INSERT INTO routes (seq, match, target, owner, created_at) VALUES (?, ?, ?, ?, ?) RETURNING id`,
+		r.Seq, r.Match, r.Target, r.Owner, now).Scan(&r.ID)
 }
 
 // ListRoutes returns every route in matching order (Seq, then ID).
@@ -47,16 +49,6 @@ func (s *Store) ListRoutes(ctx context.Context) ([]Route, error) {
 	rs, err := queryRoutes(ctx, s.db, `SELECT `+routeColumns+` FROM routes ORDER BY seq, id`)
 	if err != nil {
 		return nil, fmt.Errorf("store: list routes: %w", err)
-	}
-	return rs, nil
-}
-
-// ListRoutesUnder returns, in matching order, the routes whose target is
-// folder or one of its descendants (a target beginning with folder + "/").
-func (s *Store) ListRoutesUnder(ctx context.Context, folder string) ([]Route, error) {
-	rs, err := queryRoutes(ctx, s.db, `SELECT `+routeColumns+` FROM routes WHERE `+underClause("target")+` ORDER BY seq, id`, underArgs(folder)...)
-	if err != nil {
-		return nil, fmt.Errorf("store: list routes under %q: %w", folder, err)
 	}
 	return rs, nil
 }
@@ -96,28 +88,31 @@ func (s *Store) DeleteRoute(ctx context.Context, id int64) error {
 	return nil
 }
 
-// ReplaceRoutesUnder atomically replaces the routes whose target is folder or
-// a descendant of it with routes, and returns the new ones (IDs assigned);
-// other routes are untouched. Every new route must target folder or a
-// descendant, or the call is ErrInvalid and nothing changes: a route set here
-// must stay visible and replaceable from here.
-func (s *Store) ReplaceRoutesUnder(ctx context.Context, folder string, routes []Route) ([]Route, error) {
-	if folder == "" {
-		return nil, fmt.Errorf("store: replace routes: folder: %w: empty", ErrInvalid)
+// ReplaceOwnedRoutes atomically replaces the routes owner added whose target
+// is owner or a descendant of it with routes, which get owner as their Owner,
+// and returns the new ones (IDs assigned). Every other route is untouched: the
+// operator's, other groups', and owner's own routes to folders outside its
+// subtree. Every new route must target owner or a descendant, or the call is
+// ErrInvalid and nothing changes. owner must not be empty: the operator's
+// routes are not replaced this way.
+func (s *Store) ReplaceOwnedRoutes(ctx context.Context, owner string, routes []Route) ([]Route, error) {
+	if owner == "" {
+		return nil, fmt.Errorf("store: replace routes: owner: %w: empty", ErrInvalid)
 	}
 	for i, r := range routes {
-		if !under(r.Target, folder) {
-			return nil, fmt.Errorf("store: replace routes under %q: routes[%d].target: %w: %q is not %q or below it", folder, i, ErrInvalid, r.Target, folder)
+		if !under(r.Target, owner) {
+			return nil, fmt.Errorf("store: replace routes of %q: routes[%d].target: %w: %q is not %q or below it", owner, i, ErrInvalid, r.Target, owner)
 		}
 	}
 	out := make([]Route, len(routes))
 	copy(out, routes)
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, `DELETE FROM routes WHERE `+underClause("target"), underArgs(folder)...); err != nil {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM routes WHERE owner = ? AND `+underClause("target"), append([]any{owner}, underArgs(owner)...)...); err != nil {
 			return err
 		}
 		now := s.nowMS()
 		for i := range out {
+			out[i].Owner = owner
 			if err := insertRoute(ctx, tx, &out[i], now); err != nil {
 				return err
 			}
@@ -125,7 +120,7 @@ func (s *Store) ReplaceRoutesUnder(ctx context.Context, folder string, routes []
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("store: replace routes under %q: %w", folder, err)
+		return nil, fmt.Errorf("store: replace routes of %q: %w", owner, err)
 	}
 	return out, nil
 }

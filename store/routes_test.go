@@ -37,28 +37,6 @@ func TestRoutes(t *testing.T) {
 	if got, want := targets(all), "1:MAIN/x 5:ma%n/x 10:main/research 10:main2 20:main"; got != want {
 		t.Errorf("ListRoutes = %s, want %s", got, want)
 	}
-	tests := []struct {
-		folder string
-		want   string
-	}{
-		{"main", "10:main/research 20:main"},
-		{"main/research", "10:main/research"},
-		{"main/res", ""},
-		{"ma%n", "5:ma%n/x"},
-		{"ma_n", ""},
-		{"MAIN", "1:MAIN/x"},
-		{"main2", "10:main2"},
-	}
-	for _, tt := range tests {
-		got, err := s.ListRoutesUnder(ctx, tt.folder)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if targets(got) != tt.want {
-			t.Errorf("ListRoutesUnder(%q) = %q, want %q", tt.folder, targets(got), tt.want)
-		}
-	}
-
 	r, err := s.GetRoute(ctx, all[0].ID)
 	if err != nil || *r != all[0] {
 		t.Errorf("GetRoute = %+v, %v; want %+v", r, err, all[0])
@@ -77,57 +55,64 @@ func TestRoutes(t *testing.T) {
 	}
 }
 
-// TestReplaceRoutesUnder: set_routes from a folder replaces exactly the
-// routes visible from it and nothing else.
-func TestReplaceRoutesUnder(t *testing.T) {
+// TestReplaceOwnedRoutes: set_routes of a group replaces exactly the routes
+// it added to its own subtree: not the operator's, not another group's (even
+// to the same targets), not its own forwards out of its subtree.
+func TestReplaceOwnedRoutes(t *testing.T) {
 	s := openTest(t)
 	ctx := context.Background()
 	for _, r := range []Route{
 		{Seq: 1, Match: "a", Target: "main"},
-		{Seq: 2, Match: "b", Target: "main/w"},
-		{Seq: 3, Match: "c", Target: "main/w/x"},
-		{Seq: 4, Match: "d", Target: "main/w2"},
-		{Seq: 5, Match: "e", Target: "other"},
+		{Seq: 2, Match: "b", Target: "main/w", Owner: "main/w"},
+		{Seq: 3, Match: "c", Target: "main/w/x", Owner: "main/w"},
+		{Seq: 4, Match: "d", Target: "main/w/x", Owner: "main"},
+		{Seq: 5, Match: "e", Target: "main/w/x", Owner: "main/w/x"},
+		{Seq: 6, Match: "f", Target: "other", Owner: "main/w"},
+		{Seq: 7, Match: "g", Target: "main/w"},
 	} {
 		if _, err := s.AddRoute(ctx, r); err != nil {
 			t.Fatal(err)
 		}
 	}
-	got, err := s.ReplaceRoutesUnder(ctx, "main/w", []Route{
-		{Seq: 7, Match: "new1", Target: "main/w/y"},
-		{Seq: 0, Match: "new2", Target: "main/w"},
+	got, err := s.ReplaceOwnedRoutes(ctx, "main/w", []Route{
+		{Seq: 9, Match: "new1", Target: "main/w/y"},
+		{Seq: 0, Match: "new2", Target: "main/w", Owner: "main"},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 2 || got[0].ID == 0 || got[1].ID == 0 || got[0].CreatedAt == 0 {
-		t.Errorf("returned routes lack ids: %+v", got)
+	if len(got) != 2 || got[0].ID == 0 || got[1].ID == 0 || got[0].CreatedAt == 0 || got[0].Owner != "main/w" || got[1].Owner != "main/w" {
+		t.Errorf("returned routes: %+v", got)
 	}
 	all, _ := s.ListRoutes(ctx)
-	if want := "0:main/w 1:main 4:main/w2 5:other 7:main/w/y"; targets(all) != want {
-		t.Errorf("after replace: %s, want %s", targets(all), want)
-	}
-	under, _ := s.ListRoutesUnder(ctx, "main/w")
-	if want := "0:main/w 7:main/w/y"; targets(under) != want {
-		t.Errorf("visible from main/w: %s, want %s", targets(under), want)
+	if want := "0:main/w@main/w 1:main@ 4:main/w/x@main 5:main/w/x@main/w/x 6:other@main/w 7:main/w@ 9:main/w/y@main/w"; owned(all) != want {
+		t.Errorf("after replace: %s, want %s", owned(all), want)
 	}
 
-	_, err = s.ReplaceRoutesUnder(ctx, "main/w", []Route{{Seq: 1, Target: "main/w/z"}, {Seq: 2, Target: "main/w2"}})
+	_, err = s.ReplaceOwnedRoutes(ctx, "main/w", []Route{{Seq: 1, Target: "main/w/z"}, {Seq: 2, Target: "main/w2"}})
 	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "routes[1].target") {
 		t.Errorf("route outside the subtree: %v, want ErrInvalid naming routes[1].target", err)
 	}
-	if after, _ := s.ListRoutes(ctx); targets(after) != targets(all) {
-		t.Errorf("a rejected replace changed routes: %s", targets(after))
+	if after, _ := s.ListRoutes(ctx); owned(after) != owned(all) {
+		t.Errorf("a rejected replace changed routes: %s", owned(after))
 	}
-	if _, err := s.ReplaceRoutesUnder(ctx, "", nil); !errors.Is(err, ErrInvalid) {
-		t.Errorf("empty folder: %v, want ErrInvalid", err)
+	if _, err := s.ReplaceOwnedRoutes(ctx, "", nil); !errors.Is(err, ErrInvalid) {
+		t.Errorf("empty owner: %v, want ErrInvalid", err)
 	}
-	if _, err := s.ReplaceRoutesUnder(ctx, "main", nil); err != nil {
+	if _, err := s.ReplaceOwnedRoutes(ctx, "main/w", nil); err != nil {
 		t.Fatal(err)
 	}
-	if after, _ := s.ListRoutes(ctx); targets(after) != "5:other" {
-		t.Errorf("clearing main's subtree left %s", targets(after))
+	if after, _ := s.ListRoutes(ctx); owned(after) != "1:main@ 4:main/w/x@main 5:main/w/x@main/w/x 6:other@main/w 7:main/w@" {
+		t.Errorf("clearing main/w's routes left %s", owned(after))
 	}
+}
+
+func owned(rs []Route) string {
+	var out []string
+	for _, r := range rs {
+		out = append(out, fmt.Sprintf("%d:%s@%s", r.Seq, r.Target, r.Owner))
+	}
+	return strings.Join(out, " ")
 }
 
 func TestUnder(t *testing.T) {

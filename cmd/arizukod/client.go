@@ -180,3 +180,75 @@ func cmdGroups(ctx context.Context, args []string) error {
 	fs.Usage()
 	return errUsage
 }
+
+// cmdRoutes manages the operator's routes: the first layer of routing, consulted before any
+// group's (ipc/ROUTES.md).
+func cmdRoutes(ctx context.Context, args []string) error {
+	fs := newFlags("routes", "[list [--json] | add TARGET --seq N --match EXPR | delete ID]")
+	socket := socketFlag(fs)
+	asJSON := fs.Bool("json", false, "list: print the routes as JSON")
+	seq := fs.Int64("seq", 0, "add: the route's order among the operator's routes (lower is tried first)")
+	match := fs.String("match", "", `add: key=glob terms over platform, room, chat_jid, sender, verb; "" matches every message`)
+	verb, rest := "list", args
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		verb, rest = args[0], args[1:]
+	}
+	var operand string
+	if verb == "add" || verb == "delete" {
+		if len(rest) == 0 || strings.HasPrefix(rest[0], "-") {
+			fs.Usage()
+			return errUsage
+		}
+		operand, rest = rest[0], rest[1:]
+	}
+	if err := parseFlags(fs, rest); err != nil {
+		return err
+	}
+	c := api.NewClient(*socket)
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", "  ")
+	switch verb {
+	case "list":
+		var out struct{ Routes []api.Route }
+		if err := c.Do(ctx, http.MethodGet, "/v1/routes", nil, &out); err != nil {
+			return err
+		}
+		if *asJSON {
+			return enc.Encode(out.Routes)
+		}
+		tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tOWNER\tSEQ\tMATCH\tTARGET")
+		for _, r := range out.Routes {
+			owner := r.Owner
+			if owner == "" {
+				owner = "(operator)"
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\n", r.ID, owner, r.Seq, r.Match, r.Target)
+		}
+		return tw.Flush()
+	case "add":
+		var seqSet, matchSet bool
+		fs.Visit(func(f *flag.Flag) {
+			seqSet = seqSet || f.Name == "seq"
+			matchSet = matchSet || f.Name == "match"
+		})
+		if !seqSet || !matchSet {
+			fmt.Fprintln(fs.Output(), `arizukod routes add: give --seq and --match (--match "" routes every message)`)
+			fs.Usage()
+			return errUsage
+		}
+		var r api.Route
+		if err := c.Do(ctx, http.MethodPost, "/v1/routes", api.AddRouteRequest{Seq: seq, Match: match, Target: operand}, &r); err != nil {
+			return err
+		}
+		return enc.Encode(r)
+	case "delete":
+		var r api.Route
+		if err := c.Do(ctx, http.MethodDelete, "/v1/routes/"+url.PathEscape(operand), nil, &r); err != nil {
+			return err
+		}
+		return enc.Encode(r)
+	}
+	fs.Usage()
+	return errUsage
+}
