@@ -431,6 +431,10 @@ func badRequests(finished, running string) []badRequest {
 		{name: "grants unknown folder", method: "PUT", path: "/v1/groups/nosuch/grants", body: `{"rules":[]}`, code: 404, field: "folder"},
 		{name: "outbox bad since", method: "GET", path: "/v1/groups/main/outbox?since=-1", code: 400, field: "since"},
 
+		{name: "inbox chat_jid with a newline", method: "POST", path: "/v1/groups/main/messages", body: `{` + msgs + `,"chat_jid":"tg:1\n"}`, code: 400, field: "chat_jid"},
+		{name: "inbox message time", method: "POST", path: "/v1/groups/main/messages", body: `{"messages":[{"content":"x","time":"2030-01-02T15:04:05Z"}]}`, code: 400, field: "messages[0].time"},
+		run("chatJid too long", `{"folder":"main",`+msgs+`,"chatJid":"`+long+`"}`, 400, "chatJid"),
+		{name: "route chat_jid too long", method: "POST", path: "/v1/messages", body: `{"platform":"test","chat_jid":"` + long + `","content":"x"}`, code: 400, field: "chat_jid"},
 		{name: "route without content", method: "POST", path: "/v1/messages", body: `{"platform":"test"}`, code: 400, field: "content"},
 		{name: "route matches nothing", method: "POST", path: "/v1/messages", body: `{"platform":"nowhere","room":"r","content":"hi"}`, code: 422},
 
