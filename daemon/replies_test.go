@@ -83,7 +83,7 @@ func testReplies(t *testing.T, e enginetest.Engine) {
 		Messages  []contract.Message `json:"messages"`
 	}
 	if err := json.Unmarshal([]byte(r.Result), &seen); err != nil {
-		t.Fatalf("messages turn: %s %q %q", r.Status, r.Result, r.Error)
+		t.Fatalf("messages turn: %s %q %q (an echo means the image holds an example agent without the messages command)", r.Status, r.Result, r.Error)
 	}
 	if seen.ChatJID != "tg:-200" || seen.SenderJID != "tg:2" || len(seen.Messages) != 2 {
 		t.Fatalf("the batched turn saw %+v", seen)
