@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/arizuko/arizukod/contract"
 	"github.com/arizuko/arizukod/groupfolder"
@@ -230,7 +231,33 @@ func messagesField(w http.ResponseWriter, field string, msgs []contract.Message)
 		case m.Role != "" && m.Role != "user" && m.Role != "assistant" && m.Role != "system":
 			writeErr(w, http.StatusBadRequest, fmt.Sprintf("%s[%d].role", field, i), "%s[%d].role: %q is not user, assistant or system", field, i, m.Role)
 			return false
+		case !jidField(w, fmt.Sprintf("%s[%d].senderJid", field, i), m.SenderJID),
+			!jidField(w, fmt.Sprintf("%s[%d].chatJid", field, i), m.ChatJID):
+			return false
 		}
+		if m.Time != "" {
+			if _, err := time.Parse(time.RFC3339Nano, m.Time); err != nil {
+				name := fmt.Sprintf("%s[%d].time", field, i)
+				writeErr(w, http.StatusBadRequest, name, "%s: %q is not an RFC 3339 time like 2030-01-02T15:04:05Z", name, m.Time)
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// MaxJIDBytes bounds a sender or chat JID: what the MCP tools accept as a chat_jid.
+const MaxJIDBytes = 256
+
+// jidField validates a sender or chat JID; empty is allowed (unknown).
+func jidField(w http.ResponseWriter, field, v string) bool {
+	switch {
+	case len(v) > MaxJIDBytes:
+		writeErr(w, http.StatusBadRequest, field, "%s: %d bytes, at most %d", field, len(v), MaxJIDBytes)
+		return false
+	case strings.ContainsFunc(v, unicode.IsControl):
+		writeErr(w, http.StatusBadRequest, field, "%s: must not contain control characters", field)
+		return false
 	}
 	return true
 }

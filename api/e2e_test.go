@@ -495,6 +495,10 @@ func badRequests(finished, running string) []badRequest {
 		{name: "operator route with an owner", method: "POST", path: "/v1/routes", body: `{"seq":1,"match":"","target":"main","owner":"main"}`, code: 400, field: "owner"},
 		{name: "delete route not a number", method: "DELETE", path: "/v1/routes/x", code: 400, field: "id"},
 		{name: "delete unknown route", method: "DELETE", path: "/v1/routes/999999", code: 404, field: "id"},
+		{name: "inbox chat_jid with a newline", method: "POST", path: "/v1/groups/main/messages", body: `{` + msgs + `,"chat_jid":"tg:1\n"}`, code: 400, field: "chat_jid"},
+		{name: "inbox message time", method: "POST", path: "/v1/groups/main/messages", body: `{"messages":[{"content":"x","time":"2030-01-02T15:04:05Z"}]}`, code: 400, field: "messages[0].time"},
+		run("chatJid too long", `{"folder":"main",`+msgs+`,"chatJid":"`+long+`"}`, 400, "chatJid"),
+		{name: "route chat_jid too long", method: "POST", path: "/v1/messages", body: `{"platform":"test","chat_jid":"` + long + `","content":"x"}`, code: 400, field: "chat_jid"},
 		{name: "route without content", method: "POST", path: "/v1/messages", body: `{"platform":"test"}`, code: 400, field: "content"},
 		{name: "route matches nothing", method: "POST", path: "/v1/messages", body: `{"platform":"nowhere","room":"r","content":"hi"}`, code: 422},
 

@@ -1,8 +1,10 @@
 package api
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/arizuko/arizukod/contract"
@@ -99,10 +101,12 @@ func (s *Server) getGroup(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, wireGroup(g))
 }
 
-// InboxRequest is the body of POST /v1/groups/{folder}/messages.
+// InboxRequest is the body of POST /v1/groups/{folder}/messages. SenderJID and ChatJID
+// are the messages' sender and chat; a message's own senderJid or chatJid takes precedence.
 type InboxRequest struct {
 	Messages  []contract.Message `json:"messages"`
 	SenderJID string             `json:"senderJid"`
+	ChatJID   string             `json:"chat_jid"`
 }
 
 func (s *Server) appendInbox(w http.ResponseWriter, r *http.Request) {
@@ -111,7 +115,18 @@ func (s *Server) appendInbox(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req InboxRequest
-	if !decode(w, r, &req) || !messagesField(w, "messages", req.Messages) || !s.knownGroup(w, r, f) {
+	if !decode(w, r, &req) || !messagesField(w, "messages", req.Messages) ||
+		!jidField(w, "senderJid", req.SenderJID) || !jidField(w, "chat_jid", req.ChatJID) {
+		return
+	}
+	for i, m := range req.Messages {
+		if m.Time != "" {
+			field := fmt.Sprintf("messages[%d].time", i)
+			writeErr(w, http.StatusBadRequest, field, "%s: the inbox records when a message arrives; leave time out", field)
+			return
+		}
+	}
+	if !s.knownGroup(w, r, f) {
 		return
 	}
 	msgs := make([]store.InboxMessage, 0, len(req.Messages))
@@ -120,7 +135,8 @@ func (s *Server) appendInbox(w http.ResponseWriter, r *http.Request) {
 		if role == "" {
 			role = "user"
 		}
-		msgs = append(msgs, store.InboxMessage{SenderJID: req.SenderJID, Role: role, Content: m.Content, Source: store.SourceAPI})
+		msgs = append(msgs, store.InboxMessage{SenderJID: cmp.Or(m.SenderJID, req.SenderJID), ChatJID: cmp.Or(m.ChatJID, req.ChatJID),
+			Role: role, Content: m.Content, Source: store.SourceAPI})
 	}
 	ids, err := s.store.AppendInbox(r.Context(), string(f), msgs...)
 	if err != nil {
@@ -250,6 +266,9 @@ func (s *Server) inbound(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusBadRequest, "content", "content: required")
 		return
 	}
+	if !jidField(w, "chat_jid", req.ChatJID) || !jidField(w, "sender", req.Sender) {
+		return
+	}
 	msg := ipc.InboundMessage{Platform: req.Platform, Room: req.Room, ChatJID: req.ChatJID, Sender: req.Sender, Verb: req.Verb, Content: req.Content}
 	target, ok, err := ipc.RouteInbound(r.Context(), s.store, msg, func(rt store.Route, err error) {
 		s.log.Warn("stored route does not parse; skipped", "route", rt.ID, "match", rt.Match, "err", err)
@@ -266,7 +285,7 @@ func (s *Server) inbound(w http.ResponseWriter, r *http.Request) {
 		s.internal(w, r, err)
 		return
 	}
-	ids, err := s.store.AppendInbox(r.Context(), target, store.InboxMessage{SenderJID: req.Sender, Role: "user", Content: req.Content, Source: store.SourceRoute})
+	ids, err := s.store.AppendInbox(r.Context(), target, store.InboxMessage{SenderJID: req.Sender, ChatJID: req.ChatJID, Role: "user", Content: req.Content, Source: store.SourceRoute})
 	if err != nil {
 		s.internal(w, r, err)
 		return

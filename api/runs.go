@@ -97,12 +97,14 @@ func (s *Server) withEgress(ctx context.Context, run *store.Run) (Run, error) {
 	return out, nil
 }
 
-// CreateRunRequest is the body of POST /v1/runs.
+// CreateRunRequest is the body of POST /v1/runs. ChatJID is the chat the turn answers
+// (where send_reply without a chat_jid goes); empty: the last message's chatJid, if any.
 type CreateRunRequest struct {
 	Folder    string             `json:"folder"`
 	Messages  []contract.Message `json:"messages"`
 	SessionID string             `json:"sessionId"`
 	SenderJID string             `json:"senderJid"`
+	ChatJID   string             `json:"chatJid,omitempty"`
 	Timeout   *Duration          `json:"timeout,omitempty"`
 }
 
@@ -120,7 +122,7 @@ func (s *Server) createRun(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusBadRequest, "folder", "%v", err)
 		return
 	}
-	if !messagesField(w, "messages", req.Messages) {
+	if !messagesField(w, "messages", req.Messages) || !jidField(w, "senderJid", req.SenderJID) || !jidField(w, "chatJid", req.ChatJID) {
 		return
 	}
 	var timeoutMS int64
@@ -135,7 +137,7 @@ func (s *Server) createRun(w http.ResponseWriter, r *http.Request) {
 	if !s.knownGroup(w, r, f) {
 		return
 	}
-	input, err := json.Marshal(queue.RunInput{Messages: req.Messages, SessionID: req.SessionID, SenderJID: req.SenderJID})
+	input, err := json.Marshal(queue.RunInput{Messages: req.Messages, SessionID: req.SessionID, SenderJID: req.SenderJID, ChatJID: req.ChatJID})
 	if err != nil {
 		s.internal(w, r, err)
 		return

@@ -21,20 +21,45 @@ const (
 // MaxInputBytes bounds the stdin line of one turn, newline included.
 const MaxInputBytes = 1 << 20
 
-// Message is one chat message of the batch a turn answers.
+// Message is one chat message of the batch a turn answers. SenderJID, ChatJID and Time are
+// there when known (an inbound chat message has all three) and left out of the JSON when
+// not: an agent that reads only role and content sees the line it always saw.
 type Message struct {
 	Role    string `json:"role"`
 	Content string `json:"content"`
+	// SenderJID is who wrote the message, e.g. tg:123456.
+	SenderJID string `json:"senderJid,omitempty"`
+	// ChatJID is the chat it was written in, e.g. tg:-5075870332.
+	ChatJID string `json:"chatJid,omitempty"`
+	// Time is when arizukod received it, in RFC 3339 (UTC).
+	Time string `json:"time,omitempty"`
 }
 
-// Input is the single JSON line an agent reads from stdin.
+// Input is the single JSON line an agent reads from stdin. Agents must ignore fields they
+// do not know: new ones are added without a version change.
 type Input struct {
 	SessionID    string    `json:"sessionId"`
 	Messages     []Message `json:"messages"`
 	SystemPrompt string    `json:"systemPrompt"`
 	Grants       []string  `json:"grants"`
 	Folder       string    `json:"folder"`
-	SenderJID    string    `json:"senderJid"`
+	// SenderJID is the sender of the last message that has one: whose user memory the
+	// system prompt holds.
+	SenderJID string `json:"senderJid"`
+	// ChatJID is the chat the turn answers, where send_reply without a chat_jid goes;
+	// left out when the turn answers no chat.
+	ChatJID string `json:"chatJid,omitempty"`
+}
+
+// ReplyChat is the chat a batch of messages is answered in: the chat of the last message
+// that names one, or "" when none does.
+func ReplyChat(msgs []Message) string {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].ChatJID != "" {
+			return msgs[i].ChatJID
+		}
+	}
+	return ""
 }
 
 // Status is the agent's verdict on its turn.

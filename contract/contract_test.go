@@ -2,6 +2,7 @@ package contract
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -91,6 +92,66 @@ func TestEncodeInput(t *testing.T) {
 	_, err = EncodeInput(Input{SystemPrompt: strings.Repeat("a", MaxInputBytes)})
 	if !errors.Is(err, ErrInputTooBig) {
 		t.Fatalf("err = %v, want ErrInputTooBig", err)
+	}
+}
+
+// TestInputCompatibility: the per-message sender, chat and time and the turn's chat are
+// extra fields. A line without them (an old daemon's) decodes; a line with them decodes
+// into an old agent's types; nothing unknown is written when nothing is known.
+func TestInputCompatibility(t *testing.T) {
+	old := `{"sessionId":"s1","messages":[{"role":"user","content":"hi"}],"systemPrompt":"p","grants":[],"folder":"main","senderJid":"tg:1"}` + "\n"
+	var in Input
+	if err := json.Unmarshal([]byte(old), &in); err != nil {
+		t.Fatalf("an old-shaped line: %v", err)
+	}
+	if len(in.Messages) != 1 || in.Messages[0] != (Message{Role: "user", Content: "hi"}) || in.SenderJID != "tg:1" || in.ChatJID != "" {
+		t.Errorf("an old-shaped line decoded to %+v", in)
+	}
+	if b, err := EncodeInput(in); err != nil || string(b) != old {
+		t.Errorf("re-encoded without the new fields:\n%s\nwant\n%s (%v)", b, old, err)
+	}
+
+	full := Input{Folder: "main", SenderJID: "tg:2", ChatJID: "tg:-100", Messages: []Message{
+		{Role: "user", Content: "a", SenderJID: "tg:1", ChatJID: "tg:-100", Time: "2030-01-02T15:04:05Z"},
+		{Role: "user", Content: "b", SenderJID: "tg:2", ChatJID: "tg:-100", Time: "2030-01-02T15:04:06Z"},
+	}}
+	b, err := EncodeInput(full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"senderJid":"tg:1"`, `"chatJid":"tg:-100","time":"2030-01-02T15:04:05Z"`, `"chatJid":"tg:-100"}`} {
+		if !bytes.Contains(b, []byte(want)) {
+			t.Errorf("the line lacks %s: %s", want, b)
+		}
+	}
+	var oldAgent struct {
+		SessionID string `json:"sessionId"`
+		Messages  []struct {
+			Role    string `json:"role"`
+			Content string `json:"content"`
+		} `json:"messages"`
+		Folder    string `json:"folder"`
+		SenderJID string `json:"senderJid"`
+	}
+	if err := json.Unmarshal(b, &oldAgent); err != nil || len(oldAgent.Messages) != 2 || oldAgent.Messages[1].Content != "b" || oldAgent.SenderJID != "tg:2" {
+		t.Errorf("an old agent's types: %+v %v", oldAgent, err)
+	}
+}
+
+func TestReplyChat(t *testing.T) {
+	tests := []struct {
+		msgs []Message
+		want string
+	}{
+		{nil, ""},
+		{[]Message{{Content: "a"}}, ""},
+		{[]Message{{ChatJID: "tg:1"}, {ChatJID: "tg:2"}}, "tg:2"},
+		{[]Message{{ChatJID: "tg:1"}, {Content: "injected"}}, "tg:1"},
+	}
+	for _, tt := range tests {
+		if got := ReplyChat(tt.msgs); got != tt.want {
+			t.Errorf("ReplyChat(%+v) = %q, want %q", tt.msgs, got, tt.want)
+		}
 	}
 }
 

@@ -15,12 +15,13 @@ import (
 	"github.com/arizuko/arizukod/internal/daemontest"
 	"github.com/arizuko/arizukod/internal/enginetest"
 	"github.com/arizuko/arizukod/internal/fakemodel"
+	"github.com/arizuko/arizukod/store"
 )
 
 // TestClaudeAgent runs the real Claude Code binary in the built image, in the hardened
 // container with network none, against a scripted Messages API behind the model gateway:
-// a plain turn, a resumed session, an MCP tool call through router.sock that lands in the
-// outbox, a steer within the turn, the soft deadline, the tier's tool list, the sandbox
+// a plain turn, a resumed session, a routed chat message whose send_reply (through
+// router.sock, without a chat_jid) lands in the outbox for its chat, a steer within the turn, the soft deadline, the tier's tool list, the sandbox
 // probed by Claude Code's Bash tool, and `claude mcp list` run by it.
 func TestClaudeAgent(t *testing.T) {
 	for _, e := range enginetest.Rootful(t) {
@@ -52,7 +53,7 @@ func testClaudeAgent(t *testing.T, e enginetest.Engine) {
 		case strings.HasSuffix(text, "please use send_reply"):
 			awaiting = true
 			return fakemodel.Reply{ToolUse: &fakemodel.ToolUse{Name: "mcp__arizuko__send_reply",
-				Input: map[string]any{"text": "hello from claude", "chat_jid": "tg:42"}}}
+				Input: map[string]any{"text": "hello from claude"}}}
 		case strings.HasSuffix(text, "please probe"):
 			awaiting = true
 			return fakemodel.Reply{ToolUse: &fakemodel.ToolUse{Name: "Bash", Input: map[string]any{
@@ -106,25 +107,34 @@ func testClaudeAgent(t *testing.T, e enginetest.Engine) {
 		t.Errorf("resumed turn: %s %q %q; its request holds the first exchange: %v", second.Status, second.Result, second.Error, strings.Contains(raw, "hello there"))
 	}
 
-	// (3) The model calls send_reply: Claude Code calls the MCP server over router.sock,
-	// the outbox gets the row, and the tool's result goes back to the model.
-	third := turn("please use send_reply", "")
+	// (3) A chat message routed by POST /v1/messages whose model calls send_reply without
+	// a chat_jid: Claude Code calls the MCP server over router.sock, the outbox gets the
+	// row for the message's chat, and the tool's result goes back to the model, which was
+	// told who wrote the message and where.
+	st := d.OpenStore(t)
+	if _, err := st.AddRoute(context.Background(), store.Route{Seq: 1, Match: "platform=telegram", Target: "main"}); err != nil {
+		t.Fatal(err)
+	}
+	code, body, err := d.Do(http.MethodPost, "/v1/messages", "application/json",
+		[]byte(`{"platform":"telegram","chat_jid":"tg:42","sender":"tg:7","content":"please use send_reply"}`))
+	if err != nil || code != http.StatusAccepted {
+		t.Fatalf("POST /v1/messages: %d %s %v", code, body, err)
+	}
+	var routed struct {
+		IDs []int64 `json:"ids"`
+	}
+	json.Unmarshal(body, &routed)
+	third := inboxTurn(t, d, st, routed.IDs[0])
 	if third.Status != "ok" || !strings.HasPrefix(third.Result, "tool said: ") {
 		t.Errorf("tool turn: %s %q %q", third.Status, third.Result, third.Error)
 	}
-	var outbox struct {
-		Items []struct {
-			Target  string `json:"target"`
-			Content string `json:"content"`
-		} `json:"items"`
+	if !slices.ContainsFunc(fake.Requests(), func(r fakemodel.Request) bool {
+		return strings.HasPrefix(r.LastUserText(), "[from tg:7 in tg:42 at ")
+	}) {
+		t.Errorf("the model was not told the message's sender and chat")
 	}
-	code, body, err := daemontest.Do(d.Socket, http.MethodGet, "/v1/groups/main/outbox", "", nil)
-	if err != nil || code != 200 {
-		t.Fatalf("outbox: %d %v", code, err)
-	}
-	json.Unmarshal(body, &outbox)
-	if !strings.Contains(string(body), "hello from claude") || !strings.Contains(string(body), "tg:42") {
-		t.Errorf("outbox after send_reply: %s", body)
+	if items := outbox(t, d); len(items) != 1 || items[0].Target != "tg:42" || items[0].Content != "hello from claude" || items[0].RunID != third.ID {
+		t.Errorf("outbox after send_reply: %+v, want one reply to tg:42 by run %s", items, third.ID)
 	}
 
 	// (5) A steer during a slow answer reaches the model in the same turn.

@@ -89,7 +89,7 @@ func (h *turnHooks) Before(ctx context.Context, run *store.Run, f groupfolder.Fo
 	}
 	srv, err := ipc.Start(ctx, ipc.ServerConfig{
 		Folder: string(f), SocketPath: filepath.Join(ipcDir, "router.sock"), GroupDir: groupDir,
-		Store: h.store, RunID: run.ID, Logger: h.log,
+		ReplyTo: t.Input.ChatJID, Store: h.store, RunID: run.ID, Logger: h.log,
 		Wake: func(string) { h.queue().Wake() },
 		NextRun: func(kind, expr string, now time.Time) (int64, error) {
 			return scheduler.NextRun(kind, expr, now, h.loc)

@@ -125,10 +125,16 @@ func (s *Server) wake(folder string) {
 
 // Messaging.
 
+// replyDefaults sends a reply without chat_jid to the chat the turn answers; a turn that
+// answers none (a scheduled task, a message that came without a chat) must name one.
 func (s *Server) replyDefaults(a args) error {
-	if !a.has("chat_jid") && s.cfg.ReplyTo != "" {
-		a["chat_jid"] = s.cfg.ReplyTo
+	if a.has("chat_jid") {
+		return nil
 	}
+	if s.cfg.ReplyTo == "" {
+		return badArg("chat_jid", "required: this turn answers no chat (none of its messages came with a chat_jid); pass the chat to reply in")
+	}
+	a["chat_jid"] = s.cfg.ReplyTo
 	return nil
 }
 

@@ -91,7 +91,8 @@ type ServerConfig struct {
 	// send_document's file check, so it always fails.
 	GroupDir string
 	// ReplyTo is the chat this turn answers; send_reply without chat_jid
-	// goes there (and grant rules see it as the chat_jid). May be empty.
+	// goes there (and grant rules see it as the chat_jid). Empty when the
+	// turn answers no chat: send_reply must then name one.
 	ReplyTo string
 	Store   Store
 	// RunID is the run the outbox rows are recorded for; empty for none.

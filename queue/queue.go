@@ -223,18 +223,7 @@ func (q *Queue) makeInboxRuns(ctx context.Context) {
 	}
 	for _, f := range folders {
 		run, err := q.cfg.Store.CreateInboxRun(ctx, f, q.cfg.InboxBatch, func(pending []store.InboxMessage) (store.Run, error) {
-			in := RunInput{}
-			for _, m := range pending {
-				role := m.Role
-				if role == "" {
-					role = "user"
-				}
-				in.Messages = append(in.Messages, contract.Message{Role: role, Content: m.Content})
-				if m.SenderJID != "" {
-					in.SenderJID = m.SenderJID
-				}
-			}
-			b, err := json.Marshal(in)
+			b, err := json.Marshal(inboxInput(pending))
 			return store.Run{Folder: f, Input: b}, err
 		})
 		if err != nil {
@@ -247,11 +236,32 @@ func (q *Queue) makeInboxRuns(ctx context.Context) {
 	}
 }
 
+// inboxInput is the input of a turn over pending inbox messages: each message with its
+// sender, chat and time; the last sender's memory; the last chat as the one it answers.
+func inboxInput(pending []store.InboxMessage) RunInput {
+	in := RunInput{}
+	for _, m := range pending {
+		role := m.Role
+		if role == "" {
+			role = "user"
+		}
+		in.Messages = append(in.Messages, contract.Message{Role: role, Content: m.Content,
+			SenderJID: m.SenderJID, ChatJID: m.ChatJID, Time: time.UnixMilli(m.CreatedAt).UTC().Format(time.RFC3339Nano)})
+		if m.SenderJID != "" {
+			in.SenderJID = m.SenderJID
+		}
+	}
+	in.ChatJID = contract.ReplyChat(in.Messages)
+	return in
+}
+
 // RunInput is the input JSON a run carries in the store.
 type RunInput struct {
 	Messages  []contract.Message `json:"messages"`
 	SessionID string             `json:"sessionId,omitempty"`
 	SenderJID string             `json:"senderJid,omitempty"`
+	// ChatJID is the chat the turn answers; empty: the last message's that has one.
+	ChatJID string `json:"chatJid,omitempty"`
 }
 
 // start runs one run in its own goroutine; container is set when adopting.
@@ -296,7 +306,7 @@ func (q *Queue) execute(ctx context.Context, run *store.Run, adoptContainer stri
 	}
 	t, err := q.cfg.Builder.Build(ctx, turn.Request{
 		RunID: run.ID, Folder: f, TaskID: run.TaskID, Messages: in.Messages,
-		SessionID: in.SessionID, SenderJID: in.SenderJID,
+		SessionID: in.SessionID, SenderJID: in.SenderJID, ChatJID: in.ChatJID,
 		Timeout: time.Duration(run.TimeoutMS) * time.Millisecond, Isolated: run.Kind == store.KindTask,
 	})
 	if err != nil {

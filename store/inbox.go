@@ -32,7 +32,8 @@ func (s Source) valid() bool {
 type InboxMessage struct {
 	ID        int64 // increasing across all folders, assigned by the store
 	Folder    string
-	SenderJID string
+	SenderJID string // who wrote it; "" when unknown
+	ChatJID   string // the chat it was written in; "" when none
 	Role      string
 	Content   string
 	Source    Source
@@ -129,8 +130,8 @@ func (s *Store) AppendInbox(ctx context.Context, folder string, msgs ...InboxMes
 		now := s.nowMS()
 		for _, m := range msgs {
 			var id int64
-			if err := tx.QueryRowContext(ctx, `INSERT INTO inbox (folder, sender_jid, role, content, source, created_at)
-				VALUES (?, ?, ?, ?, ?, ?) RETURNING id`, folder, m.SenderJID, m.Role, m.Content, m.Source, now).Scan(&id); err != nil {
+			if err := tx.QueryRowContext(ctx, `INSERT INTO inbox (folder, sender_jid, chat_jid, role, content, source, created_at)
+				VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id`, folder, m.SenderJID, m.ChatJID, m.Role, m.Content, m.Source, now).Scan(&id); err != nil {
 				return err
 			}
 			ids = append(ids, id)
@@ -144,7 +145,7 @@ func (s *Store) AppendInbox(ctx context.Context, folder string, msgs ...InboxMes
 }
 
 func pendingInbox(ctx context.Context, q querier, folder string, after int64, limit int) ([]InboxMessage, error) {
-	rows, err := q.QueryContext(ctx, `SELECT id, folder, sender_jid, role, content, source, created_at
+	rows, err := q.QueryContext(ctx, `SELECT id, folder, sender_jid, chat_jid, role, content, source, created_at
 		FROM inbox WHERE folder = ? AND id > ? ORDER BY id LIMIT ?`, folder, after, limitArg(limit))
 	if err != nil {
 		return nil, err
@@ -153,7 +154,7 @@ func pendingInbox(ctx context.Context, q querier, folder string, after int64, li
 	var out []InboxMessage
 	for rows.Next() {
 		var m InboxMessage
-		if err := rows.Scan(&m.ID, &m.Folder, &m.SenderJID, &m.Role, &m.Content, &m.Source, &m.CreatedAt); err != nil {
+		if err := rows.Scan(&m.ID, &m.Folder, &m.SenderJID, &m.ChatJID, &m.Role, &m.Content, &m.Source, &m.CreatedAt); err != nil {
 			return nil, err
 		}
 		out = append(out, m)

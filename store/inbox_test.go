@@ -2,12 +2,15 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"testing/fstest"
 	"time"
 )
 
@@ -49,7 +52,7 @@ func TestAppendInbox(t *testing.T) {
 	s := openTest(t, WithClock(c.Now))
 	ctx := context.Background()
 	ids, err := s.AppendInbox(ctx, "main",
-		InboxMessage{SenderJID: "a@x", Role: "user", Content: "one", Source: SourceRoute},
+		InboxMessage{SenderJID: "a@x", ChatJID: "tg:-100", Role: "user", Content: "one", Source: SourceRoute},
 		InboxMessage{Folder: "main", Role: "user", Content: "two", Source: SourceInject})
 	if err != nil {
 		t.Fatal(err)
@@ -62,7 +65,7 @@ func TestAppendInbox(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []InboxMessage{
-		{ID: ids[0], Folder: "main", SenderJID: "a@x", Role: "user", Content: "one", Source: SourceRoute, CreatedAt: c.MS()},
+		{ID: ids[0], Folder: "main", SenderJID: "a@x", ChatJID: "tg:-100", Role: "user", Content: "one", Source: SourceRoute, CreatedAt: c.MS()},
 		{ID: ids[1], Folder: "main", Role: "user", Content: "two", Source: SourceInject, CreatedAt: c.MS()},
 	}
 	if fmt.Sprint(pending) != fmt.Sprint(want) {
@@ -97,6 +100,44 @@ func TestAppendInbox(t *testing.T) {
 	}
 	if all, _ := s.PendingInbox(ctx, "main", 0); len(all) != 2 {
 		t.Errorf("a rejected append stored messages: %d pending", len(all))
+	}
+}
+
+// TestInboxRunSeesEachMessage: the messages an inbox run is built from keep each one's
+// sender, chat and time, in a batch of several senders and chats.
+func TestInboxRunSeesEachMessage(t *testing.T) {
+	c := newClock()
+	s := openTest(t, WithClock(c.Now))
+	ctx := context.Background()
+	first := c.MS()
+	if _, err := s.AppendInbox(ctx, "main", InboxMessage{SenderJID: "tg:1", ChatJID: "tg:-100", Role: "user", Content: "from alice", Source: SourceRoute}); err != nil {
+		t.Fatal(err)
+	}
+	c.Advance(time.Second)
+	if _, err := s.AppendInbox(ctx, "main",
+		InboxMessage{SenderJID: "tg:2", ChatJID: "tg:-200", Role: "user", Content: "from bob", Source: SourceRoute},
+		InboxMessage{Role: "user", Content: "injected", Source: SourceInject}); err != nil {
+		t.Fatal(err)
+	}
+	var seen []InboxMessage
+	r, err := s.CreateInboxRun(ctx, "main", 0, func(pending []InboxMessage) (Run, error) {
+		seen = pending
+		return buildTurn(pending)
+	})
+	if err != nil || r == nil {
+		t.Fatalf("CreateInboxRun = %v, %v", r, err)
+	}
+	want := []struct {
+		sender, chat string
+		at           int64
+	}{{"tg:1", "tg:-100", first}, {"tg:2", "tg:-200", first + 1000}, {"", "", first + 1000}}
+	if len(seen) != len(want) {
+		t.Fatalf("the run was built from %d messages, want %d", len(seen), len(want))
+	}
+	for i, w := range want {
+		if m := seen[i]; m.SenderJID != w.sender || m.ChatJID != w.chat || m.CreatedAt != w.at {
+			t.Errorf("message %d: sender %q chat %q at %d, want %q %q %d", i, m.SenderJID, m.ChatJID, m.CreatedAt, w.sender, w.chat, w.at)
+		}
 	}
 }
 
@@ -383,5 +424,46 @@ func TestPendingFolders(t *testing.T) {
 	got, err := s.PendingFolders(ctx)
 	if err != nil || len(got) != 1 || got[0] != "main" {
 		t.Fatalf("PendingFolders = %v, %v; want [main] (main/a parked, main/b has an open run)", got, err)
+	}
+}
+
+// TestInboxChatMigration: messages stored before inbox_chat_jid keep everything and read
+// as having no chat.
+func TestInboxChatMigration(t *testing.T) {
+	ctx := context.Background()
+	ms, err := loadMigrations(migrationFiles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := fstest.MapFS{}
+	for _, m := range ms {
+		if m.name == "inbox_chat_jid" {
+			break
+		}
+		before[fmt.Sprintf("migrations/%04d_%s.sql", m.version, m.name)] = &fstest.MapFile{Data: []byte(m.sql)}
+	}
+	if len(before) == 0 || len(before) == len(ms) {
+		t.Fatalf("%d of %d migrations come before inbox_chat_jid", len(before), len(ms))
+	}
+	path := filepath.Join(t.TempDir(), "arizuko.db")
+	db, err := sql.Open("sqlite", dsn(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := migrate(ctx, db, before, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `INSERT INTO inbox (folder, sender_jid, role, content, source, created_at)
+		VALUES ('main', 'tg:1', 'user', 'old message', 'route', 5)`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	s := openAt(t, path)
+	pending, err := s.PendingInbox(ctx, "main", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pending) != 1 || pending[0].Content != "old message" || pending[0].SenderJID != "tg:1" || pending[0].ChatJID != "" || pending[0].CreatedAt != 5 {
+		t.Errorf("after the migration: %+v", pending)
 	}
 }

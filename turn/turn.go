@@ -9,6 +9,7 @@ package turn
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -154,6 +155,7 @@ type Request struct {
 	Messages  []contract.Message
 	SessionID string // empty continues the folder's stored session
 	SenderJID string
+	ChatJID   string // the chat the turn answers; empty: the last message's that has one
 	Timeout   time.Duration
 	// Isolated turns (scheduled tasks) start a fresh session.
 	Isolated bool
@@ -249,6 +251,7 @@ func (b *Builder) Build(ctx context.Context, req Request) (runtime.Turn, error) 
 			SystemPrompt: prompt,
 			Grants:       grants,
 			SenderJID:    req.SenderJID,
+			ChatJID:      cmp.Or(req.ChatJID, contract.ReplyChat(req.Messages)),
 		},
 		Limits:      limits,
 		ExtraMounts: extra,

@@ -141,20 +141,42 @@ func environment(modelAddr, egressAddr string) []string {
 	return env
 }
 
-// prompt is the turn's messages as one user message: every message, with its role when
-// it is not the user's.
+// prompt is the turn's messages as one user message: every message, each headed by what
+// is known of it (see message).
 func prompt(msgs []contract.Message) string {
 	var b strings.Builder
 	for i, m := range msgs {
 		if i > 0 {
 			b.WriteString("\n\n")
 		}
-		if m.Role != "" && m.Role != "user" {
-			b.WriteString("[" + m.Role + "] ")
-		}
-		b.WriteString(m.Content)
+		b.WriteString(message(m))
 	}
 	return b.String()
+}
+
+// message is one message for the model: its content, headed by its role when it is not
+// the user's and by its sender, chat and time where known, so that in a batch of several
+// people the model knows who said what:
+//
+//	[from tg:1 in tg:-100 at 2030-01-02T15:04:05Z] hello
+func message(m contract.Message) string {
+	var head []string
+	if m.Role != "" && m.Role != "user" {
+		head = append(head, m.Role)
+	}
+	if m.SenderJID != "" {
+		head = append(head, "from "+m.SenderJID)
+	}
+	if m.ChatJID != "" {
+		head = append(head, "in "+m.ChatJID)
+	}
+	if m.Time != "" {
+		head = append(head, "at "+m.Time)
+	}
+	if len(head) == 0 {
+		return m.Content
+	}
+	return "[" + strings.Join(head, " ") + "] " + m.Content
 }
 
 // userLine is one stream-json user message.
@@ -377,7 +399,7 @@ func steering(seen map[string]bool) []string {
 		}
 		var m contract.Message
 		if json.Unmarshal(b, &m) == nil && m.Content != "" {
-			out = append(out, m.Content)
+			out = append(out, message(m))
 		}
 	}
 	return out

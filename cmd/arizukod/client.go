@@ -30,9 +30,9 @@ func socketFlag(fs *flag.FlagSet) *string {
 }
 
 // runDaemon is `arizukod run` without --local: submit, wait, print.
-func runDaemon(ctx context.Context, socket, folder, message, session, sender string, timeout time.Duration) error {
+func runDaemon(ctx context.Context, socket, folder, message, session, sender, chat string, timeout time.Duration) error {
 	c := api.NewClient(socket)
-	req := api.CreateRunRequest{Folder: folder, Messages: []contract.Message{{Role: "user", Content: message}}, SessionID: session, SenderJID: sender}
+	req := api.CreateRunRequest{Folder: folder, Messages: []contract.Message{{Role: "user", Content: message}}, SessionID: session, SenderJID: sender, ChatJID: chat}
 	if timeout > 0 {
 		d := api.Duration(timeout)
 		req.Timeout = &d

@@ -23,6 +23,7 @@ var commands = map[string]command{
 	"run":     {"run one turn and print its result JSON", cmdRun},
 	"runs":    {"list, show and kill runs of the daemon", cmdRuns},
 	"groups":  {"list and register groups, set their grants", cmdGroups},
+	"inbox":   {"put a message into a group's inbox, or hand one to the routes", cmdInbox},
 	"routes":  {"list, add and delete the operator's routes of inbound messages", cmdRoutes},
 	"doctor":  {"check the engine, directories and journald, with the command that fixes each failure", cmdDoctor},
 	"image":   {"make agent images from static binaries", cmdImage},

@@ -44,6 +44,7 @@ func cmdRun(ctx context.Context, args []string) error {
 		image   = fs.String("image", defaultImage(), "agent image; runs never pull ($CONTAINER_IMAGE)")
 		timeout = fs.Duration("timeout", envDuration("RUNED_RUN_TIMEOUT", runtime.DefaultTimeout), "run timeout ($RUNED_RUN_TIMEOUT)")
 		sender  = fs.String("sender", "", "sender JID of the message")
+		chat    = fs.String("chat", "", "the chat the turn answers, where send_reply without a chat_jid goes")
 		session = fs.String("session", "", "session id to continue (default: the group's last)")
 	)
 	socket := socketFlag(fs)
@@ -64,7 +65,7 @@ func cmdRun(ctx context.Context, args []string) error {
 		if *timeout != runtime.DefaultTimeout {
 			t = *timeout
 		}
-		return runDaemon(ctx, *socket, string(f), *message, *session, *sender, t)
+		return runDaemon(ctx, *socket, string(f), *message, *session, *sender, *chat, t)
 	}
 	builder, st, err := lf.open(ctx)
 	if err != nil {
@@ -92,7 +93,7 @@ func cmdRun(ctx context.Context, args []string) error {
 	defer runner.Close()
 	runID := fmt.Sprintf("local-%d", time.Now().UnixMilli())
 	t, err := builder.Build(ctx, turn.Request{
-		RunID: runID, Folder: f, SenderJID: *sender, SessionID: *session,
+		RunID: runID, Folder: f, SenderJID: *sender, ChatJID: *chat, SessionID: *session,
 		Messages: []contract.Message{{Role: "user", Content: *message}},
 	})
 	if err != nil {

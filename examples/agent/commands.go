@@ -54,7 +54,19 @@ func init() {
 		"fetch":      fetchCommand,
 		"token":      tokenCommand,
 		"scan":       scanCommand,
+		"messages":   messagesCommand,
 	}
+}
+
+// messagesCommand answers what the turn knows of its messages: each one's sender, chat and
+// time (when known) with its content, and the chat the turn answers, where send_reply
+// without a chat_jid goes.
+func messagesCommand(in contract.Input, _ string) contract.Output {
+	msgs := in.Messages
+	if msgs == nil {
+		msgs = []contract.Message{}
+	}
+	return report(map[string]any{"chatJid": in.ChatJID, "senderJid": in.SenderJID, "messages": msgs})
 }
 
 func ok(result string) contract.Output {

@@ -28,6 +28,7 @@
 //	fetch URL         get URL through the egress proxy (egress.sock); answer status and body
 //	token             answer the turn's model token
 //	scan PREFIX       answer where PREFIX appears in its environment and readable files
+//	messages          answer the turn's messages (sender, chat, time, content) and its chat
 package main
 
 import (
