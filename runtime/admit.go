@@ -141,7 +141,7 @@ func dockerNoLimits(memory, cpu, pids bool, driver string) string {
 func engineNetwork(s Spec) (string, error) {
 	n, err := config.CheckNetwork(s.Network, []string{s.Network})
 	if err != nil {
-		return "", fmt.Errorf("%w: %v", ErrCreate, err)
+		return "", fmt.Errorf("%w: %w", ErrCreate, err)
 	}
 	return n, nil
 }
