@@ -354,6 +354,9 @@ func (d *Daemon) notifyStatus() {
 	eng := "engine unavailable: " + h.Engine.Error
 	if h.Engine.Up {
 		eng = fmt.Sprintf("%s %s", h.Engine.Name, h.Engine.Version)
+		if h.Status == "degraded" {
+			eng += "; turns refused: " + h.Engine.Limits
+		}
 	}
 	daemon.SdNotify(false, fmt.Sprintf("STATUS=%d running, %d queued; %s", h.Running, h.Queued, eng))
 }
@@ -371,13 +374,12 @@ func (d *Daemon) Health(ctx context.Context) api.HealthReport {
 		h.Status = "starting"
 	case !h.Engine.Up:
 		h.Status = "degraded"
+	case info.CheckLimits(d.cfg.Limits.AllowUnlimited) != nil:
+		// Every turn would be refused: the daemon cannot do its work until this is fixed.
+		h.Status = "degraded"
 	}
 	if h.Engine.Up {
 		h.Engine.Limits = limitsHealth(info, d.cfg.Limits.AllowUnlimited)
-		if info.CheckLimits(d.cfg.Limits.AllowUnlimited) != nil && h.Status == "ok" {
-			// Every turn would be refused: the daemon cannot do its work until this is fixed.
-			h.Status = "degraded"
-		}
 	}
 	if c, err := d.store.CountRuns(ctx); err == nil {
 		h.Running, h.Queued = c.Running, c.Queued
