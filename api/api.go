@@ -45,7 +45,7 @@ type Health interface {
 
 // HealthReport is the body of GET /health.
 type HealthReport struct {
-	Status  string       `json:"status"` // ok, or degraded while the engine is away
+	Status  string       `json:"status"` // ok, or degraded while the engine is away or turns are refused (engine.limits)
 	Version string       `json:"version"`
 	Engine  EngineHealth `json:"engine"`
 	Running int          `json:"running"`
@@ -59,10 +59,18 @@ type EngineHealth struct {
 	Version string `json:"version,omitempty"`
 	Socket  string `json:"socket,omitempty"`
 	Error   string `json:"error,omitempty"`
+	// Limits says whether the memory, CPU and pids limits hold: "applied", "not applied"
+	// with the reason when the operator allowed that (allow_unlimited), or, while turns
+	// are refused for it (status degraded), the reason and the fix.
+	Limits string `json:"limits,omitempty"`
 }
 
 // Server serves the API.
 type Server struct {
+	// Networks are the named networks a group's container_config.network may name
+	// (limits.allowed_networks); set before serving.
+	Networks []string
+
 	store  *store.Store
 	queue  Queue
 	health Health

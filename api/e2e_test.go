@@ -31,7 +31,8 @@ func TestMain(m *testing.M) {
 // every route a client uses, with real containers of the example agent, then a table of
 // bad requests, then the peer check.
 func TestAPI(t *testing.T) {
-	d := daemontest.New(t, daemontest.Config{Engine: daemontest.Podman4(t), SocketMode: "0666", RetryMax: 2, RetryBackoff: "1s"})
+	d := daemontest.New(t, daemontest.Config{Engine: daemontest.Podman4(t), SocketMode: "0666", RetryMax: 2, RetryBackoff: "1s",
+		TOML: "[limits]\nallowed_networks = [\"" + allowedNetwork + "\"]"})
 	start := time.Now()
 	d.Start(t)
 	t.Logf("daemon healthy %s after start", time.Since(start).Round(time.Millisecond))
@@ -53,6 +54,7 @@ func TestAPI(t *testing.T) {
 	}
 	t.Run("routes", func(t *testing.T) { testRoutes(t, d) })
 	t.Run("bad-input", func(t *testing.T) { testBadInput(t, d, finished) })
+	t.Run("networks", func(t *testing.T) { testNetworks(t, d) })
 	t.Run("peer", func(t *testing.T) { testPeer(t, d) })
 }
 
@@ -402,6 +404,15 @@ func badRequests(finished, running string) []badRequest {
 		b, _ := json.Marshal(f)
 		return run("folder "+name, `{"folder":`+string(b)+`,`+msgs+`}`, http.StatusBadRequest, "folder")
 	}
+	network := func(name string, n any) badRequest {
+		b, _ := json.Marshal(n)
+		field := "container_config.network"
+		if _, ok := n.(string); !ok {
+			field = "container_config" // not a string: the JSON decoder says so
+		}
+		return badRequest{name: "container_config network " + name, method: http.MethodPost, path: "/v1/groups",
+			body: `{"folder":"newg","container_config":{"network":` + string(b) + `}}`, code: 400, field: field}
+	}
 	return []badRequest{
 		run("folder a number", `{"folder":5,`+msgs+`}`, 400, "folder"),
 		run("messages a string", `{"folder":"main","messages":"x"}`, 400, "messages"),
@@ -475,9 +486,25 @@ func badRequests(finished, running string) []badRequest {
 		{name: "group folder traversal", method: "POST", path: "/v1/groups", body: `{"folder":"../x"}`, code: 400, field: "folder"},
 		{name: "group without parent", method: "POST", path: "/v1/groups", body: `{"folder":"orphan/child"}`, code: 400, field: "folder"},
 		{name: "container_config unknown field", method: "POST", path: "/v1/groups", body: `{"folder":"newg","container_config":{"privileged":true}}`, code: 400, field: "container_config"},
-		{name: "container_config negative timeout", method: "POST", path: "/v1/groups", body: `{"folder":"newg","container_config":{"timeout":-1}}`, code: 400, field: "container_config"},
-		{name: "container_config bad memory", method: "POST", path: "/v1/groups", body: `{"folder":"newg","container_config":{"memory":"lots"}}`, code: 400, field: "container_config"},
+		{name: "container_config negative timeout", method: "POST", path: "/v1/groups", body: `{"folder":"newg","container_config":{"timeout":-1}}`, code: 400, field: "container_config.timeout"},
+		{name: "container_config bad memory", method: "POST", path: "/v1/groups", body: `{"folder":"newg","container_config":{"memory":"lots"}}`, code: 400, field: "container_config.memory"},
 		{name: "container_config a string", method: "POST", path: "/v1/groups", body: `{"folder":"newg","container_config":"x"}`, code: 400, field: "container_config"},
+		network("host", "host"),
+		network("container id", "container:4f1c2a9b"),
+		network("another container's name", "container:arizuko-main-1700000000000"),
+		network("namespace path", "ns:/proc/1/ns/net"),
+		network("namespace of pid 1 by netns", "netns:/proc/1/ns/net"),
+		network("private", "private"),
+		network("uppercase host", "HOST"),
+		network("not allowed", "lab"),
+		network("allowed with options", allowedNetwork+":ip=10.0.0.9"),
+		network("slirp4netns with options", "slirp4netns:allow_host_loopback=true"),
+		network("two networks", "bridge,host"),
+		network("junk", "a b;c"),
+		network("a number", 5),
+		network("an object", map[string]string{"mode": "host"}),
+		{name: "container_config sidecar on the host network", method: "POST", path: "/v1/groups", body: `{"folder":"newg","container_config":{"sidecars":[{"name":"a","image":"i","network":"host"}]}}`, code: 400, field: "container_config.sidecars"},
+		{name: "container_config sidecar quadlet on a namespace", method: "POST", path: "/v1/groups", body: `{"folder":"newg","container_config":{"sidecars":[{"name":"a","quadlet":"[Container]\nImage=i\nNetwork=ns:/proc/1/ns/net\n"}]}}`, code: 400, field: "container_config.sidecars"},
 		{name: "grants unknown tool", method: "PUT", path: "/v1/groups/main/grants", body: `{"rules":["no_such_tool"]}`, code: 400, field: "rules"},
 		{name: "grants unterminated", method: "PUT", path: "/v1/groups/main/grants", body: `{"rules":["send_message(to="]}`, code: 400, field: "rules"},
 		{name: "grants missing", method: "PUT", path: "/v1/groups/main/grants", body: `{}`, code: 400, field: "rules"},
@@ -623,5 +650,73 @@ func testPeer(t *testing.T, d *daemontest.Daemon) {
 	t.Logf("as %s: HTTP %s %s", user, code, strings.TrimSpace(body))
 	if code, body := curl(""); code != "200" {
 		t.Errorf("as root: HTTP %s %s, want 200", code, body)
+	}
+}
+
+// allowedNetwork is the network TestAPI's daemon allows (limits.allowed_networks); its
+// engine has no network of that name.
+const allowedNetwork = "agents"
+
+// testNetworks: POST /v1/groups accepts every network a group may name, and a turn then
+// gets that network (the agent's interfaces, seen from inside) or a terminal
+// misconfiguration naming the mode and the engine. A network that reached the store behind
+// the API's back (an old row) is refused by the runner all the same, before any container.
+func testNetworks(t *testing.T, d *daemontest.Daemon) {
+	h, _, err := d.Health()
+	if err != nil {
+		t.Fatal(err)
+	}
+	engine := h.Engine.Name + " " + h.Engine.Version
+	st := d.OpenStore(t)
+	for i, tc := range []struct {
+		network string
+		stored  bool     // written to the store directly, as an old row would be
+		ifaces  []string // the agent's interfaces; nil: the turn is not run
+		refuse  string   // the turn is a terminal misconfig saying this
+	}{
+		{network: "", ifaces: []string{"lo"}},
+		{network: "none", ifaces: []string{"lo"}},
+		{network: "slirp4netns", ifaces: []string{"lo", "tap0"}},
+		{network: "slirp", ifaces: []string{"lo", "tap0"}},
+		{network: "pasta", refuse: engine + " has no pasta network"},
+		{network: allowedNetwork, refuse: allowedNetwork},
+		// Podman's bridge would add a bridge to the shared host's network namespace:
+		// runtime's TestBridgeNetworks runs it on an engine in a namespace of its own.
+		{network: "bridge"},
+		{network: "host", stored: true, refuse: `"host" would give the agent the host's network`},
+		{network: "container:4f1c2a9b", stored: true, refuse: "would share another network namespace"},
+		{network: "ns:/proc/1/ns/net", stored: true, refuse: "would share another network namespace"},
+		{network: "lab", stored: true, refuse: `"lab" is not in limits.allowed_networks`},
+	} {
+		folder := "net" + string(rune('a'+i))
+		t.Run(folder+"="+tc.network, func(t *testing.T) {
+			cc, _ := json.Marshal(map[string]string{"network": tc.network})
+			if tc.stored {
+				if _, err := st.UpsertGroup(context.Background(), store.Group{Folder: folder, ContainerConfig: cc}); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				d.PutGroup(t, folder, string(cc))
+			}
+			if tc.ifaces == nil && tc.refuse == "" {
+				return
+			}
+			r := d.Turn(t, folder, "sandbox")
+			if tc.refuse != "" {
+				if r.Failure != "misconfig" || !r.Terminal || !strings.Contains(r.Error, tc.refuse) {
+					t.Fatalf("run %+v, want a terminal misconfig saying %q", r, tc.refuse)
+				}
+				return
+			}
+			var s struct {
+				Interfaces []string `json:"interfaces"`
+			}
+			if r.Status != "ok" || json.Unmarshal([]byte(r.Result), &s) != nil {
+				t.Fatalf("run %+v", r)
+			}
+			if got := slices.Sorted(slices.Values(s.Interfaces)); !slices.Equal(got, tc.ifaces) {
+				t.Errorf("interfaces from inside %v, want %v", got, tc.ifaces)
+			}
+		})
 	}
 }

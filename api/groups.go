@@ -48,8 +48,13 @@ func (s *Server) putGroup(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(req.ContainerConfig) > 0 && string(req.ContainerConfig) != "null" {
-		if _, err := turn.ParseContainerConfig(req.ContainerConfig); err != nil {
-			writeErr(w, http.StatusBadRequest, "container_config", "container_config: %v", err)
+		if _, err := turn.ParseContainerConfig(req.ContainerConfig, s.Networks); err != nil {
+			field := "container_config"
+			var ce *turn.ConfigError
+			if errors.As(err, &ce) && ce.Field != "" {
+				field += "." + ce.Field
+			}
+			writeErr(w, http.StatusBadRequest, field, "container_config: %v", err)
 			return
 		}
 	} else {

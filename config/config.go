@@ -99,12 +99,19 @@ type ModelConf struct {
 // DefaultModelUpstream is the Anthropic API.
 const DefaultModelUpstream = "https://api.anthropic.com"
 
-// Limits are the default resource limits of an agent container.
+// Limits are the default resource limits of an agent container, and what the
+// operator allows beyond them.
 type Limits struct {
 	MemoryBytes int64
 	NanoCPUs    int64
 	PidsLimit   int64
-	Network     string // "none" or an engine network name; never "host"
+	Network     string // as CheckNetwork returns it; never "host"
+	// AllowedNetworks are the named engine networks a container may join
+	// (limits.allowed_networks); the modes of CheckNetwork need no listing.
+	AllowedNetworks []string
+	// AllowUnlimited lets turns run where the engine cannot apply the memory, CPU and
+	// pids limits (limits.allow_unlimited); otherwise such turns are refused.
+	AllowUnlimited bool
 }
 
 // MemoryConf bounds what the prompt assembly reads.
@@ -189,7 +196,7 @@ func load(mode Mode, path string, explicit bool, getenv func(string) string) (*C
 		Memory:       MemoryConf{DiaryMax: 14, EpisodesMax: 5},
 		Model:        ModelConf{Upstream: DefaultModelUpstream},
 		Source:       SourceDefaults,
-	}, set: map[string]bool{}}
+	}, set: map[string]bool{}, lines: map[string]int{}}
 	if path != "" {
 		data, err := readFile(path)
 		switch {
@@ -209,14 +216,21 @@ func load(mode Mode, path string, explicit bool, getenv func(string) string) (*C
 	if err := l.defaults(mode, getenv); err != nil {
 		return nil, err
 	}
+	// The network may name a network listed further down the file: checked once both are read.
+	network, err := CheckNetwork(l.c.Limits.Network, l.c.Limits.AllowedNetworks)
+	if err != nil {
+		return nil, &Error{Source: l.c.Source, Line: l.lines["limits.network"], Key: "limits.network", Err: err}
+	}
+	l.c.Limits.Network = network
 	return l.c, nil
 }
 
 // loader fills one Config and remembers which keys the file or the
-// environment set.
+// environment set, and the line of each key of the file.
 type loader struct {
-	c   *Config
-	set map[string]bool
+	c     *Config
+	set   map[string]bool
+	lines map[string]int
 }
 
 // envVars are the seed's variables, each overriding one key.

@@ -186,7 +186,17 @@ func TestEveryKey(t *testing.T) {
 		{"[limits]\ncpus = 4", func(c *Config) { c.Limits.NanoCPUs = 4e9 }},
 		{"[limits]\npids = 100", func(c *Config) { c.Limits.PidsLimit = 100 }},
 		{"[limits]\nnetwork = \"bridge\"", func(c *Config) { c.Limits.Network = "bridge" }},
-		{"limits.network = \"arizuko-net\"", func(c *Config) { c.Limits.Network = "arizuko-net" }},
+		{"[limits]\nnetwork = \"slirp\"", func(c *Config) { c.Limits.Network = "slirp4netns" }},
+		{"[limits]\nnetwork = \"pasta\"", func(c *Config) { c.Limits.Network = "pasta" }},
+		{"[limits]\nnetwork = \"agents\"\nallowed_networks = [\"agents\"]", func(c *Config) {
+			c.Limits.Network, c.Limits.AllowedNetworks = "agents", []string{"agents"}
+		}},
+		{"limits.allowed_networks = [\"arizuko-net\", \"b.2\"]\nlimits.network = \"arizuko-net\"", func(c *Config) {
+			c.Limits.Network, c.Limits.AllowedNetworks = "arizuko-net", []string{"arizuko-net", "b.2"}
+		}},
+		{"[limits]\nallowed_networks = []", func(c *Config) { c.Limits.AllowedNetworks = []string{} }},
+		{"[limits]\nallow_unlimited = true", func(c *Config) { c.Limits.AllowUnlimited = true }},
+		{"[limits]\nallow_unlimited = false", func(*Config) {}},
 		{"limits = { pids = 64 }", func(c *Config) { c.Limits.PidsLimit = 64 }},
 		{"[memory]\ndiary_max = 30", func(c *Config) { c.Memory.DiaryMax = 30 }},
 		{"[memory]\nepisodes_max = 1", func(c *Config) { c.Memory.EpisodesMax = 1 }},
@@ -293,8 +303,20 @@ func TestBadValues(t *testing.T) {
 		{"[limits]\ncpus = \"2\"", "limits.cpus", 2, "want a number, not a string"},
 		{"[limits]\npids = 8", "limits.pids", 2, "between 16 and 4194304"},
 		{"[limits]\nnetwork = \"host\"", "limits.network", 2, "host's network"},
-		{"[limits]\nnetwork = \"container:abc\"", "limits.network", 2, "network name"},
-		{"[limits]\nnetwork = \"\"", "limits.network", 2, "network name"},
+		{"[limits]\nnetwork = \"container:abc\"", "limits.network", 2, "share another network namespace"},
+		{"[limits]\nnetwork = \"ns:/proc/1/ns/net\"", "limits.network", 2, "share another network namespace"},
+		{"[limits]\nnetwork = \"\"", "limits.network", 2, "must not be empty"},
+		{"[limits]\nnetwork = \"a b\"", "limits.network", 2, "want \"none\", \"bridge\""},
+		{"\n[limits]\nnetwork = \"agents\"", "limits.network", 3, "not in limits.allowed_networks"},
+		{"[limits]\nnetwork = \"agents\"\nallowed_networks = [\"other\"]", "limits.network", 2, "it lists other"},
+		{"[limits]\nallowed_networks = \"agents\"", "limits.allowed_networks", 2, "want an array of strings, not a string"},
+		{"[limits]\nallowed_networks = [\"host\"]", "limits.allowed_networks", 2, "element 1: \"host\": an engine's reserved word"},
+		{"[limits]\nallowed_networks = [\"a\", \"Bridge\"]", "limits.allowed_networks", 2, "element 2: \"Bridge\": an engine's reserved word"},
+		{"[limits]\nallowed_networks = [\"container:x\"]", "limits.allowed_networks", 2, "element 1: \"container:x\": a network name is"},
+		{"[limits]\nallowed_networks = [\"a\", \"a\"]", "limits.allowed_networks", 2, "listed twice"},
+		{"[limits]\nallowed_networks = [1]", "limits.allowed_networks", 2, "element 1: want a string, not an integer"},
+		{"[limits]\nallow_unlimited = \"yes\"", "limits.allow_unlimited", 2, "want true or false, not a string"},
+		{"[limits]\nallow_unlimited = 1", "limits.allow_unlimited", 2, "want true or false, not an integer"},
 		{"[memory]\ndiary_max = 0", "memory.diary_max", 2, "between 1 and 365"},
 		{"[model]\nupstream = \"ftp://x\"", "model.upstream", 2, "want an http(s) URL"},
 		{"[model]\nupstream = \"https://user:sk@x\"", "model.upstream", 2, "no user, query or fragment"},
@@ -462,6 +484,55 @@ func TestEnvironmentErrors(t *testing.T) {
 	}
 }
 
+// TestCheckNetwork is the network rule every entry point shares.
+func TestCheckNetwork(t *testing.T) {
+	allowed := []string{"agents", "lab.net"}
+	for _, tc := range []struct {
+		in, want, err string
+	}{
+		{"", "none", ""},
+		{"none", "none", ""},
+		{"bridge", "bridge", ""},
+		{"slirp4netns", "slirp4netns", ""},
+		{"slirp", "slirp4netns", ""},
+		{"pasta", "pasta", ""},
+		{"agents", "agents", ""},
+		{"lab.net", "lab.net", ""},
+		{"host", "", "host's network"},
+		{"container:3f2a", "", "share another network namespace"},
+		{"container:", "", "share another network namespace"},
+		{"ns:/proc/1/ns/net", "", "share another network namespace"},
+		{"netns:/run/netns/x", "", "share another network namespace"},
+		{"ns-path:/run/netns/x", "", "share another network namespace"},
+		{"private", "", "reserved"},
+		{"default", "", "reserved"},
+		{"HOST", "", "reserved"},
+		{"Bridge", "", "reserved"},
+		{"bridge:ip=10.0.0.5", "", "want \"none\""},
+		{"slirp4netns:allow_host_loopback=true", "", "want \"none\""},
+		{"pasta:--map-gw", "", "want \"none\""},
+		{"agents,host", "", "want \"none\""},
+		{"other", "", "not in limits.allowed_networks"},
+		{"Agents", "", "not in limits.allowed_networks"},
+		{"-x", "", "want \"none\""},
+		{"a b", "", "want \"none\""},
+		{"../../x", "", "want \"none\""},
+		{strings.Repeat("n", 64), "", "want \"none\""},
+		{"\x00", "", "want \"none\""},
+	} {
+		got, err := CheckNetwork(tc.in, allowed)
+		switch {
+		case tc.err == "" && (err != nil || got != tc.want):
+			t.Errorf("CheckNetwork(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
+		case tc.err != "" && (err == nil || !errors.Is(err, ErrNetwork) || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("CheckNetwork(%q) = %q, %v; want ErrNetwork with %q", tc.in, got, err, tc.err)
+		}
+	}
+	if _, err := CheckNetwork("agents", nil); err == nil || !strings.Contains(err.Error(), "it lists none") {
+		t.Errorf("a named network with nothing allowed: %v", err)
+	}
+}
+
 func TestParseMemory(t *testing.T) {
 	for _, tc := range []struct {
 		in   string
@@ -541,6 +612,7 @@ func TestSample(t *testing.T) {
 		want.Source = p
 		if name == "uncommented" {
 			want.EnvAllow = []string{}
+			want.Limits.AllowedNetworks = []string{}
 		}
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("%s:\ngot  %+v\nwant %+v", name, got, want)

@@ -68,6 +68,7 @@ func (l *loader) decode(path string, data []byte) error {
 			return err
 		}
 		l.set[name] = true
+		l.lines[name] = lineOf(&md, prims[name])
 	}
 	return nil
 }

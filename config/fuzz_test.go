@@ -20,11 +20,12 @@ func FuzzDecode(f *testing.F) {
 		"a.\"b.c\".d = 1\n",
 		"listen = \"unix:\"\n",
 		"engine_socket = \"tcp://[::1]:0\"\n",
+		"[limits]\nnetwork = \"container:x\"\nallowed_networks = [\"host\", 1]\nallow_unlimited = 1\n",
 	} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		l := &loader{c: &Config{}, set: map[string]bool{}}
+		l := &loader{c: &Config{}, set: map[string]bool{}, lines: map[string]int{}}
 		err := l.decode("f.toml", data)
 		var ce *Error
 		if err != nil && (!errors.As(err, &ce) || ce.Source != "f.toml") {
@@ -39,7 +40,7 @@ func FuzzEnvironment(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, v string) {
 		for _, e := range envVars {
-			l := &loader{c: &Config{}, set: map[string]bool{}}
+			l := &loader{c: &Config{}, set: map[string]bool{}, lines: map[string]int{}}
 			err := l.environment(env(e.name, v))
 			var ce *Error
 			if err != nil && (!errors.As(err, &ce) || ce.Key != e.name) {

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -26,35 +27,37 @@ type textSetter func(c *Config, s string) error
 // fileKeys are the file's value keys, each with its setter; the testdata
 // sample documents every one.
 var fileKeys = map[string]setter{
-	"data_dir":               text(setDataDir),
-	"image":                  text(setImage),
-	"run_timeout":            text(setRunTimeout),
-	"stop_grace":             text(duration(time.Second, 10*time.Minute, func(c *Config) *time.Duration { return &c.StopGrace })),
-	"max_running":            integer(1, 1000, func(c *Config) *int { return &c.MaxRunning }),
-	"engine":                 text(setEngine),
-	"engine_socket":          text(setEngineSocket),
-	"listen":                 text(setListen),
-	"socket_mode":            text(setSocketMode),
-	"allow_group":            text(setAllowGroup),
-	"skills_dir":             text(path(false, func(c *Config) *string { return &c.SkillsDir })),
-	"web_dir":                text(path(true, func(c *Config) *string { return &c.WebDir })),
-	"env_file":               text(setEnvFile),
-	"env_allow":              setEnvAllow,
-	"allowlist":              text(setAllowlist),
-	"instance":               text(setInstance),
-	"timezone":               text(setTimezone),
-	"retry_max":              integer(0, 100, func(c *Config) *int { return &c.RetryMax }),
-	"retry_backoff":          text(duration(time.Second, 24*time.Hour, func(c *Config) *time.Duration { return &c.RetryBackoff })),
-	"limits.memory":          text(setMemory),
-	"limits.cpus":            setCPUs,
-	"limits.pids":            integer(MinPids, MaxPids, func(c *Config) *int64 { return &c.Limits.PidsLimit }),
-	"limits.network":         text(setNetwork),
-	"memory.diary_max":       integer(1, 365, func(c *Config) *int { return &c.Memory.DiaryMax }),
-	"memory.episodes_max":    integer(1, 100, func(c *Config) *int { return &c.Memory.EpisodesMax }),
-	"model.upstream":         text(setModelUpstream),
-	"model.api_key_file":     text(path(true, func(c *Config) *string { return &c.Model.APIKeyFile })),
-	"model.oauth_token_file": text(path(true, func(c *Config) *string { return &c.Model.OAuthTokenFile })),
-	"model.credentials_dir":  text(path(false, func(c *Config) *string { return &c.Model.CredentialsDir })),
+	"data_dir":                text(setDataDir),
+	"image":                   text(setImage),
+	"run_timeout":             text(setRunTimeout),
+	"stop_grace":              text(duration(time.Second, 10*time.Minute, func(c *Config) *time.Duration { return &c.StopGrace })),
+	"max_running":             integer(1, 1000, func(c *Config) *int { return &c.MaxRunning }),
+	"engine":                  text(setEngine),
+	"engine_socket":           text(setEngineSocket),
+	"listen":                  text(setListen),
+	"socket_mode":             text(setSocketMode),
+	"allow_group":             text(setAllowGroup),
+	"skills_dir":              text(path(false, func(c *Config) *string { return &c.SkillsDir })),
+	"web_dir":                 text(path(true, func(c *Config) *string { return &c.WebDir })),
+	"env_file":                text(setEnvFile),
+	"env_allow":               setEnvAllow,
+	"allowlist":               text(setAllowlist),
+	"instance":                text(setInstance),
+	"timezone":                text(setTimezone),
+	"retry_max":               integer(0, 100, func(c *Config) *int { return &c.RetryMax }),
+	"retry_backoff":           text(duration(time.Second, 24*time.Hour, func(c *Config) *time.Duration { return &c.RetryBackoff })),
+	"limits.memory":           text(setMemory),
+	"limits.cpus":             setCPUs,
+	"limits.pids":             integer(MinPids, MaxPids, func(c *Config) *int64 { return &c.Limits.PidsLimit }),
+	"limits.network":          text(setNetwork),
+	"limits.allowed_networks": setAllowedNetworks,
+	"limits.allow_unlimited":  boolean(func(c *Config) *bool { return &c.Limits.AllowUnlimited }),
+	"memory.diary_max":        integer(1, 365, func(c *Config) *int { return &c.Memory.DiaryMax }),
+	"memory.episodes_max":     integer(1, 100, func(c *Config) *int { return &c.Memory.EpisodesMax }),
+	"model.upstream":          text(setModelUpstream),
+	"model.api_key_file":      text(path(true, func(c *Config) *string { return &c.Model.APIKeyFile })),
+	"model.oauth_token_file":  text(path(true, func(c *Config) *string { return &c.Model.OAuthTokenFile })),
+	"model.credentials_dir":   text(path(false, func(c *Config) *string { return &c.Model.CredentialsDir })),
 }
 
 // Bounds of the values whose limits callers may want to show or reuse.
@@ -89,6 +92,17 @@ func integer[T int | int64](lo, hi T, field func(*Config) *T) setter {
 			return fmt.Errorf("%d: must be between %d and %d", n, lo, hi)
 		}
 		*field(c) = T(n)
+		return nil
+	}
+}
+
+func boolean(field func(*Config) *bool) setter {
+	return func(c *Config, v any) error {
+		b, ok := v.(bool)
+		if !ok {
+			return fmt.Errorf("want true or false, not %s", typeName(v))
+		}
+		*field(c) = b
 		return nil
 	}
 }
@@ -401,17 +415,41 @@ func setCPUs(c *Config, v any) error {
 	return nil
 }
 
-// setNetwork accepts "none" or an engine network name. "host" and the
-// namespace-sharing modes (container:ID, ns:PATH) are refused: they would
-// hand the agent a network stack that is not its own.
+// setNetwork accepts the network modes and names CheckNetwork accepts. A named
+// network must be in limits.allowed_networks, which may come later in the file: Load
+// checks it against that list once the whole file is read.
 func setNetwork(c *Config, s string) error {
-	switch {
-	case s == "host":
-		return errors.New(`"host": would give the agent the host's network; use "none" or a network name`)
-	case s == "" || !isLabel(s):
-		return fmt.Errorf("%q: want \"none\" or an engine network name (like \"bridge\")", s)
+	if s == "" {
+		return errors.New(`must not be empty (use "none" for no network)`)
+	}
+	if _, err := CheckNetwork(s, []string{s}); err != nil {
+		return err
 	}
 	c.Limits.Network = s
+	return nil
+}
+
+// setAllowedNetworks takes an array of network names, each at most once.
+func setAllowedNetworks(c *Config, v any) error {
+	list, ok := v.([]any)
+	if !ok {
+		return fmt.Errorf("want an array of strings, not %s", typeName(v))
+	}
+	names := make([]string, 0, len(list))
+	for i, e := range list {
+		s, ok := e.(string)
+		if !ok {
+			return fmt.Errorf("element %d: want a string, not %s", i+1, typeName(e))
+		}
+		if err := checkNetworkName(s); err != nil {
+			return fmt.Errorf("element %d: %w", i+1, err)
+		}
+		if slices.Contains(names, s) {
+			return fmt.Errorf("element %d: %q is listed twice", i+1, s)
+		}
+		names = append(names, s)
+	}
+	c.Limits.AllowedNetworks = names
 	return nil
 }
 

@@ -106,18 +106,19 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 		Engine: d.engine, Layout: layout, Instance: cfg.Instance, Image: cfg.Image,
 		Timeout: cfg.RunTimeout, StopGrace: cfg.StopGrace, SkillsDir: existingDir(cfg.SkillsDir),
 		WebDir: existingDir(cfg.WebDir), Redact: secrets.Redact, Logger: log,
-		InfoFunc: d.engineInfo,
+		InfoFunc: d.engineInfo, Networks: cfg.Limits.AllowedNetworks, AllowUnlimited: cfg.Limits.AllowUnlimited,
 	})
 	if err != nil {
 		return err
 	}
 	builder := &turn.Builder{
 		Layout: layout, Store: d.store, Allowlist: allow, AllowlistErr: allowErr, Skills: skills,
-		Location: cfg.Location, Limits: runtime.Limits(cfg.Limits),
+		Location: cfg.Location, Networks: cfg.Limits.AllowedNetworks,
+		Limits:   runtime.Limits{MemoryBytes: cfg.Limits.MemoryBytes, NanoCPUs: cfg.Limits.NanoCPUs, PidsLimit: cfg.Limits.PidsLimit, Network: cfg.Limits.Network},
 		DiaryMax: cfg.Memory.DiaryMax, EpisodesMax: cfg.Memory.EpisodesMax, Logger: log,
 	}
 	sidecars, err := sidecar.New(ctx, sidecar.Options{Engine: d.engine, InfoFunc: d.engineInfo, Layout: layout,
-		Instance: cfg.Instance, StopGrace: cfg.StopGrace, Logger: log})
+		Instance: cfg.Instance, StopGrace: cfg.StopGrace, Networks: cfg.Limits.AllowedNetworks, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -151,7 +152,9 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 		l.Close()
 		return err
 	}
-	srv := &http.Server{Handler: api.New(d.store, d.queue, d, log), ReadHeaderTimeout: 10 * time.Second}
+	handler := api.New(d.store, d.queue, d, log)
+	handler.Networks = cfg.Limits.AllowedNetworks
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	log.Info("arizukod listening", "socket", l.Addr().String(), "socket_activated", activated, "data_dir", cfg.DataDir, "config", cfg.Source)
 
 	var wg sync.WaitGroup
@@ -351,6 +354,9 @@ func (d *Daemon) notifyStatus() {
 	eng := "engine unavailable: " + h.Engine.Error
 	if h.Engine.Up {
 		eng = fmt.Sprintf("%s %s", h.Engine.Name, h.Engine.Version)
+		if h.Status == "degraded" {
+			eng += "; turns refused: " + h.Engine.Limits
+		}
 	}
 	daemon.SdNotify(false, fmt.Sprintf("STATUS=%d running, %d queued; %s", h.Running, h.Queued, eng))
 }
@@ -358,8 +364,9 @@ func (d *Daemon) notifyStatus() {
 // Health reports the daemon's state for GET /health and STATUS=.
 func (d *Daemon) Health(ctx context.Context) api.HealthReport {
 	d.mu.Lock()
+	info := d.info
 	h := api.HealthReport{Status: "ok", Version: d.version, Engine: api.EngineHealth{
-		Up: d.engineUp, Name: d.info.Name, Version: d.info.Version, Socket: d.info.Socket, Error: d.engErr}}
+		Up: d.engineUp, Name: info.Name, Version: info.Version, Socket: info.Socket, Error: d.engErr}}
 	unchecked := d.checkedAt.IsZero()
 	d.mu.Unlock()
 	switch {
@@ -367,9 +374,26 @@ func (d *Daemon) Health(ctx context.Context) api.HealthReport {
 		h.Status = "starting"
 	case !h.Engine.Up:
 		h.Status = "degraded"
+	case info.CheckLimits(d.cfg.Limits.AllowUnlimited) != nil:
+		// Every turn would be refused: the daemon cannot do its work until this is fixed.
+		h.Status = "degraded"
+	}
+	if h.Engine.Up {
+		h.Engine.Limits = limitsHealth(info, d.cfg.Limits.AllowUnlimited)
 	}
 	if c, err := d.store.CountRuns(ctx); err == nil {
 		h.Running, h.Queued = c.Running, c.Queued
 	}
 	return h
+}
+
+// limitsHealth is EngineHealth.Limits for an engine that answers.
+func limitsHealth(info runtime.Info, allowUnlimited bool) string {
+	switch err := info.CheckLimits(allowUnlimited); {
+	case err != nil:
+		return err.Error()
+	case info.NoLimits != "":
+		return "not applied (allow_unlimited = true): " + info.NoLimits
+	}
+	return "applied"
 }

@@ -16,6 +16,8 @@ import (
 	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/stdcopy"
+
+	"github.com/arizuko/arizukod/config"
 )
 
 // Docker is an Engine over the Docker Engine API: the fallback when no Podman answers.
@@ -58,7 +60,9 @@ func (d *Docker) Info(ctx context.Context) (Info, error) {
 		return Info{}, fmt.Errorf("docker at %s: %w", d.uri, err)
 	}
 	rootless := slices.ContainsFunc(info.SecurityOptions, func(s string) bool { return strings.Contains(s, "name=rootless") })
-	return Info{Name: "docker", Version: v.Version, APIVersion: v.APIVersion, Rootless: rootless, Socket: d.uri}, nil
+	return Info{Name: "docker", Version: v.Version, APIVersion: v.APIVersion, Rootless: rootless, Socket: d.uri,
+		Networks: []string{config.NetworkBridge},
+		NoLimits: dockerNoLimits(info.MemoryLimit, info.CPUCfsQuota, info.PidsLimit, info.CgroupDriver)}, nil
 }
 
 func (d *Docker) ImageExists(ctx context.Context, ref string) (bool, error) {
@@ -92,9 +96,9 @@ func (d *Docker) Create(ctx context.Context, s Spec) (string, error) {
 		AttachStdout: true,
 		AttachStderr: true,
 	}
-	network := s.Network
-	if network == "" {
-		network = "none"
+	network, err := engineNetwork(s)
+	if err != nil {
+		return "", err
 	}
 	hc := &container.HostConfig{
 		CapDrop:        []string{"ALL"},

@@ -44,6 +44,12 @@ type Info struct {
 	APIVersion string
 	Rootless   bool
 	Socket     string // the URI it was reached at
+	// Networks are the network modes the engine has besides none and named networks:
+	// bridge, slirp4netns, pasta.
+	Networks []string
+	// NoLimits says why the engine cannot apply memory, CPU and pids limits, and what
+	// would fix it; "" when it applies them.
+	NoLimits string
 }
 
 // State is what an engine knows of a container's life.
@@ -75,7 +81,7 @@ type Spec struct {
 	Env         []string // KEY=VALUE
 	Mounts      []Mount
 	Tmpfs       []Tmpfs
-	Network     string // "none" (the default when empty), "bridge", or an engine network name
+	Network     string // as config.CheckNetwork returns it; "" is none
 	MemoryBytes int64
 	NanoCPUs    int64
 	PidsLimit   int64

@@ -21,6 +21,8 @@ import (
 	"github.com/docker/docker/pkg/stdcopy"
 	spec "github.com/opencontainers/runtime-spec/specs-go"
 	nettypes "go.podman.io/common/libnetwork/types"
+
+	"github.com/arizuko/arizukod/config"
 )
 
 // Podman is an Engine over the libpod API, through the Podman bindings.
@@ -113,7 +115,18 @@ func (p *Podman) Info(ctx context.Context) (Info, error) {
 		if err != nil {
 			return err
 		}
-		info = Info{Name: "podman", Version: i.Version.Version, APIVersion: i.Version.APIVersion, Rootless: i.Host.Security.Rootless, Socket: p.uri}
+		h := i.Host
+		info = Info{Name: "podman", Version: i.Version.Version, APIVersion: i.Version.APIVersion, Rootless: h.Security.Rootless, Socket: p.uri,
+			Networks: []string{config.NetworkBridge},
+			NoLimits: podmanNoLimits(h.Security.Rootless, h.CgroupsVersion, h.CgroupManager, h.CgroupControllers)}
+		// A server older than the bindings leaves out what it does not know: Podman 4.3
+		// has no pasta, so it reports none.
+		if h.Slirp4NetNS.Executable != "" {
+			info.Networks = append(info.Networks, config.NetworkSlirp4netns)
+		}
+		if h.Pasta.Executable != "" {
+			info.Networks = append(info.Networks, config.NetworkPasta)
+		}
 		return nil
 	})
 	return info, err
@@ -151,14 +164,22 @@ func (p *Podman) Create(ctx context.Context, s Spec) (string, error) {
 	g.User = s.User
 	g.WorkDir = s.WorkingDir
 	g.LogConfiguration = &specgen.LogConfig{Driver: "k8s-file", Size: s.LogMaxBytes}
-	switch s.Network {
-	case "", "none":
+	network, err := engineNetwork(s)
+	if err != nil {
+		return "", err
+	}
+	switch network {
+	case config.NetworkNone:
 		g.NetNS = specgen.Namespace{NSMode: specgen.NoNetwork}
-	case "bridge":
+	case config.NetworkBridge:
 		g.NetNS = specgen.Namespace{NSMode: specgen.Bridge}
+	case config.NetworkSlirp4netns:
+		g.NetNS = specgen.Namespace{NSMode: specgen.Slirp}
+	case config.NetworkPasta:
+		g.NetNS = specgen.Namespace{NSMode: specgen.Pasta}
 	default:
 		g.NetNS = specgen.Namespace{NSMode: specgen.Bridge}
-		g.Networks = map[string]nettypes.PerNetworkOptions{s.Network: {}}
+		g.Networks = map[string]nettypes.PerNetworkOptions{network: {}}
 	}
 	for _, m := range s.Mounts {
 		opts := []string{"rbind", "rw"}
@@ -187,7 +208,7 @@ func (p *Podman) Create(ctx context.Context, s Spec) (string, error) {
 		g.Rlimits = append(g.Rlimits, spec.POSIXRlimit{Type: strings.ToUpper(r.Type), Soft: r.Soft, Hard: r.Hard})
 	}
 	var id string
-	err := p.call(ctx, func(ctx context.Context) error {
+	err = p.call(ctx, func(ctx context.Context) error {
 		r, err := containers.CreateWithSpec(ctx, g, nil)
 		if err != nil {
 			return err

@@ -81,6 +81,11 @@ type Config struct {
 	// WebDir is mounted read-only at /workspace/web when set.
 	WebDir  string
 	Rlimits []Rlimit
+	// Networks are the named networks a turn may join (limits.allowed_networks).
+	Networks []string
+	// AllowUnlimited runs turns where the engine cannot apply the memory, CPU and pids
+	// limits (limits.allow_unlimited); otherwise they fail as a terminal misconfiguration.
+	AllowUnlimited bool
 	// Redact removes secret values from text before it is logged; nil logs text as is.
 	Redact func(string) string
 	Logger *slog.Logger
@@ -234,7 +239,11 @@ func (r *Runner) Run(ctx context.Context, t Turn) (Result, error) {
 	}
 	spec := r.spec(t, name, dirs, mounts, timeout)
 	tr := &turnRun{r: r, t: t, res: &res, dirs: dirs, started: start}
-	tr.run(ctx, spec, stdin, timeout)
+	if err := r.admit(&spec); err != nil {
+		tr.fail(FailMisconfig, true, "%v", err)
+	} else {
+		tr.run(ctx, spec, stdin, timeout)
+	}
 	res.Duration = time.Since(start)
 	if res.Failure != FailDetached {
 		tr.writeLog()

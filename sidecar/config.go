@@ -38,19 +38,21 @@ type Config struct {
 	Env     map[string]string `json:"env,omitempty"`
 	Memory  string            `json:"memory,omitempty"` // like "256m"; default DefaultMemory
 	CPUs    float64           `json:"cpus,omitempty"`   // default DefaultCPUs
-	// Network is "none" (the default), "bridge" or the name of an engine network.
+	// Network is the sidecar's network, by the rule of config.CheckNetwork: "none" (the
+	// default), bridge, slirp4netns, pasta, or a network of limits.allowed_networks.
 	Network string `json:"network,omitempty"`
 	Quadlet string `json:"quadlet,omitempty"`
 }
 
-// Validate checks the sidecars of one group: each Config, and names used once.
-func Validate(cs []Config) error {
+// Validate checks the sidecars of one group: each Config, and names used once. networks
+// are the named networks the operator allowed (limits.allowed_networks).
+func Validate(cs []Config, networks []string) error {
 	if len(cs) > MaxSidecars {
 		return fmt.Errorf("%w: %d sidecars, at most %d", ErrBadConfig, len(cs), MaxSidecars)
 	}
 	seen := map[string]bool{}
 	for i, c := range cs {
-		if err := c.Validate(); err != nil {
+		if err := c.Validate(networks); err != nil {
 			return fmt.Errorf("sidecars[%d]: %w", i, err)
 		}
 		if seen[c.Name] {
@@ -70,14 +72,15 @@ func Names(cs []Config) []string {
 	return out
 }
 
-// Validate checks one sidecar, including its Quadlet unit when it has one.
-func (c Config) Validate() error {
-	_, err := c.source()
+// Validate checks one sidecar, including its Quadlet unit when it has one; networks as
+// for Validate.
+func (c Config) Validate(networks []string) error {
+	_, err := c.source(networks)
 	return err
 }
 
 // source reads the sidecar as its config describes it.
-func (c Config) source() (*source, error) {
+func (c Config) source(networks []string) (*source, error) {
 	if err := checkName(c.Name); err != nil {
 		return nil, err
 	}
@@ -95,9 +98,9 @@ func (c Config) source() (*source, error) {
 		if len(set) > 0 {
 			return nil, fmt.Errorf("%w: sidecar %s: quadlet replaces the fields; remove %s", ErrBadConfig, c.Name, strings.Join(set, ", "))
 		}
-		return fromQuadlet(c)
+		return fromQuadlet(c, networks)
 	}
-	return fromFields(c)
+	return fromFields(c, networks)
 }
 
 func checkName(n string) error {
@@ -169,22 +172,15 @@ func checkEnv(env map[string]string) error {
 	return nil
 }
 
-// checkNetwork accepts none, bridge and engine network names; not the host's network
-// or another container's, which would undo the isolation.
-func checkNetwork(n string) error {
-	switch {
-	case n == "host":
-		return errors.New(`network "host": a sidecar never shares the host's network`)
-	case n == "" || len(n) > 128:
-		return fmt.Errorf("network %q: must be 1-128 bytes", clip(n))
+// checkNetwork is config.CheckNetwork: never the host's network or another
+// container's, which would undo the isolation, and only the named networks the operator
+// allowed.
+func checkNetwork(n string, networks []string) (string, error) {
+	network, err := config.CheckNetwork(n, networks)
+	if err != nil {
+		return "", fmt.Errorf("network: %w", err)
 	}
-	for i := 0; i < len(n); i++ {
-		c := n[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || i > 0 && (c == '_' || c == '.' || c == '-')) {
-			return fmt.Errorf("network %q: none, bridge or a network name [A-Za-z0-9][A-Za-z0-9_.-]*", clip(n))
-		}
-	}
-	return nil
+	return network, nil
 }
 
 func parseMemory(s string) (int64, error) {

@@ -66,8 +66,14 @@ func TestValidate(t *testing.T) {
 		{"env newline", []Config{{Name: "a", Image: "i", Env: map[string]string{"K": "a\nb"}}}, "one line"},
 		{"memory", []Config{{Name: "a", Image: "i", Memory: "lots"}}, "memory:"},
 		{"cpus", []Config{{Name: "a", Image: "i", CPUs: -1}}, "cpus: -1 is out of range"},
-		{"host network", []Config{{Name: "a", Image: "i", Network: "host"}}, "never shares the host's network"},
-		{"container network", []Config{{Name: "a", Image: "i", Network: "container:x"}}, "network name"},
+		{"host network", []Config{{Name: "a", Image: "i", Network: "host"}}, "network: network not allowed: \"host\" would give the agent the host's network"},
+		{"container network", []Config{{Name: "a", Image: "i", Network: "container:x"}}, "share another network namespace"},
+		{"namespace path", []Config{{Name: "a", Image: "i", Network: "ns:/proc/1/ns/net"}}, "share another network namespace"},
+		{"allowed network", []Config{{Name: "a", Image: "i", Network: "agents"}}, ""},
+		{"slirp", []Config{{Name: "a", Image: "i", Network: "slirp"}}, ""},
+		{"pasta", []Config{{Name: "a", Image: "i", Network: "pasta"}}, ""},
+		{"network not allowed", []Config{{Name: "a", Image: "i", Network: "lab"}}, "\"lab\" is not in limits.allowed_networks"},
+		{"junk network", []Config{{Name: "a", Image: "i", Network: "a b"}}, "a network name is letters"},
 		{"both", []Config{{Name: "a", Image: "i", Quadlet: goodQuadlet}}, "quadlet replaces the fields; remove image"},
 		{"bad unit", []Config{{Name: "a", Quadlet: "[Container]\n"}}, "no Image"},
 		{"unknown key", []Config{{Name: "a", Quadlet: q("Frobnicate=1\n")}}, "does not know the key Frobnicate"},
@@ -87,6 +93,9 @@ func TestValidate(t *testing.T) {
 		{"install", []Config{{Name: "a", Quadlet: q("[Install]\nWantedBy=default.target\n")}}, "WantedBy is not allowed"},
 		{"two networks", []Config{{Name: "a", Quadlet: q("Network=a\nNetwork=b\n")}}, "one network at most"},
 		{"quadlet host network", []Config{{Name: "a", Quadlet: q("Network=host\n")}}, "host's network"},
+		{"quadlet container network", []Config{{Name: "a", Quadlet: q("Network=container:abc\n")}}, "share another network namespace"},
+		{"quadlet allowed network", []Config{{Name: "a", Quadlet: q("Network=agents\n")}}, ""},
+		{"quadlet network not allowed", []Config{{Name: "a", Quadlet: q("Network=lab\n")}}, "not in limits.allowed_networks"},
 		{"tmpfs over tmp", []Config{{Name: "a", Quadlet: q("Tmpfs=/tmp\n")}}, "Tmpfs /tmp"},
 		{"tmpfs over sockets", []Config{{Name: "a", Quadlet: q("Tmpfs=/var/run/pub/arizuko\n")}}, "Tmpfs /var/run/pub/arizuko"},
 		{"arizuko label", []Config{{Name: "a", Quadlet: q("Label=io.arizuko.role=agent\n")}}, "io.arizuko. labels"},
@@ -96,7 +105,7 @@ func TestValidate(t *testing.T) {
 		{"too many", slices.Repeat([]Config{{Name: "a", Image: "i"}}, MaxSidecars+1), "at most 16"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := Validate(tc.cs)
+			err := Validate(tc.cs, []string{"agents"})
 			switch {
 			case tc.want == "" && err != nil:
 				t.Fatalf("unexpected error: %v", err)
@@ -122,6 +131,33 @@ func testUnit(t *testing.T, c Config, rootless bool) *Unit {
 		t.Fatal(err)
 	}
 	return u
+}
+
+// TestUnitNetwork: a unit gets the network as config.CheckNetwork names it, and a named
+// network only while the operator allows it.
+func TestUnitNetwork(t *testing.T) {
+	for _, tc := range []struct {
+		network  string
+		networks []string
+		want     string // the unit's network; empty: refused
+	}{
+		{"", nil, "none"},
+		{"slirp", nil, "slirp4netns"},
+		{"bridge", nil, "bridge"},
+		{"agents", []string{"agents"}, "agents"},
+		{"agents", nil, ""},
+		{"host", []string{"host"}, ""},
+		{"container:abc", []string{"container:abc"}, ""},
+	} {
+		u, err := NewUnit("main", Config{Name: "echo", Image: "i", Network: tc.network},
+			UnitOptions{Instance: "i", RunID: "r", SocketDir: "/srv/ipc/main/sidecars", Networks: tc.networks})
+		switch {
+		case tc.want == "" && err == nil:
+			t.Errorf("%q with %v: a unit on %v, want a refusal", tc.network, tc.networks, u.Container.Network)
+		case tc.want != "" && (err != nil || !slices.Equal(u.Container.Network, []string{tc.want})):
+			t.Errorf("%q with %v: %v, want network %s", tc.network, tc.networks, err, tc.want)
+		}
+	}
 }
 
 // TestHardening: whatever the config says, the container has the agent's hardening.
@@ -274,12 +310,15 @@ func FuzzConfig(f *testing.F) {
 		if envK != "" {
 			c.Env = map[string]string{envK: envV}
 		}
-		if c.Validate() != nil {
+		if c.Validate([]string{"agents"}) != nil {
 			return
 		}
-		u, err := NewUnit("main", c, UnitOptions{Instance: "i", RunID: "r", SocketDir: "/srv/ipc/main/sidecars"})
+		u, err := NewUnit("main", c, UnitOptions{Instance: "i", RunID: "r", SocketDir: "/srv/ipc/main/sidecars", Networks: []string{"agents"}})
 		if err != nil {
 			t.Fatalf("valid config, no unit: %v", err)
+		}
+		if n := u.Container.Network[0]; n == "host" || strings.Contains(n, ":") {
+			t.Fatalf("network %q", n)
 		}
 		if !isTrue(u.Container.ReadOnly) || !slices.Equal(u.Container.DropCapability, []string{"all"}) {
 			t.Fatalf("not hardened: %+v", u.Container)

@@ -50,6 +50,8 @@ type Options struct {
 	Layout   groupfolder.Layout
 	Instance string           // runtime.LabelInstance of this daemon's containers
 	Rlimits  []runtime.Rlimit // default runtime.DefaultRlimits()
+	// Networks are the named networks a sidecar may join (limits.allowed_networks).
+	Networks []string
 	// Mode forces a mode; empty detects it (see New).
 	Mode Mode
 	// CLI is the engine's command-line tool that transient units run; empty looks up
@@ -191,7 +193,7 @@ func (m *Manager) Start(ctx context.Context, f groupfolder.Folder, runID string,
 	if len(cs) == 0 {
 		return h, nil
 	}
-	if err := Validate(cs); err != nil {
+	if err := Validate(cs, m.o.Networks); err != nil {
 		return nil, err
 	}
 	dirs, err := m.o.Layout.Ensure(f, os.Getuid(), os.Getgid())
@@ -204,7 +206,7 @@ func (m *Manager) Start(ctx context.Context, f groupfolder.Folder, runID string,
 		user = fmt.Sprintf("%d:%d", os.Getuid(), os.Getgid())
 	}
 	for _, c := range cs {
-		u, err := NewUnit(f, c, UnitOptions{Instance: m.o.Instance, RunID: runID, SocketDir: dirs.SidecarSockets, User: user, Rlimits: m.o.Rlimits})
+		u, err := NewUnit(f, c, UnitOptions{Instance: m.o.Instance, RunID: runID, SocketDir: dirs.SidecarSockets, User: user, Rlimits: m.o.Rlimits, Networks: m.o.Networks})
 		if err != nil {
 			return nil, errors.Join(err, h.Stop(ctx))
 		}

@@ -49,6 +49,8 @@ type UnitOptions struct {
 	// socket the sidecar makes; empty on a rootless one.
 	User    string
 	Rlimits []runtime.Rlimit // default runtime.DefaultRlimits()
+	// Networks are the named networks a sidecar may join (limits.allowed_networks).
+	Networks []string
 }
 
 // Unit is one sidecar of one turn, ready to run: names, limits and the hardened container.
@@ -91,7 +93,7 @@ type source struct {
 	network  string
 }
 
-func fromFields(c Config) (*source, error) {
+func fromFields(c Config, networks []string) (*source, error) {
 	bad := func(err error) (*source, error) {
 		return nil, fmt.Errorf("%w: sidecar %s: %v", ErrBadConfig, c.Name, err)
 	}
@@ -121,10 +123,9 @@ func fromFields(c Config) (*source, error) {
 		return bad(err)
 	}
 	if c.Network != "" {
-		if err := checkNetwork(c.Network); err != nil {
+		if s.network, err = checkNetwork(c.Network, networks); err != nil {
 			return bad(err)
 		}
-		s.network = c.Network
 	}
 	return s, nil
 }
@@ -139,7 +140,7 @@ type refusal struct {
 // fromQuadlet reads a sidecar's .container unit. Keys that would loosen the hardening
 // or reach outside the container are refused, and so is every key the quadlet package
 // does not model: nothing is dropped silently.
-func fromQuadlet(c Config) (*source, error) {
+func fromQuadlet(c Config, networks []string) (*source, error) {
 	bad := func(format string, args ...any) (*source, error) {
 		return nil, fmt.Errorf("%w: sidecar %s: quadlet: %s", ErrBadConfig, c.Name, fmt.Sprintf(format, args...))
 	}
@@ -214,10 +215,9 @@ func fromQuadlet(c Config) (*source, error) {
 	switch len(q.Network) {
 	case 0:
 	case 1:
-		if err := checkNetwork(q.Network[0]); err != nil {
+		if s.network, err = checkNetwork(q.Network[0], networks); err != nil {
 			return bad("Network: %v", err)
 		}
-		s.network = q.Network[0]
 	default:
 		return bad("Network: one network at most")
 	}
@@ -260,7 +260,7 @@ func NewUnit(f groupfolder.Folder, c Config, o UnitOptions) (*Unit, error) {
 	if err := f.Validate(); err != nil {
 		return nil, err
 	}
-	src, err := c.source()
+	src, err := c.source(o.Networks)
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/arizuko/arizukod/contract"
 	"github.com/arizuko/arizukod/groupfolder"
+	"github.com/arizuko/arizukod/runtime"
 	"github.com/arizuko/arizukod/sidecar"
 	"github.com/arizuko/arizukod/store"
 	"github.com/arizuko/arizukod/turn"
@@ -31,7 +32,7 @@ func TestContainerConfigSidecars(t *testing.T) {
 		{"unsupported key", `{"sidecars":[{"name":"a","quadlet":"[Container]\nImage=i\nSecret=s\n"}]}`, "unsupported keys: Container.Secret", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := turn.ParseContainerConfig([]byte(tc.raw))
+			c, err := turn.ParseContainerConfig([]byte(tc.raw), nil)
 			switch {
 			case tc.want == "" && err != nil:
 				t.Fatalf("unexpected error: %v", err)
@@ -76,6 +77,37 @@ func TestBuildListsSidecars(t *testing.T) {
 	for _, name := range []string{"echo", "search"} {
 		if !strings.Contains(string(settings), `"UNIX-CONNECT:`+sidecar.ContainerSocket(name)+`"`) {
 			t.Errorf("settings.json has no entry for %s:\n%s", name, settings)
+		}
+	}
+}
+
+// TestBuildNetwork: whatever the store holds, a turn gets a network by the rule of
+// config.CheckNetwork with the builder's list, or the build fails naming the field.
+func TestBuildNetwork(t *testing.T) {
+	for _, tc := range []struct {
+		stored, want string // want "" means refused
+	}{
+		{`{}`, "none"},
+		{`{"network":"slirp"}`, "slirp4netns"},
+		{`{"network":"agents"}`, "agents"},
+		{`{"network":"host"}`, ""},
+		{`{"network":"container:abc"}`, ""},
+		{`{"network":"ns:/proc/1/ns/net"}`, ""},
+		{`{"network":"lab"}`, ""},
+	} {
+		layout, err := groupfolder.NewLayout(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := &turn.Builder{Layout: layout, Networks: []string{"agents"}, Limits: runtime.Limits{Network: "none"},
+			Store: groupStore{store.Group{Folder: "main", ContainerConfig: []byte(tc.stored)}}}
+		tn, err := b.Build(context.Background(), turn.Request{RunID: "r1", Folder: "main", Messages: []contract.Message{{Role: "user", Content: "hi"}}})
+		var ce *turn.ConfigError
+		switch {
+		case tc.want != "" && (err != nil || tn.Limits.Network != tc.want):
+			t.Errorf("%s: %q, %v; want network %q", tc.stored, tn.Limits.Network, err, tc.want)
+		case tc.want == "" && (!errors.As(err, &ce) || ce.Field != "network"):
+			t.Errorf("%s: %v (network %q); want a ConfigError of field network", tc.stored, err, tn.Limits.Network)
 		}
 	}
 }

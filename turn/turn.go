@@ -69,8 +69,30 @@ type ModelPolicy struct {
 	RequestsPerTurn int64 `json:"requests_per_turn,omitempty"`
 }
 
-// ParseContainerConfig decodes a stored container config; unknown fields are errors.
-func ParseContainerConfig(raw []byte) (ContainerConfig, error) {
+// ConfigError is a mistake in a container config. It matches ErrBadContainerConfig
+// (errors.Is); Field names the key it is about ("network", "sidecars", "model.models";
+// "" for the whole document), for an answer that names it.
+type ConfigError struct {
+	Field string
+	Err   error
+}
+
+func (e *ConfigError) Error() string { return ErrBadContainerConfig.Error() + ": " + e.Err.Error() }
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// Is reports whether target is ErrBadContainerConfig.
+func (e *ConfigError) Is(target error) bool { return target == ErrBadContainerConfig }
+
+func badField(field, format string, args ...any) error {
+	return &ConfigError{Field: field, Err: fmt.Errorf(format, args...)}
+}
+
+// ParseContainerConfig decodes and checks a container config; unknown fields are
+// errors. networks are the named networks the operator allowed
+// (limits.allowed_networks): the network, and each sidecar's, must pass
+// config.CheckNetwork with them. The returned config's Network is as CheckNetwork
+// names it ("" is "none").
+func ParseContainerConfig(raw []byte, networks []string) (ContainerConfig, error) {
 	var c ContainerConfig
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return c, nil
@@ -78,42 +100,49 @@ func ParseContainerConfig(raw []byte) (ContainerConfig, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&c); err != nil {
-		return c, fmt.Errorf("%w: %v", ErrBadContainerConfig, err)
+		return c, badField("", "%v", err)
 	}
 	switch {
 	case c.Timeout < 0:
-		return c, fmt.Errorf("%w: timeout: must not be negative", ErrBadContainerConfig)
+		return c, badField("timeout", "timeout: must not be negative")
 	case c.CPUs < 0 || c.CPUs > 1024:
-		return c, fmt.Errorf("%w: cpus: %v is out of range", ErrBadContainerConfig, c.CPUs)
+		return c, badField("cpus", "cpus: %v is out of range", c.CPUs)
 	case c.Pids < 0:
-		return c, fmt.Errorf("%w: pids: must not be negative", ErrBadContainerConfig)
+		return c, badField("pids", "pids: must not be negative")
 	}
 	if c.Memory != "" {
 		if _, err := config.ParseMemory(c.Memory); err != nil {
-			return c, fmt.Errorf("%w: memory: %v", ErrBadContainerConfig, err)
+			return c, badField("memory", "memory: %v", err)
 		}
 	}
-	if err := sidecar.Validate(c.Sidecars); err != nil {
-		return c, fmt.Errorf("%w: %v", ErrBadContainerConfig, err)
+	if c.Network != "" {
+		network, err := config.CheckNetwork(c.Network, networks)
+		if err != nil {
+			return c, &ConfigError{Field: "network", Err: err}
+		}
+		c.Network = network
+	}
+	if err := sidecar.Validate(c.Sidecars, networks); err != nil {
+		return c, &ConfigError{Field: "sidecars", Err: err}
 	}
 	if err := gateway.CheckEgress(c.Egress); err != nil {
-		return c, fmt.Errorf("%w: %v", ErrBadContainerConfig, err)
+		return c, &ConfigError{Field: "egress", Err: err}
 	}
 	if m := c.Model; m != nil {
 		switch {
 		case m.TokensPerDay < 0:
-			return c, fmt.Errorf("%w: model.tokens_per_day: must not be negative", ErrBadContainerConfig)
+			return c, badField("model.tokens_per_day", "model.tokens_per_day: must not be negative")
 		case m.RequestsPerTurn < 0:
-			return c, fmt.Errorf("%w: model.requests_per_turn: must not be negative", ErrBadContainerConfig)
+			return c, badField("model.requests_per_turn", "model.requests_per_turn: must not be negative")
 		}
 		if m.Credential != "" {
 			if err := gateway.CheckCredentialName(m.Credential); err != nil {
-				return c, fmt.Errorf("%w: model.%v", ErrBadContainerConfig, err)
+				return c, badField("model.credential", "model.%v", err)
 			}
 		}
 		for i, name := range m.Models {
 			if name == "" || len(name) > 128 {
-				return c, fmt.Errorf("%w: model.models[%d]: a model name of 1 to 128 characters", ErrBadContainerConfig, i)
+				return c, badField("model.models", "model.models[%d]: a model name of 1 to 128 characters", i)
 			}
 		}
 	}
@@ -138,7 +167,9 @@ type Builder struct {
 	Skills   fs.FS
 	Location *time.Location
 	// Limits are the daemon's defaults; a group's container config overrides them.
-	Limits      runtime.Limits
+	Limits runtime.Limits
+	// Networks are the named networks a group may name (limits.allowed_networks).
+	Networks    []string
 	DiaryMax    int
 	EpisodesMax int
 	// SettingsEnv is written into settings.json's env.
@@ -178,7 +209,7 @@ func (b *Builder) Plan(ctx context.Context, f groupfolder.Folder) (Plan, error) 
 		case err != nil:
 			return p, err
 		default:
-			if p.Config, err = ParseContainerConfig(g.ContainerConfig); err != nil {
+			if p.Config, err = ParseContainerConfig(g.ContainerConfig, b.Networks); err != nil {
 				return p, fmt.Errorf("group %s: %w", f, err)
 			}
 		}
@@ -291,7 +322,7 @@ func (b *Builder) limits(c ContainerConfig) (runtime.Limits, error) {
 	if c.Memory != "" {
 		m, err := config.ParseMemory(c.Memory)
 		if err != nil {
-			return l, fmt.Errorf("%w: memory: %v", ErrBadContainerConfig, err)
+			return l, badField("memory", "memory: %v", err)
 		}
 		l.MemoryBytes = m
 	}

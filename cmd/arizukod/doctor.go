@@ -27,6 +27,7 @@ var checks = []check{
 	{"data-dir", checkDataDir, "mkdir -p DIR && chown $(id -u):$(id -g) DIR   (or set --data-dir / $DATA_DIR)"},
 	{"journald", checkJournald, "systemctl start systemd-journald   (without journald, logs go to stderr)"},
 	{"sidecars", checkSidecars, "run arizukod under systemd (system or user manager) with the engine's CLI in PATH, for sidecars as transient units"},
+	{"limits", checkLimits, "give the engine its cgroups (arizukod.toml(5), [limits]), or set allow_unlimited = true in [limits] of arizukod.toml to run turns without the memory, CPU and pids limits"},
 	{"image", checkImage, "arizukod image build claude   (Claude Code; then image = \"localhost/arizuko-claude:VERSION\" in arizukod.toml)   or: arizukod image import-static --tag localhost/arizuko-agent:latest /usr/libexec/arizuko/agent"},
 	{"model", checkModel, "echo KEY > /etc/arizuko/anthropic-api-key && chmod 0640 it, and [model] api_key_file = \"/etc/arizuko/anthropic-api-key\" in arizukod.toml   (or ANTHROPIC_API_KEY in the daemon's environment or env file)"},
 }
@@ -37,7 +38,7 @@ func cmdDoctor(ctx context.Context, args []string) error {
 	var only multiFlag
 	o.ef.register(fs)
 	fs.StringVar(&o.dataDir, "data-dir", defaultDataDir(), "data directory ($DATA_DIR)")
-	fs.Var(&only, "check", "run only this check (repeatable): engine, data-dir, journald, sidecars, image, model")
+	fs.Var(&only, "check", "run only this check (repeatable): engine, data-dir, journald, sidecars, limits, image, model")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}

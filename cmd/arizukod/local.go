@@ -9,8 +9,10 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/arizuko/arizukod/config"
 	"github.com/arizuko/arizukod/groupfolder"
 	"github.com/arizuko/arizukod/mountsec"
+	"github.com/arizuko/arizukod/runtime"
 	"github.com/arizuko/arizukod/store"
 	"github.com/arizuko/arizukod/turn"
 )
@@ -20,6 +22,8 @@ type localFlags struct {
 	dataDir   string
 	skillsDir string
 	allowlist string
+	// limits are the [limits] of the configuration file the daemon would read; open sets them.
+	limits config.Limits
 }
 
 func (l *localFlags) register(fs *flag.FlagSet) {
@@ -30,8 +34,14 @@ func (l *localFlags) register(fs *flag.FlagSet) {
 }
 
 // open makes the data directory, opens its store and returns a turn builder over both, as
-// the daemon would have them.
+// the daemon would have them: with the [limits] of the daemon's configuration file
+// (the networks the operator allowed, the default limits, allow_unlimited).
 func (l *localFlags) open(ctx context.Context) (*turn.Builder, *store.Store, error) {
+	cfg, err := config.Load(serviceMode(), "", os.Getenv)
+	if err != nil {
+		return nil, nil, err
+	}
+	l.limits = cfg.Limits
 	abs, err := filepath.Abs(l.dataDir)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--data-dir: %w", err)
@@ -60,5 +70,7 @@ func (l *localFlags) open(ctx context.Context) (*turn.Builder, *store.Store, err
 	if l.skillsDir != "" {
 		skills = os.DirFS(l.skillsDir)
 	}
-	return &turn.Builder{Layout: layout, Store: st, Allowlist: allow, AllowlistErr: allowErr, Skills: skills}, st, nil
+	lim := l.limits
+	return &turn.Builder{Layout: layout, Store: st, Allowlist: allow, AllowlistErr: allowErr, Skills: skills, Networks: lim.AllowedNetworks,
+		Limits: runtime.Limits{MemoryBytes: lim.MemoryBytes, NanoCPUs: lim.NanoCPUs, PidsLimit: lim.PidsLimit, Network: lim.Network}}, st, nil
 }

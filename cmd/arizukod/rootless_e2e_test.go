@@ -16,10 +16,11 @@ import (
 
 // TestRootlessPodman runs `arizukod run --local` as the unprivileged test user against that
 // user's rootless Podman: the deployment the system service uses. It checks the sandbox
-// from inside and that the agent's files belong to that user on the host.
+// from inside and that the agent's files belong to that user on the host. The limits
+// cannot be applied there: the turn runs only once the configuration allows that.
 func TestRootlessPodman(t *testing.T) {
 	e := enginetest.Rootless(t)
-	eng, _ := e.Open(t)
+	eng, info := e.Open(t)
 	image := enginetest.EnsureAgentImage(t, e, eng)
 	u, err := user.Lookup(e.User)
 	if err != nil {
@@ -50,12 +51,21 @@ func TestRootlessPodman(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	run := func(message string) map[string]any {
+	// The configuration run --local reads: the test user's, under base.
+	confDir := filepath.Join(base, "config", "arizuko")
+	if err := os.MkdirAll(confDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{filepath.Dir(confDir), confDir} {
+		os.Chown(p, uid, gid)
+	}
+	attempt := func(message string) map[string]any {
 		t.Helper()
 		cmd := exec.Command("runuser", "-u", e.User, "--", bin, "run", "--local",
 			"--engine", "podman", "--engine-socket", e.URI, "--image", image,
 			"--data-dir", dataDir, "--folder", "main", "--message", message)
-		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + u.HomeDir, "XDG_RUNTIME_DIR=/run/user/" + u.Uid}
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + u.HomeDir, "XDG_RUNTIME_DIR=/run/user/" + u.Uid,
+			"XDG_CONFIG_HOME=" + filepath.Join(base, "config")}
 		out, err := cmd.Output()
 		var res map[string]any
 		if jerr := json.Unmarshal(out, &res); jerr != nil {
@@ -65,10 +75,30 @@ func TestRootlessPodman(t *testing.T) {
 			}
 			t.Fatalf("run %q as %s: %v\n%s\n%s", message, e.User, err, out, stderr)
 		}
+		return res
+	}
+	run := func(message string) map[string]any {
+		t.Helper()
+		res := attempt(message)
 		if res["status"] != "ok" {
 			t.Fatalf("run %q: %v", message, res)
 		}
 		return res
+	}
+
+	// Where rootless Podman cannot apply the memory, CPU and pids limits (this host's
+	// cgroups v1), a turn without allow_unlimited is refused with the reason.
+	if info.NoLimits != "" {
+		res := attempt("reply unlimited")
+		if msg, _ := res["error"].(string); res["failure"] != "misconfig" || res["terminal"] != true ||
+			!strings.Contains(msg, info.NoLimits) || !strings.Contains(msg, "allow_unlimited = true") {
+			t.Fatalf("a turn without allow_unlimited: %v, want a terminal misconfig with the reason", res)
+		}
+		t.Logf("refused: %s", res["error"])
+	}
+	conf := filepath.Join(confDir, "arizukod.toml")
+	if err := os.WriteFile(conf, []byte("[limits]\nallow_unlimited = true\n"), 0o644); err != nil {
+		t.Fatal(err)
 	}
 
 	var s struct {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/arizuko/arizukod/api"
 	"github.com/arizuko/arizukod/contract"
+	"github.com/arizuko/arizukod/internal/daemontest"
 	"github.com/arizuko/arizukod/internal/enginetest"
 	"github.com/arizuko/arizukod/internal/fakemodel"
 )
@@ -24,11 +25,14 @@ import (
 // TestRootlessGateway runs `arizukod serve` as the unprivileged test user on that user's
 // rootless Podman, the system service's deployment, and sends a turn whose agent asks a
 // scripted Messages API through the model gateway: the container's root, mapped to the
-// user, reaches model.sock, and the key from the env file reaches the upstream only.
+// user, reaches model.sock, and the key from the env file reaches the upstream only. This
+// host's rootless Podman cannot apply the limits: the daemon first refuses turns with the
+// reason, and runs them once the configuration says allow_unlimited = true.
 func TestRootlessGateway(t *testing.T) {
 	e := enginetest.Rootless(t)
-	eng, _ := e.Open(t)
+	eng, info := e.Open(t)
 	image := enginetest.EnsureAgentImage(t, e, eng)
+
 	u, err := user.Lookup(e.User)
 	if err != nil {
 		t.Fatalf("user %s: %v", e.User, err)
@@ -50,59 +54,101 @@ func TestRootlessGateway(t *testing.T) {
 	defer fake.Close()
 	key := "sk-ant-test-rootless-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	sock := filepath.Join(base, "api.sock")
-	files := map[string]string{
-		"env": "ANTHROPIC_API_KEY=" + key + "\n",
-		"arizukod.toml": strings.Join([]string{
-			fmt.Sprintf("data_dir = %q", filepath.Join(base, "data")),
-			fmt.Sprintf("listen = %q", sock),
-			`engine = "podman"`,
-			fmt.Sprintf("engine_socket = %q", e.URI),
-			fmt.Sprintf("image = %q", image),
-			fmt.Sprintf("env_file = %q", filepath.Join(base, "env")),
-			fmt.Sprintf("allowlist = %q", filepath.Join(base, "none.json")),
-			fmt.Sprintf("skills_dir = %q", filepath.Join(base, "skills")),
-			fmt.Sprintf("instance = %q", "test-rl-"+strconv.Itoa(os.Getpid())),
-			fmt.Sprintf("[model]\nupstream = %q", fake.URL),
-		}, "\n") + "\n",
-	}
-	for name, text := range files {
+	conf := strings.Join([]string{
+		fmt.Sprintf("data_dir = %q", filepath.Join(base, "data")),
+		fmt.Sprintf("listen = %q", sock),
+		`engine = "podman"`,
+		fmt.Sprintf("engine_socket = %q", e.URI),
+		fmt.Sprintf("image = %q", image),
+		fmt.Sprintf("env_file = %q", filepath.Join(base, "env")),
+		fmt.Sprintf("allowlist = %q", filepath.Join(base, "none.json")),
+		fmt.Sprintf("skills_dir = %q", filepath.Join(base, "skills")),
+		fmt.Sprintf("instance = %q", "test-rl-"+strconv.Itoa(os.Getpid())),
+		fmt.Sprintf("[model]\nupstream = %q", fake.URL),
+	}, "\n") + "\n"
+	write := func(name, text string) {
 		p := filepath.Join(base, name)
 		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		os.Chown(p, uid, gid)
 	}
+	write("env", "ANTHROPIC_API_KEY="+key+"\n")
 	os.Chown(base, uid, gid)
-	cmd := exec.Command("runuser", "-u", e.User, "--", bin, "serve", "--config", filepath.Join(base, "arizukod.toml"))
-	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + u.HomeDir, "XDG_RUNTIME_DIR=/run/user/" + u.Uid}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		cmd.Wait()
-		if t.Failed() {
-			t.Logf("arizukod's stderr:\n%s", stderr.String())
-		}
-	}()
 	c := api.NewClient(sock)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	for {
-		var h api.HealthReport
-		if err := c.Do(ctx, http.MethodGet, "/health", nil, &h); err == nil && h.Status == "ok" {
-			break
+	// serve starts the daemon as the test user, waits until its engine answers and
+	// registers main; the returned func stops it.
+	serve := func(toml string) (api.HealthReport, func()) {
+		t.Helper()
+		write("arizukod.toml", toml)
+		cmd := exec.Command("runuser", "-u", e.User, "--", bin, "serve", "--config", filepath.Join(base, "arizukod.toml"))
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + u.HomeDir, "XDG_RUNTIME_DIR=/run/user/" + u.Uid}
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
 		}
-		if ctx.Err() != nil {
-			t.Fatalf("the rootless daemon never became healthy")
+		stop := func() {
+			cmd.Process.Signal(syscall.SIGTERM)
+			cmd.Wait()
+			if t.Failed() {
+				t.Logf("arizukod's stderr:\n%s", stderr.String())
+			}
 		}
-		time.Sleep(100 * time.Millisecond)
+		for {
+			var h api.HealthReport
+			code, body, err := daemontest.Do(sock, http.MethodGet, "/health", "", nil)
+			if err == nil && json.Unmarshal(body, &h) == nil && h.Engine.Up {
+				if (code == http.StatusOK) != (h.Status == "ok") {
+					t.Errorf("health: HTTP %d with status %q", code, h.Status)
+				}
+				var g api.Group
+				if err := c.Do(ctx, http.MethodPost, "/v1/groups", api.PutGroupRequest{Folder: "main"}, &g); err != nil {
+					stop()
+					t.Fatal(err)
+				}
+				return h, stop
+			}
+			if ctx.Err() != nil {
+				stop()
+				t.Fatalf("the rootless daemon's engine never answered")
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
 	}
-	var g api.Group
-	if err := c.Do(ctx, http.MethodPost, "/v1/groups", api.PutGroupRequest{Folder: "main"}, &g); err != nil {
-		t.Fatal(err)
+
+	// Where rootless Podman cannot apply the memory, CPU and pids limits (this host's
+	// cgroups v1), the daemon without the operator's opt-out says why and runs no turn.
+	if info.NoLimits != "" {
+		h, stop := serve(conf)
+		if h.Status != "degraded" || !strings.Contains(h.Engine.Limits, info.NoLimits) || !strings.Contains(h.Engine.Limits, "allow_unlimited = true") {
+			stop()
+			t.Fatalf("health without allow_unlimited: %+v, want degraded with the reason and the fix", h)
+		}
+		refused, err := c.CreateRun(ctx, api.CreateRunRequest{Folder: "main", Messages: []contract.Message{{Content: "reply unlimited"}}})
+		if err == nil {
+			refused, err = c.WaitRun(ctx, refused.ID)
+		}
+		stop()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if refused.Failure != "misconfig" || !refused.Terminal || !strings.Contains(refused.Error, info.NoLimits) || !strings.Contains(refused.Error, "allow_unlimited = true") {
+			t.Fatalf("a turn without allow_unlimited: %+v, want a terminal misconfig with the reason", refused)
+		}
+		t.Logf("refused: %s", refused.Error)
+	}
+
+	h, stop := serve(strings.Replace(conf, "[model]", "[limits]\nallow_unlimited = true\n[model]", 1))
+	defer stop()
+	wantLimits := "applied"
+	if info.NoLimits != "" {
+		wantLimits = "not applied (allow_unlimited = true): " + info.NoLimits
+	}
+	if h.Status != "ok" || h.Engine.Limits != wantLimits {
+		t.Fatalf("health with allow_unlimited: %+v, want ok and limits %q", h, wantLimits)
 	}
 	r, err := c.CreateRun(ctx, api.CreateRunRequest{Folder: "main", Messages: []contract.Message{{Content: "model hello rootless"}}})
 	if err != nil {

@@ -84,6 +84,9 @@ func cmdRun(ctx context.Context, args []string) error {
 		Image:     *image,
 		Timeout:   *timeout,
 		SkillsDir: lf.skillsDir,
+		// The operator's word from arizukod.toml, as the daemon has it.
+		Networks:       lf.limits.AllowedNetworks,
+		AllowUnlimited: lf.limits.AllowUnlimited,
 	})
 	if err != nil {
 		return err

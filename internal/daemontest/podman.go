@@ -30,13 +30,32 @@ type Podman struct {
 	URI  string
 
 	t      testing.TB
+	netns  bool
 	cmd    *exec.Cmd
 	exited chan struct{}
+	// cniDirs are the CNI cache directories (under /var/lib/cni) that did not exist before
+	// the service ran: destroy removes them once empty.
+	cniDirs []string
 }
 
 // StartPodman starts a private Podman service; cleanup stops it, removes its containers and
 // storage.
 func StartPodman(t testing.TB) *Podman {
+	t.Helper()
+	return startPodman(t, false, nil)
+}
+
+// StartIsolatedPodman starts a private Podman service in a network namespace of its own,
+// with CNI bridge networks there: "podman" (what the bridge mode uses) and networks. A
+// container on a bridge gets a veth into that namespace; the bridges, routes and
+// addresses never appear in the host's namespace, and the address leases stay in the
+// service's directory.
+func StartIsolatedPodman(t testing.TB, networks ...string) *Podman {
+	t.Helper()
+	return startPodman(t, true, networks)
+}
+
+func startPodman(t testing.TB, netns bool, networks []string) *Podman {
 	t.Helper()
 	if _, err := exec.LookPath("podman"); err != nil {
 		enginetest.Missing(t, "podman: %v", err)
@@ -45,10 +64,10 @@ func StartPodman(t testing.TB) *Podman {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &Podman{Dir: dir, Sock: filepath.Join(dir, "podman.sock"), t: t}
+	p := &Podman{Dir: dir, Sock: filepath.Join(dir, "podman.sock"), t: t, netns: netns}
 	p.URI = "unix://" + p.Sock
 	t.Cleanup(p.destroy)
-	for _, sub := range []string{"root", "runroot", "tmp", "networks"} {
+	for _, sub := range []string{"root", "runroot", "tmp", "networks", "cni"} {
 		if err := os.MkdirAll(filepath.Join(dir, sub), 0o700); err != nil {
 			t.Fatal(err)
 		}
@@ -75,8 +94,41 @@ network_config_dir = %q
 	if err := os.WriteFile(filepath.Join(dir, "storage.conf"), []byte(storage), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	if netns {
+		p.writeNetworks(append([]string{"podman"}, networks...))
+	}
 	p.Start()
 	return p
+}
+
+// writeNetworks writes a CNI bridge network per name (cni-podman0, 10.88.0.0/24 for the
+// first, and so on), each keeping its leases under Dir/cni. Podman 4.3's CNI still caches
+// results under /var/lib/cni: the directories it adds there are removed at cleanup.
+func (p *Podman) writeNetworks(names []string) {
+	p.t.Helper()
+	for _, d := range append([]string{"/var/lib/cni", "/var/lib/cni/results"}, names...) {
+		if !strings.HasPrefix(d, "/") {
+			d = filepath.Join("/var/lib/cni/results", d)
+		}
+		if _, err := os.Stat(d); errors.Is(err, os.ErrNotExist) {
+			p.cniDirs = append(p.cniDirs, d)
+		}
+	}
+	for i, name := range names {
+		conf := map[string]any{"cniVersion": "0.4.0", "name": name, "plugins": []any{map[string]any{
+			"type": "bridge", "bridge": fmt.Sprintf("cni-podman%d", i), "isGateway": true, "ipMasq": false,
+			"ipam": map[string]any{"type": "host-local", "dataDir": filepath.Join(p.Dir, "cni"),
+				"routes": []any{map[string]string{"dst": "0.0.0.0/0"}},
+				"ranges": []any{[]any{map[string]string{"subnet": fmt.Sprintf("10.88.%d.0/24", i), "gateway": fmt.Sprintf("10.88.%d.1", i)}}}},
+		}}}
+		b, err := json.Marshal(conf)
+		if err != nil {
+			p.t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(p.Dir, "networks", name+".conflist"), b, 0o644); err != nil {
+			p.t.Fatal(err)
+		}
+	}
 }
 
 // Engine is the service as a test engine.
@@ -108,6 +160,9 @@ func (p *Podman) Start() {
 	cmd := p.command("system", "service", "--time=0", p.URI)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if p.netns {
+		cmd.SysProcAttr.Cloneflags = syscall.CLONE_NEWNET
+	}
 	if err := cmd.Start(); err != nil {
 		p.t.Fatalf("start private podman: %v", err)
 	}
@@ -160,6 +215,11 @@ func (p *Podman) destroy() {
 	if out, err := p.command("rm", "--all", "--force", "--time", "0").CombinedOutput(); err != nil {
 		p.t.Errorf("private podman: rm --all: %v\n%s", err, out)
 	}
+	// A container's conmon runs `podman container cleanup` after its exit, on its own
+	// time: it would write into the storage while it is removed.
+	if left := waitProcsGone(p.Dir); len(left) > 0 {
+		p.t.Errorf("private podman: processes still use its storage after 30s: %v", left)
+	}
 	for _, m := range mountsUnder(p.Dir) {
 		if err := syscall.Unmount(m, syscall.MNT_DETACH); err != nil {
 			p.t.Errorf("private podman: unmount %s: %v", m, err)
@@ -168,6 +228,28 @@ func (p *Podman) destroy() {
 	if err := os.RemoveAll(p.Dir); err != nil {
 		p.t.Errorf("private podman: remove its storage: %v", err)
 	}
+	for i := len(p.cniDirs) - 1; i >= 0; i-- {
+		if err := os.Remove(p.cniDirs[i]); err != nil && !errors.Is(err, os.ErrNotExist) {
+			p.t.Errorf("private podman: remove %s: %v", p.cniDirs[i], err)
+		}
+	}
+}
+
+// waitProcsGone waits up to 30 s until no process has dir in its command line, and
+// returns the ones still there.
+func waitProcsGone(dir string) []string {
+	var left []string
+	waitFor(func() bool {
+		left = nil
+		cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+		for _, f := range cmdlines {
+			if b, err := os.ReadFile(f); err == nil && bytes.Contains(b, []byte(dir+"/")) {
+				left = append(left, strings.ReplaceAll(string(b), "\x00", " "))
+			}
+		}
+		return len(left) == 0
+	})
+	return left
 }
 
 // mountsUnder lists the mount points below dir, deepest first.
