@@ -28,6 +28,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -223,7 +224,14 @@ func runTurn(ctx context.Context, in contract.Input) contract.Output {
 		args = append(args, "--append-system-prompt", in.SystemPrompt)
 	}
 	if in.SessionID != "" {
-		args = append(args, "--resume", in.SessionID)
+		if resumable(in.SessionID) {
+			args = append(args, "--resume", in.SessionID)
+		} else {
+			// A session Claude Code does not have (another agent's, or its files are gone)
+			// cannot be resumed: claude -p would fail every turn of the group until someone
+			// cleared it. The turn starts a new conversation and says so.
+			fmt.Fprintf(os.Stderr, "arizuko-claude: session %q is not one of Claude Code's sessions; starting a new one\n", in.SessionID)
+		}
 	}
 	cmd := exec.Command(claudeBin, args...)
 	cmd.Dir = workspace
@@ -362,6 +370,23 @@ loop:
 		return contract.Output{Status: contract.StatusOK, Result: text, NewSessionID: session}
 	}
 	return contract.Output{Status: contract.StatusFatal, Error: fmt.Sprintf("Claude Code ended without a result: %v", orErr(waitErr))}
+}
+
+// sessionIDPattern is the form of Claude Code's session ids, the only ones it resumes by id.
+var sessionIDPattern = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+
+// resumable says whether Claude Code has the conversation of session id: its transcript
+// under ~/.claude/projects/<the working directory, encoded>/<id>.jsonl.
+func resumable(id string) bool {
+	if !sessionIDPattern.MatchString(id) {
+		return false
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return false
+	}
+	found, _ := filepath.Glob(filepath.Join(home, ".claude", "projects", "*", id+".jsonl"))
+	return len(found) > 0
 }
 
 func orText(a, b string) string {

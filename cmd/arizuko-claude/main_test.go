@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/arizuko/arizukod/contract"
@@ -32,5 +34,33 @@ func TestPrompt(t *testing.T) {
 				t.Errorf("prompt:\n%s\nwant\n%s", got, tt.want)
 			}
 		})
+	}
+}
+
+func TestResumable(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	const kept = "779a5771-d0fa-4cc6-951f-37875d4270c6"
+	dir := filepath.Join(home, ".claude", "projects", "-workspace")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, kept+".jsonl"), []byte("{}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		id   string
+		want bool
+	}{
+		{kept, true},
+		{"0b0b0b0b-0000-4000-8000-000000000000", false}, // a UUID without a transcript
+		{"example-main", false},                         // another agent's session
+		{"*", false},
+		{"../" + kept, false},
+		{"", false},
+	} {
+		if got := resumable(tc.id); got != tc.want {
+			t.Errorf("resumable(%q) = %v, want %v", tc.id, got, tc.want)
+		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -27,7 +28,8 @@ import (
 // scripted Messages API through the model gateway: the container's root, mapped to the
 // user, reaches model.sock, and the key from the env file reaches the upstream only. This
 // host's rootless Podman cannot apply the limits: the daemon first refuses turns with the
-// reason, and runs them once the configuration says allow_unlimited = true.
+// reason, and runs them once the configuration says allow_unlimited = true. Then the same
+// with Claude Code in the image built on that Podman.
 func TestRootlessGateway(t *testing.T) {
 	e := enginetest.Rootless(t)
 	eng, info := e.Open(t)
@@ -90,13 +92,13 @@ func TestRootlessGateway(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		stop := func() {
+		stop := sync.OnceFunc(func() {
 			cmd.Process.Signal(syscall.SIGTERM)
 			cmd.Wait()
 			if t.Failed() {
 				t.Logf("arizukod's stderr:\n%s", stderr.String())
 			}
-		}
+		})
 		for {
 			var h api.HealthReport
 			code, body, err := daemontest.Do(sock, http.MethodGet, "/health", "", nil)
@@ -164,5 +166,27 @@ func TestRootlessGateway(t *testing.T) {
 	}
 	if reqs := fake.Requests(); len(reqs) != 1 || reqs[0].Header.Get("X-Api-Key") != key {
 		t.Errorf("the upstream saw %d requests, want 1 with the key", len(reqs))
+	}
+	stop()
+
+	// Claude Code itself, in the image built on this rootless Podman: a real turn through
+	// the gateway, with its answer and a session, the key again only upstream.
+	claude := enginetest.EnsureClaudeImage(t, e, eng)
+	_, stopClaude := serve(strings.Replace(strings.Replace(conf, image, claude, 1), "[model]", "[limits]\nallow_unlimited = true\n[model]", 1))
+	defer stopClaude()
+	n := len(fake.Requests())
+	if r, err = c.CreateRun(ctx, api.CreateRunRequest{Folder: "main", Messages: []contract.Message{{Content: "hello rootless claude"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err = c.WaitRun(ctx, r.ID); err != nil {
+		t.Fatal(err)
+	}
+	if r.Status != "ok" || !strings.HasSuffix(r.Result, "hello rootless claude") || r.NewSessionID == "" {
+		t.Fatalf("rootless Claude Code turn: %s %s %q %q (session %q)", r.State, r.Status, r.Result, r.Error, r.NewSessionID)
+	}
+	for _, req := range fake.Requests()[n:] {
+		if req.Header.Get("X-Api-Key") != key {
+			t.Errorf("a Claude Code request reached the upstream with x-api-key %q, want the daemon's key", req.Header.Get("X-Api-Key"))
+		}
 	}
 }
