@@ -292,6 +292,15 @@ func (q *Queue) execute(ctx context.Context, run *store.Run, adoptContainer stri
 			Output: contract.Output{Status: contract.StatusFatal, Error: err.Error()}}, log)
 		return
 	}
+	// A kill that came before the run was in flight here (against the previous daemon, or
+	// between the store's start and this one) found nothing to cancel: the store has it.
+	if now, err := q.cfg.Store.GetRun(ctx, run.ID); err == nil && now.KillRequestedAt != 0 {
+		q.Kill(run.ID)
+	}
+	if ctx.Err() != nil {
+		q.finish(ctx, run, q.killedBeforeStart(ctx, run, f, adoptContainer), log)
+		return
+	}
 	var in RunInput
 	if len(run.Input) > 0 {
 		if err := json.Unmarshal(run.Input, &in); err != nil {
@@ -401,6 +410,20 @@ func (q *Queue) execute(ctx context.Context, run *store.Run, adoptContainer stri
 		}
 	}
 	q.finish(ctx, run, res, log)
+}
+
+// killedBeforeStart ends a run killed before it was in flight here without preparing it:
+// a new one never gets a container; an adopted container is stopped, collected and removed.
+func (q *Queue) killedBeforeStart(ctx context.Context, run *store.Run, f groupfolder.Folder, adoptContainer string) runtime.Result {
+	killed := killedOr(ctx, runtime.Result{})
+	if adoptContainer == "" {
+		return killed
+	}
+	res, err := q.cfg.Runner.Adopt(ctx, runtime.Turn{RunID: run.ID, Folder: f}, adoptContainer, time.UnixMilli(run.StartedAt))
+	if err != nil || res.Failure == runtime.FailNoInput {
+		return killed
+	}
+	return res
 }
 
 // killedOr is res, unless the run was killed (ctx is cancelled only by Kill): a failure
@@ -565,7 +588,9 @@ func (q *Queue) reconcile(ctx context.Context) error {
 	return nil
 }
 
-// Kill stops a running run; it reports whether the run was in flight here.
+// Kill stops a running run; it reports whether the run was in flight here. One that is not
+// yet (its start is on its way, or it waits to be adopted) stops as it starts: it sees the
+// kill the store recorded.
 func (q *Queue) Kill(id string) bool {
 	q.mu.Lock()
 	fl := q.inflight[id]

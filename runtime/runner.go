@@ -666,7 +666,8 @@ func (r *Runner) Adopt(ctx context.Context, t Turn, container string, startedAt 
 		return res, err
 	}
 	tr := &turnRun{r: r, t: t, res: &res, dirs: dirs, started: startedAt, id: container}
-	st, err := r.cfg.Engine.Inspect(ctx, container)
+	// A kill already requested (ctx cancelled) still needs the container found and stopped.
+	st, err := r.cfg.Engine.Inspect(context.WithoutCancel(ctx), container)
 	if err != nil {
 		if errors.Is(err, ErrNoSuchContainer) {
 			tr.fail(FailLost, false, "container %s vanished while the daemon was away", container)
