@@ -126,7 +126,8 @@ func TestRestartKeepsTurnTools(t *testing.T) {
 // container and writing its input leaves: a running run whose agent read EOF and answered
 // fatal "read stdin: EOF", and one whose container was created and never started. The
 // next daemon adopts both, sees that neither input reached its agent, and runs them again
-// in new containers, where they answer.
+// in new containers, where they answer. A third run got its input and a kill request
+// while no daemon ran: it is adopted only to be stopped, and ends killed.
 func TestAdoptedTurnWithoutInputRunsAgain(t *testing.T) {
 	daemontest.JournalOn(t)
 	e := daemontest.Podman4(t)
@@ -134,13 +135,15 @@ func TestAdoptedTurnWithoutInputRunsAgain(t *testing.T) {
 	d.Start(t)
 	d.AddGroup(t, "main")
 	d.AddGroup(t, "idle")
+	d.AddGroup(t, "doomed")
 	d.Stop(t)
 
 	ctx := context.Background()
 	st := d.OpenStore(t)
 	image := enginetest.EnsureAgentImage(t, e, d.Eng)
 	left := map[string]string{} // folder -> run id
-	for _, folder := range []string{"main", "idle"} {
+	var doomed string
+	for _, folder := range []string{"main", "idle", "doomed"} {
 		if _, err := st.CreateRun(ctx, store.Run{Folder: folder, Input: json.RawMessage(`{"messages":[{"role":"user","content":"reply again in ` + folder + `"}]}`)}); err != nil {
 			t.Fatal(err)
 		}
@@ -157,8 +160,8 @@ func TestAdoptedTurnWithoutInputRunsAgain(t *testing.T) {
 		if err := st.SetContainer(ctx, run.ID, name); err != nil {
 			t.Fatal(err)
 		}
-		left[folder] = run.ID
 		if folder == "idle" {
+			left[folder] = run.ID
 			continue // created, never started
 		}
 		// Started with its stdin attached, and the attachment gone before a byte was
@@ -170,6 +173,21 @@ func TestAdoptedTurnWithoutInputRunsAgain(t *testing.T) {
 		if err := d.Eng.Start(ctx, id); err != nil {
 			t.Fatal(err)
 		}
+		if folder == "doomed" {
+			doomed = run.ID
+			if _, err := att.Stdin.Write([]byte(`{"messages":[{"role":"user","content":"hang 2m"}]}` + "\n")); err != nil {
+				t.Fatal(err)
+			}
+			att.Close()
+			if err := st.MarkInputSent(ctx, run.ID); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := st.RequestKill(ctx, run.ID); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		left[folder] = run.ID
 		att.Close()
 		if s, err := d.Eng.Wait(ctx, id); err != nil || s.Running {
 			t.Fatalf("the container did not end on its closed stdin: %+v %v", s, err)
@@ -186,6 +204,9 @@ func TestAdoptedTurnWithoutInputRunsAgain(t *testing.T) {
 		if r.State != "exited" || r.Status != "ok" || r.Result != "again in "+folder || r.Attempt != 2 {
 			t.Errorf("%s: the run without input ended %+v, want it run again and answered", folder, r)
 		}
+	}
+	if r := d.Wait(t, doomed, 2*time.Minute); r.State != "killed" || r.Attempt != 1 {
+		t.Errorf("the run killed while no daemon ran ended %+v, want killed", r)
 	}
 	es, err := daemontest.Journal("_PID="+strconv.Itoa(d.Pid()), "MESSAGE=the turn's input never reached the agent: run requeued")
 	if err != nil {
