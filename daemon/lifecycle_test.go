@@ -127,7 +127,8 @@ func TestRestartKeepsTurnTools(t *testing.T) {
 // fatal "read stdin: EOF", and one whose container was created and never started. The
 // next daemon adopts both, sees that neither input reached its agent, and runs them again
 // in new containers, where they answer. A third run got its input and a kill request
-// while no daemon ran: it is adopted only to be stopped, and ends killed.
+// while no daemon ran: it is adopted only to be stopped, and ends killed; a fourth got its
+// kill request before it had a container, and ends killed without one.
 func TestAdoptedTurnWithoutInputRunsAgain(t *testing.T) {
 	daemontest.JournalOn(t)
 	e := daemontest.Podman4(t)
@@ -136,20 +137,28 @@ func TestAdoptedTurnWithoutInputRunsAgain(t *testing.T) {
 	d.AddGroup(t, "main")
 	d.AddGroup(t, "idle")
 	d.AddGroup(t, "doomed")
+	d.AddGroup(t, "unborn")
 	d.Stop(t)
 
 	ctx := context.Background()
 	st := d.OpenStore(t)
 	image := enginetest.EnsureAgentImage(t, e, d.Eng)
 	left := map[string]string{} // folder -> run id
-	var doomed string
-	for _, folder := range []string{"main", "idle", "doomed"} {
+	var doomed, unborn string
+	for _, folder := range []string{"main", "idle", "doomed", "unborn"} {
 		if _, err := st.CreateRun(ctx, store.Run{Folder: folder, Input: json.RawMessage(`{"messages":[{"role":"user","content":"reply again in ` + folder + `"}]}`)}); err != nil {
 			t.Fatal(err)
 		}
 		run, err := st.StartNext(ctx, 5)
 		if err != nil || run == nil || run.Folder != folder {
 			t.Fatalf("start the %s run: %+v %v", folder, run, err)
+		}
+		if folder == "unborn" {
+			unborn = run.ID
+			if _, err := st.RequestKill(ctx, run.ID); err != nil {
+				t.Fatal(err)
+			}
+			continue
 		}
 		name := runtime.ContainerName(groupfolder.Folder(folder), "", time.Now())
 		id, err := d.Eng.Create(ctx, runtime.Spec{Name: name, Image: image, Stdin: true,
@@ -205,8 +214,10 @@ func TestAdoptedTurnWithoutInputRunsAgain(t *testing.T) {
 			t.Errorf("%s: the run without input ended %+v, want it run again and answered", folder, r)
 		}
 	}
-	if r := d.Wait(t, doomed, 2*time.Minute); r.State != "killed" || r.Attempt != 1 {
-		t.Errorf("the run killed while no daemon ran ended %+v, want killed", r)
+	for _, id := range []string{doomed, unborn} {
+		if r := d.Wait(t, id, 2*time.Minute); r.State != "killed" || r.Attempt != 1 {
+			t.Errorf("a run killed while no daemon ran ended %+v, want killed", r)
+		}
 	}
 	es, err := daemontest.Journal("_PID="+strconv.Itoa(d.Pid()), "MESSAGE=the turn's input never reached the agent: run requeued")
 	if err != nil {

@@ -574,6 +574,12 @@ func (q *Queue) reconcile(ctx context.Context) error {
 	}
 	for i := range runs {
 		run := &runs[i]
+		if run.Container == "" && run.KillRequestedAt != 0 {
+			// Killed before its container was made: it ends killed as it starts (a
+			// requeue would refuse it, and reconciling would never finish).
+			q.start(ctx, run, "")
+			continue
+		}
 		if run.Container == "" {
 			// It died before its container was made: run it again from the start.
 			if err := q.cfg.Store.RequeueRun(ctx, run.ID); err != nil {
