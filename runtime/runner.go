@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -378,14 +379,15 @@ func (r *Runner) spec(t Turn, name string, d groupfolder.Dirs, mounts []Mount, t
 func (r *Runner) Close() { r.removals.Wait() }
 
 // clearInput removes what an earlier turn left in the IPC input directory: a stale _close
-// would end the new turn at once.
+// would end the new turn at once. A file already gone is fine: a steer to the earlier turn
+// that found it ended takes its messages back.
 func clearInput(dir string) error {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return err
 	}
 	for _, e := range entries {
-		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
+		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
 	}
