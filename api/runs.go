@@ -266,7 +266,7 @@ func (s *Server) steerRun(w http.ResponseWriter, r *http.Request) {
 			writeErr(w, http.StatusNotFound, "id", "no run %q", id)
 			return
 		}
-		writeErr(w, http.StatusConflict, "id", "run %q is not running", id)
+		writeErr(w, http.StatusConflict, "id", "run %q is not running (queued, starting, being killed or ended): steer a run while it runs, or queue a new one", id)
 		return
 	}
 	if err != nil {

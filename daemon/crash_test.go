@@ -71,7 +71,7 @@ func TestSIGKILL(t *testing.T) {
 	d.Start(t)
 	restarted := time.Since(killedAt)
 	newPid := d.Pid()
-	daemontest.WaitJournal(t, 20*time.Second, daemontest.HasMessage("adopting run"), "ARIZUKO_RUN_ID="+apiRuns[2], fmt.Sprintf("_PID=%d", newPid))
+	daemontest.WaitJournal(t, 20*time.Second, daemontest.HasMessage("turn adopted: its servers are back and it takes steering"), "ARIZUKO_RUN_ID="+apiRuns[2], fmt.Sprintf("_PID=%d", newPid))
 	r := d.GetRun(t, apiRuns[2])
 	if r.State != "running" {
 		t.Fatalf("the steer turn after the restart: %+v", r)

@@ -24,6 +24,7 @@ import (
 	"github.com/arizuko/arizukod/config"
 	"github.com/arizuko/arizukod/gateway"
 	"github.com/arizuko/arizukod/groupfolder"
+	"github.com/arizuko/arizukod/logging"
 	"github.com/arizuko/arizukod/mountsec"
 	"github.com/arizuko/arizukod/queue"
 	"github.com/arizuko/arizukod/runtime"
@@ -67,15 +68,6 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
 		return fmt.Errorf("data_dir: %w", err)
 	}
-	dbPath, err := layout.StorePath()
-	if err != nil {
-		return err
-	}
-	if d.store, err = store.Open(ctx, dbPath); err != nil {
-		return err
-	}
-	defer d.store.Close()
-
 	if d.engine, err = openEngine(cfg); err != nil {
 		return err
 	}
@@ -102,6 +94,18 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 		// Wherever it came from, the model credential is redacted like the env file's values.
 		secrets["MODEL_CREDENTIAL"] = v
 	}
+	// From here on no secret value reaches the journal or the store, whoever writes it:
+	// an agent's answer, stderr line, outbox message or MCP call may echo one.
+	log = slog.New(logging.Redacting(log.Handler(), secrets.Redact))
+	d.log = log
+	dbPath, err := layout.StorePath()
+	if err != nil {
+		return err
+	}
+	if d.store, err = store.Open(ctx, dbPath, store.WithRedact(secrets.Redact)); err != nil {
+		return err
+	}
+	defer d.store.Close()
 	d.runner, err = runtime.NewRunner(runtime.Config{
 		Engine: d.engine, Layout: layout, Instance: cfg.Instance, Image: cfg.Image,
 		Timeout: cfg.RunTimeout, StopGrace: cfg.StopGrace, SkillsDir: existingDir(cfg.SkillsDir),

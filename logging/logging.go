@@ -5,7 +5,8 @@
 // from the level, SYSLOG_IDENTIFIER, CODE_* with AddSource, and one field per
 // attribute, named by FieldName. Every value goes through its LogValue first,
 // so a type that redacts itself (mountsec.Secrets) is never formatted any
-// other way. It must not decide what is logged, and it talks to nothing but
+// other way; Redacting runs every message and value through the caller's
+// filter first. It must not decide what is logged, and it talks to nothing but
 // the journal socket and the stderr writer it is given.
 package logging
 

@@ -28,6 +28,7 @@ import (
 type Store interface {
 	StartNext(ctx context.Context, globalCap int) (*store.Run, error)
 	SetContainer(ctx context.Context, id, container string) error
+	MarkInputSent(ctx context.Context, id string) error
 	RequeueRun(ctx context.Context, id string) error
 	FinishRun(ctx context.Context, id string, o store.Outcome) (*store.Run, error)
 	GetRun(ctx context.Context, id string) (*store.Run, error)
@@ -99,11 +100,15 @@ type Queue struct {
 }
 
 type flight struct {
-	cancel    context.CancelFunc
-	folder    groupfolder.Folder
-	container string // the engine's id once created, or the adopted container's name
+	cancel context.CancelFunc
+	folder groupfolder.Folder
+	// container is the engine's id once created, or the adopted container's name once its
+	// turn's servers are back: what steering signals.
+	container string
 	// orphan is the container of a run the engine dropped: adopted when it is back.
 	orphan string
+	// killed is set by Kill: the run is ending and takes no more steering.
+	killed bool
 }
 
 // New checks cfg and returns a Queue.
@@ -269,7 +274,7 @@ func (q *Queue) start(ctx context.Context, run *store.Run, container string) {
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	f := groupfolder.Folder(run.Folder)
 	q.mu.Lock()
-	q.inflight[run.ID] = &flight{cancel: cancel, folder: f, container: container}
+	q.inflight[run.ID] = &flight{cancel: cancel, folder: f}
 	q.mu.Unlock()
 	q.wg.Add(1)
 	go func() {
@@ -297,6 +302,15 @@ func (q *Queue) execute(ctx context.Context, run *store.Run, adoptContainer stri
 			Output: contract.Output{Status: contract.StatusFatal, Error: err.Error()}}, log)
 		return
 	}
+	// A kill that came before the run was in flight here (against the previous daemon, or
+	// between the store's start and this one) found nothing to cancel: the store has it.
+	if now, err := q.cfg.Store.GetRun(ctx, run.ID); err == nil && now.KillRequestedAt != 0 {
+		q.Kill(run.ID)
+	}
+	if ctx.Err() != nil {
+		q.finish(ctx, run, q.killedBeforeStart(ctx, run, f, adoptContainer), log)
+		return
+	}
 	var in RunInput
 	if len(run.Input) > 0 {
 		if err := json.Unmarshal(run.Input, &in); err != nil {
@@ -310,20 +324,29 @@ func (q *Queue) execute(ctx context.Context, run *store.Run, adoptContainer stri
 		Timeout: time.Duration(run.TimeoutMS) * time.Millisecond, Isolated: run.Kind == store.KindTask,
 	})
 	if err != nil {
-		q.finish(ctx, run, misconfig("prepare turn: %v", err), log)
+		q.finish(ctx, run, killedOr(ctx, misconfig("prepare turn: %v", err)), log)
 		return
 	}
 	if q.cfg.Hooks != nil {
 		after, err := q.cfg.Hooks.Before(ctx, run, f, &t)
 		if err != nil {
-			q.finish(ctx, run, misconfig("prepare turn: %v", err), log)
+			q.finish(ctx, run, killedOr(ctx, misconfig("prepare turn: %v", err)), log)
 			return
 		}
 		defer after()
 	}
 	t.Detach = q.detach
-	// The container's name: the runner's (set before any stderr line), or the adopted one.
+	// The container's name: the runner's (set before any stderr line), or the adopted one,
+	// which takes steering only now that its MCP server, sidecars and gateways are back.
 	container := adoptContainer
+	if adoptContainer != "" {
+		q.mu.Lock()
+		if fl := q.inflight[run.ID]; fl != nil {
+			fl.container = adoptContainer
+		}
+		q.mu.Unlock()
+		log.Info("turn adopted: its servers are back and it takes steering", "ARIZUKO_CONTAINER", adoptContainer)
+	}
 	t.OnCreated = func(name, id string) {
 		container = name
 		q.mu.Lock()
@@ -339,6 +362,14 @@ func (q *Queue) execute(ctx context.Context, run *store.Run, adoptContainer stri
 	t.OnStderr = func(line string) {
 		log.Info(line, "ARIZUKO_STREAM", "stderr", "ARIZUKO_CONTAINER", container)
 	}
+	// What a later adoption needs to tell an agent that never got its input from one that
+	// may have acted on it.
+	t.InputSent = run.InputSentAt != 0
+	t.OnInput = func() {
+		if err := q.cfg.Store.MarkInputSent(context.WithoutCancel(ctx), run.ID); err != nil {
+			log.Error("record input sent", "err", err)
+		}
+	}
 	var res runtime.Result
 	if adoptContainer != "" {
 		res, err = q.cfg.Runner.Adopt(ctx, t, adoptContainer, time.UnixMilli(run.StartedAt))
@@ -346,12 +377,23 @@ func (q *Queue) execute(ctx context.Context, run *store.Run, adoptContainer stri
 		res, err = q.cfg.Runner.Run(ctx, t)
 	}
 	if err != nil {
-		q.finish(ctx, run, misconfig("run: %v", err), log)
+		q.finish(ctx, run, killedOr(ctx, misconfig("run: %v", err)), log)
 		return
 	}
 	if res.Failure == runtime.FailDetached {
 		log.Info("turn detached: the daemon is stopping; the next start adopts it", "ARIZUKO_CONTAINER", res.Container)
 		return
+	}
+	if res.Failure == runtime.FailNoInput && run.Attempt <= q.cfg.RetryMax {
+		// Nothing the agent did depended on the turn: run it again from the start, in a
+		// new container. A kill requested meanwhile refuses the requeue and ends it below.
+		if err := q.cfg.Store.RequeueRun(context.WithoutCancel(ctx), run.ID); err == nil {
+			log.Warn("the turn's input never reached the agent: run requeued", "attempt", run.Attempt, "ARIZUKO_CONTAINER", res.Container, "err", res.Output.Error)
+			return
+		}
+	}
+	if res.Failure == runtime.FailEngine && container == "" && ctx.Err() != nil {
+		res = killedOr(ctx, res)
 	}
 	if res.Failure == runtime.FailEngine {
 		up := q.cfg.CheckEngine(context.WithoutCancel(ctx))
@@ -378,6 +420,30 @@ func (q *Queue) execute(ctx context.Context, run *store.Run, adoptContainer stri
 		}
 	}
 	q.finish(ctx, run, res, log)
+}
+
+// killedBeforeStart ends a run killed before it was in flight here without preparing it:
+// a new one never gets a container; an adopted container is stopped, collected and removed.
+func (q *Queue) killedBeforeStart(ctx context.Context, run *store.Run, f groupfolder.Folder, adoptContainer string) runtime.Result {
+	killed := killedOr(ctx, runtime.Result{})
+	if adoptContainer == "" {
+		return killed
+	}
+	res, err := q.cfg.Runner.Adopt(ctx, runtime.Turn{RunID: run.ID, Folder: f}, adoptContainer, time.UnixMilli(run.StartedAt))
+	if err != nil || res.Failure == runtime.FailNoInput {
+		return killed
+	}
+	return res
+}
+
+// killedOr is res, unless the run was killed (ctx is cancelled only by Kill): a failure
+// while the turn was being prepared is then the kill's doing, and the run ends killed.
+func killedOr(ctx context.Context, res runtime.Result) runtime.Result {
+	if ctx.Err() == nil {
+		return res
+	}
+	return runtime.Result{Failure: runtime.FailKilled,
+		Output: contract.Output{Status: contract.StatusFatal, Error: "run killed on request before its container started"}}
 }
 
 func misconfig(format string, args ...any) runtime.Result {
@@ -488,7 +554,7 @@ func storeFailure(f runtime.Failure) store.Failure {
 		return store.FailureKilled
 	case runtime.FailLost:
 		return store.FailureLost
-	case runtime.FailNoOutput, runtime.FailBadOutput:
+	case runtime.FailNoOutput, runtime.FailBadOutput, runtime.FailNoInput:
 		return store.Failure(f)
 	}
 	return store.FailureEngine
@@ -518,6 +584,12 @@ func (q *Queue) reconcile(ctx context.Context) error {
 	}
 	for i := range runs {
 		run := &runs[i]
+		if run.Container == "" && run.KillRequestedAt != 0 {
+			// Killed before its container was made: it ends killed as it starts (a
+			// requeue would refuse it, and reconciling would never finish).
+			q.start(ctx, run, "")
+			continue
+		}
 		if run.Container == "" {
 			// It died before its container was made: run it again from the start.
 			if err := q.cfg.Store.RequeueRun(ctx, run.ID); err != nil {
@@ -532,10 +604,15 @@ func (q *Queue) reconcile(ctx context.Context) error {
 	return nil
 }
 
-// Kill stops a running run; it reports whether the run was in flight here.
+// Kill stops a running run; it reports whether the run was in flight here. One that is not
+// yet (its start is on its way, or it waits to be adopted) stops as it starts: it sees the
+// kill the store recorded.
 func (q *Queue) Kill(id string) bool {
 	q.mu.Lock()
 	fl := q.inflight[id]
+	if fl != nil {
+		fl.killed = true
+	}
 	q.mu.Unlock()
 	if fl == nil {
 		return false
@@ -544,25 +621,28 @@ func (q *Queue) Kill(id string) bool {
 	return true
 }
 
-// ErrNotRunning says a run is not in flight here, so it cannot be steered.
+// ErrNotRunning says a run is not in flight here with a running container (queued, not
+// started yet, being killed, or ended), so it cannot be steered.
 var ErrNotRunning = errors.New("run is not running")
 
-// Steer delivers messages to a running run.
+// Steer delivers messages to a running run. A run that is not running, or stops being
+// while the messages are delivered, is ErrNotRunning: the state machine's answer, never
+// an engine error.
 func (q *Queue) Steer(ctx context.Context, id string, msgs []contract.Message) error {
 	q.mu.Lock()
 	fl := q.inflight[id]
 	var folder groupfolder.Folder
 	var container string
-	if fl != nil {
+	if fl != nil && !fl.killed {
 		folder, container = fl.folder, fl.container
 	}
 	q.mu.Unlock()
-	if fl == nil || container == "" {
+	if container == "" {
 		return ErrNotRunning
 	}
 	err := q.cfg.Runner.Steer(ctx, folder, container, msgs)
-	if errors.Is(err, runtime.ErrNoSuchContainer) {
-		// The run ended between the lookup and the signal.
+	if errors.Is(err, runtime.ErrNoSuchContainer) || errors.Is(err, runtime.ErrNotRunning) {
+		// The run ended (or was killed) between the lookup and the signal.
 		return fmt.Errorf("%w: %v", ErrNotRunning, err)
 	}
 	return err

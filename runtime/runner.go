@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -61,6 +62,11 @@ const (
 	FailLost Failure = "lost"
 	// FailDetached: the run was left running on purpose; it is not over.
 	FailDetached Failure = "detached"
+	// FailNoInput: the agent never got its input and gave no ok or error answer, so nothing
+	// it did can depend on the turn: the input line was not written whole to its stdin (the
+	// container ended first, or the daemon that ran it stopped before), or the container
+	// never started. The turn may run again.
+	FailNoInput Failure = "no-input"
 )
 
 // Config is what a Runner needs for every turn.
@@ -103,7 +109,7 @@ type Limits struct {
 type Turn struct {
 	RunID  string
 	Folder groupfolder.Folder
-	// TaskID names a scheduled task's container arizuko-<folder>-task-<id>.
+	// TaskID names a scheduled task's container arizuko-<folder>-task-<id>-<unix_ms>.
 	TaskID string
 	Input  contract.Input
 	Limits Limits
@@ -116,6 +122,13 @@ type Turn struct {
 	Env []string
 	// OnCreated, when set, learns the container's name and id before it starts.
 	OnCreated func(name, id string)
+	// OnInput, when set, is called once the whole input line is written to the container's
+	// stdin, so that a daemon adopting the run later knows the agent may have acted on it.
+	OnInput func()
+	// InputSent tells Adopt that the daemon that started the container wrote its input
+	// whole (OnInput was called); without it, an adopted turn whose agent gave no ok or
+	// error answer ends FailNoInput.
+	InputSent bool
 	// OnStderr, when set, gets each line the container prints on stderr.
 	OnStderr func(line string)
 	// Detach, when closed, makes Run return at once and leave the container running, for
@@ -192,12 +205,15 @@ func DefaultRlimits() []Rlimit {
 	return []Rlimit{{"nofile", 1024, 1024}, {"nproc", 4096, 4096}}
 }
 
-// ContainerName is arizuko-<folder>-<unix_ms>, or arizuko-<folder>-task-<id> for a task.
+// ContainerName is arizuko-<folder>-<unix_ms>, or arizuko-<folder>-task-<id>-<unix_ms> for
+// a task. The time makes each run's name its own: a finished turn's container is removed
+// after its result, so the next run of the same task may start while it is still there.
 func ContainerName(f groupfolder.Folder, taskID string, now time.Time) string {
+	ms := strconv.FormatInt(now.UnixMilli(), 10)
 	if taskID != "" {
-		return "arizuko-" + f.ContainerSlug() + "-task-" + taskID
+		return "arizuko-" + f.ContainerSlug() + "-task-" + taskID + "-" + ms
 	}
-	return "arizuko-" + f.ContainerSlug() + "-" + strconv.FormatInt(now.UnixMilli(), 10)
+	return "arizuko-" + f.ContainerSlug() + "-" + ms
 }
 
 // QueryTimeout is what the agent gets as ARIZUKO_QUERY_TIMEOUT_MS: the run timeout less the
@@ -372,14 +388,15 @@ func (r *Runner) spec(t Turn, name string, d groupfolder.Dirs, mounts []Mount, t
 func (r *Runner) Close() { r.removals.Wait() }
 
 // clearInput removes what an earlier turn left in the IPC input directory: a stale _close
-// would end the new turn at once.
+// would end the new turn at once. A file already gone is fine: a steer to the earlier turn
+// that found it ended takes its messages back.
 func clearInput(dir string) error {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return err
 	}
 	for _, e := range entries {
-		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
+		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
 	}
@@ -411,7 +428,9 @@ func (tr *turnRun) fail(f Failure, terminal bool, format string, args ...any) {
 
 func (tr *turnRun) run(ctx context.Context, spec Spec, stdin []byte, timeout time.Duration) {
 	e := tr.r.cfg.Engine
-	id, err := e.Create(ctx, spec)
+	// A kill does not cancel the creation: the engine may finish a create whose request was
+	// cancelled, and the container would be left behind. It is removed once it exists.
+	id, err := e.Create(context.WithoutCancel(ctx), spec)
 	if err != nil {
 		if errors.Is(err, ErrCreate) {
 			tr.fail(FailMisconfig, true, "create %s: %v", spec.Name, err)
@@ -422,12 +441,20 @@ func (tr *turnRun) run(ctx context.Context, spec Spec, stdin []byte, timeout tim
 	}
 	tr.id = id
 	tr.note("created %s", id[:min(12, len(id))])
+	if ctx.Err() != nil {
+		tr.fail(FailKilled, false, "killed before start")
+		return
+	}
 	if tr.t.OnCreated != nil {
 		tr.t.OnCreated(spec.Name, id)
 	}
 	att, err := e.Attach(ctx, id)
 	if err != nil {
-		tr.fail(FailEngine, false, "attach %s: %v", spec.Name, err)
+		if ctx.Err() != nil {
+			tr.fail(FailKilled, false, "killed before start")
+		} else {
+			tr.fail(FailEngine, false, "attach %s: %v", spec.Name, err)
+		}
 		return
 	}
 	defer att.Close()
@@ -445,14 +472,20 @@ func (tr *turnRun) run(ctx context.Context, spec Spec, stdin []byte, timeout tim
 		return
 	}
 	tr.note("started")
+	// The input counts as sent once Write took the whole line: the agent may then have
+	// read it. Closing stdin only adds the EOF after it.
+	inputErr := make(chan error, 1)
 	go func() {
 		_, err := att.Stdin.Write(stdin)
 		if err == nil {
-			err = att.Stdin.Close()
+			if cerr := att.Stdin.Close(); cerr != nil {
+				tr.r.log.Debug("close stdin", "container", spec.Name, "err", cerr)
+			}
+			if tr.t.OnInput != nil {
+				tr.t.OnInput()
+			}
 		}
-		if err != nil {
-			tr.r.log.Debug("write stdin", "container", spec.Name, "err", err)
-		}
+		inputErr <- err
 	}()
 	cause, w := tr.supervise(ctx, timeout, tr.started, streamEnd)
 	if cause == FailDetached {
@@ -465,7 +498,19 @@ func (tr *turnRun) run(ctx context.Context, spec Spec, stdin []byte, timeout tim
 		tr.note("output stream did not end 5s after exit")
 		att.Close()
 	}
-	tr.classify(cause, w, capture, spec.MemoryBytes, timeout)
+	// A write still blocked now never completes: the container is gone. Closing the
+	// connection ends it with an error.
+	var werr error
+	select {
+	case werr = <-inputErr:
+	default:
+		att.Close()
+		werr = <-inputErr
+	}
+	if werr != nil {
+		tr.note("input not written whole: %v", werr)
+	}
+	tr.classify(cause, w, capture, spec.MemoryBytes, timeout, werr == nil)
 }
 
 func (tr *turnRun) stderrWriter() *lineSplitter {
@@ -570,8 +615,9 @@ func (tr *turnRun) supervise(ctx context.Context, timeout time.Duration, started
 	}
 }
 
-// classify turns how the container ended and what it printed into the Result.
-func (tr *turnRun) classify(cause Failure, w waitResult, capture *contract.Capture, memory int64, timeout time.Duration) {
+// classify turns how the container ended and what it printed into the Result. inputSent
+// says whether the input line reached the container's stdin whole.
+func (tr *turnRun) classify(cause Failure, w waitResult, capture *contract.Capture, memory int64, timeout time.Duration, inputSent bool) {
 	tr.res.StdoutBytes = capture.Total()
 	tr.res.Stderr = tr.r.cfg.Redact(tr.stderr.String())
 	if w.err != nil {
@@ -584,8 +630,17 @@ func (tr *turnRun) classify(cause Failure, w waitResult, capture *contract.Captu
 	switch {
 	case cause == FailKilled:
 		tr.fail(FailKilled, false, "run killed on request")
+	case perr != nil && (w.state.ExitCode == 125 || w.state.ExitCode == 126 || w.state.ExitCode == 127):
+		tr.fail(FailMisconfig, true, "the container exited %d (%s): the image or its entrypoint is wrong", w.state.ExitCode, exitMeaning(w.state.ExitCode))
 	case cause == FailTimeout && perr != nil:
 		tr.fail(FailTimeout, false, "no answer within the %s run timeout", timeout)
+	case !inputSent && (perr != nil || out.Status == contract.StatusFatal):
+		// Whatever the agent printed (typically "read stdin: EOF"), it had no turn to act on.
+		detail := "no answer"
+		if perr == nil {
+			detail = "it answered fatal: " + out.Error
+		}
+		tr.fail(FailNoInput, false, "the turn's input never reached the agent (exit %d, %s)", w.state.ExitCode, detail)
 	case w.state.OOMKilled:
 		tr.fail(FailOOM, false, "the agent ran out of memory (limit %d bytes) and was killed", memory)
 	case w.state.ExitCode == 137 && perr != nil:
@@ -595,12 +650,12 @@ func (tr *turnRun) classify(cause Failure, w waitResult, capture *contract.Captu
 	case perr == nil:
 		// The agent's own text reaches logs, the journal and the store: no secret in it.
 		out.Error = tr.r.cfg.Redact(out.Error)
+		out.Result = tr.r.cfg.Redact(out.Result)
+		out.NewSessionID = tr.r.cfg.Redact(out.NewSessionID)
 		tr.res.Output = out
 		if cause == FailTimeout {
 			tr.res.Failure = FailTimeout
 		}
-	case w.state.ExitCode == 125 || w.state.ExitCode == 126 || w.state.ExitCode == 127:
-		tr.fail(FailMisconfig, true, "the container exited %d (%s): the image or its entrypoint is wrong", w.state.ExitCode, exitMeaning(w.state.ExitCode))
 	case errors.Is(perr, contract.ErrNoOutput):
 		tr.fail(FailNoOutput, false, "exit %d: %v", w.state.ExitCode, perr)
 	default:
@@ -622,7 +677,9 @@ func (r *Runner) Adopt(ctx context.Context, t Turn, container string, startedAt 
 		return res, err
 	}
 	tr := &turnRun{r: r, t: t, res: &res, dirs: dirs, started: startedAt, id: container}
-	if _, err := r.cfg.Engine.Inspect(ctx, container); err != nil {
+	// A kill already requested (ctx cancelled) still needs the container found and stopped.
+	st, err := r.cfg.Engine.Inspect(context.WithoutCancel(ctx), container)
+	if err != nil {
 		if errors.Is(err, ErrNoSuchContainer) {
 			tr.fail(FailLost, false, "container %s vanished while the daemon was away", container)
 			res.Duration = time.Since(startedAt)
@@ -633,6 +690,13 @@ func (r *Runner) Adopt(ctx context.Context, t Turn, container string, startedAt 
 	}
 	tr.note("adopted after a daemon restart")
 	defer tr.remove(ctx)
+	if neverStarted(st) {
+		// The daemon stopped between creating and starting it: no agent ever ran.
+		tr.fail(FailNoInput, false, "the container was created but never started (%s)", st.Status)
+		res.Duration = time.Since(startedAt)
+		tr.writeLog()
+		return res, nil
+	}
 	cause, w := tr.supervise(ctx, timeout, startedAt, nil)
 	if cause == FailDetached {
 		return res, nil
@@ -641,10 +705,15 @@ func (r *Runner) Adopt(ctx context.Context, t Turn, container string, startedAt 
 	if err := r.cfg.Engine.Logs(ctx, container, capture, tr.stderrWriter()); err != nil {
 		tr.note("read logs: %v", err)
 	}
-	tr.classify(cause, w, capture, 0, timeout)
+	tr.classify(cause, w, capture, 0, timeout, t.InputSent)
 	res.Duration = time.Since(startedAt)
 	tr.writeLog()
 	return res, nil
+}
+
+// neverStarted reports whether st is a container that was created and never started.
+func neverStarted(st State) bool {
+	return !st.Running && (st.StartedAt.IsZero() || st.Status == "created" || st.Status == "configured")
 }
 
 // exitedAfterStream inspects the container a few times over about 60 ms and returns its
@@ -709,34 +778,71 @@ func (tr *turnRun) writeLog() {
 		res.RunID, tr.t.Folder, res.Container, tr.r.cfg.Image, tr.r.info().Name, tr.r.info().Version,
 		tr.started.UTC().Format(time.RFC3339Nano), res.Duration.Round(time.Millisecond), res.ExitCode, res.Output.Status, res.Failure)
 	if res.Output.Error != "" {
-		fmt.Fprintf(&b, "error: %s\n", tr.r.cfg.Redact(res.Output.Error))
+		fmt.Fprintf(&b, "error: %s\n", res.Output.Error)
 	}
 	fmt.Fprintf(&b, "stdout: %d bytes\n\n-- events --\n%s\n\n-- stderr (last %d bytes) --\n%s\n", res.StdoutBytes, strings.Join(tr.events, "\n"), maxStderrKept, res.Stderr)
-	if _, err := f.Write(b.Bytes()); err != nil {
+	// Everything in it, the events' engine errors included, is redacted as one text.
+	if _, err := f.Write([]byte(tr.r.cfg.Redact(b.String()))); err != nil {
 		tr.r.log.Warn("run log", "folder", tr.t.Folder, "err", err)
 	}
 	res.LogFile = f.Name()
 }
 
+// ErrNotRunning says a container is not running (not yet started, or ended), so it cannot
+// be steered.
+var ErrNotRunning = errors.New("container is not running")
+
 // Steer drops messages into a running turn's IPC input directory and sends SIGUSR1 so the
-// agent reads them.
+// agent reads them. A container that is gone or not running is ErrNoSuchContainer or
+// ErrNotRunning, and the messages are taken back: the caller is told they were not
+// delivered, so they must not turn up later.
 func (r *Runner) Steer(ctx context.Context, f groupfolder.Folder, containerID string, msgs []contract.Message) error {
 	dir, err := r.cfg.Layout.IPCInputDir(f)
 	if err != nil {
 		return err
 	}
 	now := time.Now().UnixNano()
+	var written []string
+	takeBack := func() {
+		for _, name := range written {
+			os.Remove(name)
+		}
+	}
 	for i, m := range msgs {
 		b, err := json.Marshal(m)
 		if err != nil {
+			takeBack()
 			return err
 		}
 		name := filepath.Join(dir, fmt.Sprintf("%d-%03d.json", now, i))
 		if err := atomicfile.Write(name, b, 0o644); err != nil {
+			takeBack()
 			return fmt.Errorf("steer %s: %w", f, err)
 		}
+		written = append(written, name)
 	}
-	return r.cfg.Engine.Signal(ctx, containerID, "SIGUSR1")
+	// The engine refuses a signal to a container that is not running, each in its own
+	// words: ask it what the container is then. One that started meanwhile (the signal
+	// came while it was being started) gets the signal again.
+	var serr error
+	for try := 0; ; try++ {
+		if serr = r.cfg.Engine.Signal(ctx, containerID, "SIGUSR1"); serr == nil {
+			return nil
+		}
+		st, ierr := r.cfg.Engine.Inspect(context.WithoutCancel(ctx), containerID)
+		switch {
+		case errors.Is(serr, ErrNoSuchContainer), errors.Is(ierr, ErrNoSuchContainer):
+			takeBack()
+			return fmt.Errorf("steer %s: %w", f, ErrNoSuchContainer)
+		case ierr == nil && !st.Running:
+			takeBack()
+			return fmt.Errorf("steer %s: %w (%s)", f, ErrNotRunning, st.Status)
+		case ierr == nil && try < 2:
+			continue
+		}
+		takeBack()
+		return fmt.Errorf("steer %s: signal: %w", f, serr)
+	}
 }
 
 // tailBuffer keeps the last maxStderrKept bytes written to it.

@@ -59,7 +59,9 @@
 // # The run
 //
 // A due task queues a store.Run of kind task naming the task; the runner
-// names its container arizuko-<folder>-task-<task_id>. Its input is the task's
+// names its container arizuko-<folder>-task-<task_id>-<unix_ms>, a name of
+// its own for each run, as the last run's container may still be being
+// removed when the next one starts. Its input is the task's
 // prompt as the only user message, sender scheduler-isolated:<task_id> and an
 // empty session id: the turn is isolated, starting a fresh agent session
 // rather than continuing the group's, so a scheduled prompt neither sees nor

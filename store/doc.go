@@ -7,7 +7,8 @@
 // The store is deliberately dumb. It validates only what it stores (required
 // fields, enumerations, JSON well-formedness) and performs atomic state
 // transitions; it keeps rule, route-match, schedule and container-config
-// strings verbatim and never interprets them. It must not touch the file
+// strings verbatim and never interprets them; the one filter it applies is the
+// caller's redaction of free text (WithRedact). It must not touch the file
 // system beyond its database file, talk to a container engine or the network,
 // or import groupfolder, ipc, mountsec or runtime: folders are plain strings
 // here.

@@ -168,16 +168,25 @@ func (s *Store) SetSession(ctx context.Context, folder, sessionID string) error 
 	case sessionID == "":
 		return fmt.Errorf("store: set session of %q: session id: %w: empty (use ClearSession)", folder, ErrInvalid)
 	}
-	if err := setSession(ctx, s.db, folder, sessionID, s.nowMS()); err != nil {
+	if err := setSession(ctx, s.db, folder, s.redact(sessionID), s.nowMS()); err != nil {
 		return fmt.Errorf("store: set session of %q: %w", folder, err)
 	}
 	return nil
 }
 
 // ClearSession forgets folder's agent session, so its next turn starts a new
-// one. Clearing a folder without a session is not an error.
+// one. It also wins over the folder's running turn (the one that usually asks
+// for it): the session id that turn ends with is not saved (see FinishRun).
+// Clearing a folder without a session is not an error.
 func (s *Store) ClearSession(ctx context.Context, folder string) error {
-	if _, err := s.db.ExecContext(ctx, `DELETE FROM sessions WHERE folder = ?`, folder); err != nil {
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM sessions WHERE folder = ?`, folder); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `UPDATE runs SET session_cleared = 1 WHERE folder = ? AND state = 'running'`, folder)
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("store: clear session of %q: %w", folder, err)
 	}
 	return nil

@@ -131,7 +131,7 @@ func (s *Store) AppendInbox(ctx context.Context, folder string, msgs ...InboxMes
 		for _, m := range msgs {
 			var id int64
 			if err := tx.QueryRowContext(ctx, `INSERT INTO inbox (folder, sender_jid, chat_jid, role, content, source, created_at)
-				VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id`, folder, m.SenderJID, m.ChatJID, m.Role, m.Content, m.Source, now).Scan(&id); err != nil {
+				VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id`, folder, m.SenderJID, m.ChatJID, m.Role, s.redact(m.Content), m.Source, now).Scan(&id); err != nil {
 				return err
 			}
 			ids = append(ids, id)

@@ -42,6 +42,7 @@ func (s *Store) AppendOutbox(ctx context.Context, it OutboxItem) (*OutboxItem, e
 	case it.Kind != OutboxDocument && (it.DocPath != "" || it.DocName != ""):
 		return nil, fmt.Errorf("store: append outbox: doc path: %w: set for a %s", ErrInvalid, it.Kind)
 	}
+	it.Content = s.redact(it.Content)
 	it.CreatedAt = s.nowMS()
 	err := s.db.QueryRowContext(ctx, `INSERT INTO outbox (folder, run_id, kind, target, content, doc_path, doc_name, created_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`, it.Folder, nullString(it.RunID), it.Kind, it.Target, it.Content,
@@ -111,7 +112,7 @@ func (s *Store) AppendLog(ctx context.Context, runID string, level LogLevel, mes
 		return fmt.Errorf("store: append log of run %q: level: %w: %q is not debug, info, warn or error", runID, ErrInvalid, level)
 	}
 	_, err := s.db.ExecContext(ctx, `INSERT INTO session_log (run_id, ts, level, message) VALUES (?, ?, ?, ?)`,
-		runID, s.nowMS(), level, message)
+		runID, s.nowMS(), level, s.redact(message))
 	if isForeignKeyViolation(err) {
 		return fmt.Errorf("store: append log: run %q: %w", runID, ErrNotFound)
 	}

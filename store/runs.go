@@ -97,6 +97,12 @@ type Run struct {
 	EndedAt         int64 // unix ms; 0 until final
 	// Usage is what the turn used of the model API through the gateway.
 	Usage Usage
+	// InputSentAt is when the turn's input line reached the container's stdin (unix ms);
+	// 0 until then, and again after RequeueRun.
+	InputSentAt int64
+	// SessionCleared says the folder's session was cleared while the run ran, so FinishRun
+	// does not make the turn's NewSessionID the folder's session.
+	SessionCleared bool
 }
 
 // Usage is what one run used of the model API, summed over its requests.
@@ -146,20 +152,20 @@ type Outcome struct {
 const runColumns = `id, seq, folder, kind, task_id, container, state, status, failure, terminal,
 	exit_code, error, result, new_session_id, input, timeout_ms, attempt, inbox_first, inbox_last,
 	kill_requested_at, created_at, started_at, ended_at, model_requests, model, input_tokens,
-	output_tokens, cache_read_tokens, cache_write_tokens, model_refused`
+	output_tokens, cache_read_tokens, cache_write_tokens, model_refused, input_sent_at, session_cleared`
 
 func scanRun(row interface{ Scan(...any) error }) (*Run, error) {
 	var (
-		r                                             Run
-		taskID                                        sql.NullString
-		exitCode, inFirst, inLast, kill, start, ended sql.NullInt64
-		input                                         string
+		r                                                        Run
+		taskID                                                   sql.NullString
+		exitCode, inFirst, inLast, kill, start, ended, inputSent sql.NullInt64
+		input                                                    string
 	)
 	err := row.Scan(&r.ID, &r.Seq, &r.Folder, &r.Kind, &taskID, &r.Container, &r.State, &r.Status,
 		&r.Failure, &r.Terminal, &exitCode, &r.Error, &r.Result, &r.NewSessionID, &input,
 		&r.TimeoutMS, &r.Attempt, &inFirst, &inLast, &kill, &r.CreatedAt, &start, &ended,
 		&r.Usage.Requests, &r.Usage.Model, &r.Usage.InputTokens, &r.Usage.OutputTokens,
-		&r.Usage.CacheReadTokens, &r.Usage.CacheWriteTokens, &r.Usage.Refused)
+		&r.Usage.CacheReadTokens, &r.Usage.CacheWriteTokens, &r.Usage.Refused, &inputSent, &r.SessionCleared)
 	if err != nil {
 		return nil, err
 	}
@@ -171,6 +177,7 @@ func scanRun(row interface{ Scan(...any) error }) (*Run, error) {
 	r.Input = json.RawMessage(input)
 	r.InboxFirst, r.InboxLast = inFirst.Int64, inLast.Int64
 	r.KillRequestedAt, r.StartedAt, r.EndedAt = kill.Int64, start.Int64, ended.Int64
+	r.InputSentAt = inputSent.Int64
 	return &r, nil
 }
 
@@ -277,6 +284,11 @@ func (s *Store) CreateRun(ctx context.Context, r Run) (*Run, error) {
 	if err := checkNewRun(&r); err != nil {
 		return nil, fmt.Errorf("store: create %w", err)
 	}
+	input, err := s.redactJSON(r.Input)
+	if err != nil {
+		return nil, fmt.Errorf("store: create run %q: input: %w", r.ID, err)
+	}
+	r.Input = input
 	if err := s.write(ctx, func(tx *sql.Tx) error {
 		return insertRun(ctx, tx, &r, s.nowMS())
 	}); err != nil {
@@ -422,12 +434,13 @@ func (s *Store) SetContainer(ctx context.Context, id, container string) error {
 }
 
 // RequeueRun puts a running run back in the queue, in its old place, with
-// Attempt one higher and no container or start time: for a run that could not
-// start because the engine was away. A run with a kill request is ErrConflict.
+// Attempt one higher and no container, start time or InputSentAt: for a run
+// that could not start because the engine was away, or whose input never
+// reached its agent. A run with a kill request is ErrConflict.
 func (s *Store) RequeueRun(ctx context.Context, id string) error {
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE runs SET state = 'queued', started_at = NULL,
-			container = '', attempt = attempt + 1
+			container = '', input_sent_at = NULL, attempt = attempt + 1
 			WHERE id = ? AND state = 'running' AND kill_requested_at IS NULL`, id)
 		if err != nil {
 			return err
@@ -439,6 +452,25 @@ func (s *Store) RequeueRun(ctx context.Context, id string) error {
 	})
 	if err != nil {
 		return fmt.Errorf("store: requeue: %w", err)
+	}
+	return nil
+}
+
+// MarkInputSent records that the running run's input reached its container's
+// stdin. A run that is not running is ErrConflict.
+func (s *Store) MarkInputSent(ctx context.Context, id string) error {
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE runs SET input_sent_at = ? WHERE id = ? AND state = 'running'`, s.nowMS(), id)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return runStateError(ctx, tx, id, RunRunning)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("store: mark input sent: %w", err)
 	}
 	return nil
 }
@@ -458,8 +490,10 @@ func checkOutcome(o Outcome) error {
 // FinishRun records how a queued or running run ended. In the same
 // transaction it applies o.Cursor to the folder's inbox cursor and, with
 // o.SaveSession, stores o.NewSessionID as the folder's session, so a crash
-// never leaves a finished inbox run whose messages would run again. A run
-// already final is ErrConflict.
+// never leaves a finished inbox run whose messages would run again. A session
+// cleared while the run ran (ClearSession) stays cleared: the turn's session
+// id is recorded on the run only. Error, Result and NewSessionID are redacted
+// (WithRedact). A run already final is ErrConflict.
 func (s *Store) FinishRun(ctx context.Context, id string, o Outcome) (*Run, error) {
 	if err := checkOutcome(o); err != nil {
 		return nil, fmt.Errorf("store: finish run %q: %w", id, err)
@@ -485,6 +519,7 @@ func (s *Store) FinishRun(ctx context.Context, id string, o Outcome) (*Run, erro
 		if o.ExitCode != nil {
 			exitCode = *o.ExitCode
 		}
+		o.Error, o.Result, o.NewSessionID = s.redact(o.Error), s.redact(o.Result), s.redact(o.NewSessionID)
 		if _, err := tx.ExecContext(ctx, `UPDATE runs SET state = ?, status = ?, failure = ?,
 			terminal = ?, exit_code = ?, error = ?, result = ?, new_session_id = ?, ended_at = ?
 			WHERE id = ?`, o.State, o.Status, o.Failure, o.Terminal, exitCode, o.Error, o.Result,
@@ -496,7 +531,7 @@ func (s *Store) FinishRun(ctx context.Context, id string, o Outcome) (*Run, erro
 				return err
 			}
 		}
-		if o.SaveSession && o.NewSessionID != "" {
+		if o.SaveSession && o.NewSessionID != "" && !r.SessionCleared {
 			if err := setSession(ctx, tx, r.Folder, o.NewSessionID, now); err != nil {
 				return err
 			}

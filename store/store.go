@@ -1,10 +1,12 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -35,8 +37,9 @@ const busyTimeoutMS = 5000
 
 // Store is arizukod's durable state. It is safe for concurrent use.
 type Store struct {
-	db  *sql.DB
-	now func() time.Time
+	db     *sql.DB
+	now    func() time.Time
+	redact func(string) string
 }
 
 // Option configures a Store at Open.
@@ -47,6 +50,14 @@ type Option func(*Store)
 // inbox-run decisions it takes all use this clock.
 func WithClock(now func() time.Time) Option {
 	return func(s *Store) { s.now = now }
+}
+
+// WithRedact makes the store pass the free text of a run, an agent or a caller through
+// redact before writing it: run input, result, error and session ids, session log lines,
+// outbox, inbox and task text. The daemon gives it the filter that replaces its secrets'
+// values, so that no credential an agent echoes is ever stored.
+func WithRedact(redact func(string) string) Option {
+	return func(s *Store) { s.redact = redact }
 }
 
 // Open opens (creating if needed, mode 0600) the database at path and applies
@@ -72,7 +83,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	// schema, and database/sql keeps only 2 idle ones by default.
 	db.SetMaxOpenConns(16)
 	db.SetMaxIdleConns(16)
-	s := &Store{db: db, now: time.Now}
+	s := &Store{db: db, now: time.Now, redact: func(t string) string { return t }}
 	for _, o := range opts {
 		o(s)
 	}
@@ -134,6 +145,47 @@ func dsn(abs string) string {
 }
 
 func (s *Store) nowMS() int64 { return s.now().UnixMilli() }
+
+// redactJSON redacts every string (keys included) of the JSON value b, which must be
+// valid, after decoding, so that an escaped secret is found too; it returns b itself when
+// nothing changed.
+func (s *Store) redactJSON(b []byte) ([]byte, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	changed := false
+	redact := func(t string) string {
+		r := s.redact(t)
+		changed = changed || r != t
+		return r
+	}
+	v = redactValue(v, redact)
+	if !changed {
+		return b, nil
+	}
+	return json.Marshal(v)
+}
+
+func redactValue(v any, redact func(string) string) any {
+	switch v := v.(type) {
+	case string:
+		return redact(v)
+	case []any:
+		for i := range v {
+			v[i] = redactValue(v[i], redact)
+		}
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for k, e := range v {
+			out[redact(k)] = redactValue(e, redact)
+		}
+		return out
+	}
+	return v
+}
 
 // querier is what *sql.DB and *sql.Tx have in common.
 type querier interface {

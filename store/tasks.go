@@ -139,7 +139,7 @@ func (s *Store) CreateTask(ctx context.Context, t Task) (*Task, error) {
 	}
 	now := s.nowMS()
 	_, err := s.db.ExecContext(ctx, `INSERT INTO tasks (`+taskColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, NULL, NULL, ?, ?)`,
-		t.ID, t.Folder, t.Prompt, t.ScheduleKind, t.ScheduleExpr, t.State, nullInt(t.NextRunAt), now, now)
+		t.ID, t.Folder, s.redact(t.Prompt), t.ScheduleKind, t.ScheduleExpr, t.State, nullInt(t.NextRunAt), now, now)
 	if isUniqueViolation(err) {
 		return nil, fmt.Errorf("store: create task %q: %w: id exists", t.ID, ErrConflict)
 	}
@@ -196,7 +196,7 @@ func (s *Store) UpdateTask(ctx context.Context, id string, p TaskPatch) (*Task, 
 			return err
 		}
 		if p.Prompt != nil {
-			t.Prompt = *p.Prompt
+			t.Prompt = s.redact(*p.Prompt)
 		}
 		if p.ScheduleKind != nil {
 			t.ScheduleKind = *p.ScheduleKind

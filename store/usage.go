@@ -13,6 +13,7 @@ func (s *Store) AddUsage(ctx context.Context, runID string, u Usage) error {
 	if u.Requests < 0 || u.InputTokens < 0 || u.OutputTokens < 0 || u.CacheReadTokens < 0 || u.CacheWriteTokens < 0 {
 		return fmt.Errorf("store: add usage of run %q: %w: negative count", runID, ErrInvalid)
 	}
+	u.Model, u.Refused = s.redact(u.Model), s.redact(u.Refused)
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE runs SET
 			model_requests = model_requests + ?,
@@ -71,7 +72,7 @@ func (s *Store) AddEgress(ctx context.Context, runID string, e Egress) error {
 			ON CONFLICT (run_id, host) DO UPDATE SET requests = requests + excluded.requests,
 				bytes_up = bytes_up + excluded.bytes_up, bytes_down = bytes_down + excluded.bytes_down,
 				refused = refused + excluded.refused`,
-			runID, e.Host, e.Requests, e.BytesUp, e.BytesDown, e.Refused)
+			runID, s.redact(e.Host), e.Requests, e.BytesUp, e.BytesDown, e.Refused)
 		return err
 	})
 	if err != nil {

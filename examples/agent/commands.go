@@ -4,12 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/arizuko/arizukod/contract"
@@ -192,12 +190,10 @@ func write(_ contract.Input, arg string) contract.Output {
 // steer waits for SIGUSR1, the signal arizukod sends after dropping steering messages into
 // the IPC input directory, and answers what it found there.
 func steer(contract.Input, string) contract.Output {
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGUSR1)
 	// Tell the test the handler is in place; it steers only after seeing this.
 	fmt.Fprintln(os.Stderr, "steer: waiting for SIGUSR1")
 	select {
-	case <-sig:
+	case <-steered:
 	case <-time.After(2 * time.Minute):
 		return fail("steer: no SIGUSR1 within 2m")
 	}

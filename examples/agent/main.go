@@ -37,7 +37,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 
 	"github.com/arizuko/arizukod/contract"
 )
@@ -45,7 +47,12 @@ import (
 // ipcDir is where arizukod mounts the group's IPC directory.
 const ipcDir = "/var/run/pub/arizuko"
 
+// steered receives SIGUSR1, arizukod's signal that steering messages wait in the IPC input
+// directory. An agent must catch it from its start: its default action ends the process.
+var steered = make(chan os.Signal, 1)
+
 func main() {
+	signal.Notify(steered, syscall.SIGUSR1)
 	in, err := readInput(os.Stdin)
 	if err != nil {
 		answer(contract.Output{Status: contract.StatusFatal, Error: err.Error()})

@@ -518,13 +518,24 @@ func (d *Daemon) Runs(t testing.TB, query string) []api.Run {
 	return out.Runs
 }
 
-// Drain waits until nothing is queued or running.
+// Drain waits until nothing is queued or running and no inbox message waits for a run
+// that could start now (between a turn's end and the queue's next look at the inboxes,
+// nothing is queued or running while a folder's next messages wait).
 func (d *Daemon) Drain(timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
+	st, err := store.Open(context.Background(), filepath.Join(d.DataDir, "arizukod.db"))
+	if err != nil {
+		return err
+	}
+	defer st.Close()
 	for {
 		h, _, err := d.Health()
 		if err == nil && h.Running == 0 && h.Queued == 0 {
-			return nil
+			pending, perr := st.PendingFolders(context.Background())
+			if perr == nil && len(pending) == 0 {
+				return nil
+			}
+			err = errors.Join(perr, fmt.Errorf("inbox messages wait in %v", pending))
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("not drained after %s: %+v %v", timeout, h, err)

@@ -9,6 +9,8 @@ package enginetest
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -21,8 +23,10 @@ import (
 	"github.com/arizuko/arizukod/runtime"
 )
 
-// AgentImage is the image reference the example agent is imported as.
-const AgentImage = "localhost/arizuko-agent:test"
+// AgentImage is the repository the example agent is imported into, tagged with a digest of
+// the binary: test processes of other checkouts on the same engine import their own agent
+// without replacing this one's.
+const AgentImage = "localhost/arizuko-agent"
 
 // Engine is one engine of the test host.
 type Engine struct {
@@ -107,6 +111,7 @@ var (
 
 type importResult struct {
 	once sync.Once
+	ref  string
 	err  error
 }
 
@@ -123,15 +128,20 @@ func AgentBinary(t testing.TB) string {
 }
 
 // StaticBinary builds the Go package pkg statically into the user's cache directory
-// (arizuko-test/<name>) and returns its path. The tests' binaries live there rather than in
-// /tmp so that a test run leaves nothing behind; Go's build cache makes a rebuild cheap, and
-// the binary is renamed into place so that concurrent test processes never see half of it.
+// (arizuko-test/<checkout>/<name>, one directory per checkout of the module) and returns its
+// path. The tests' binaries live there rather than in /tmp so that a test run leaves nothing
+// behind; Go's build cache makes a rebuild cheap, and the binary is renamed into place so
+// that concurrent test processes never see half of it.
 func StaticBinary(pkg, name string) (string, error) {
 	cache, err := os.UserCacheDir()
 	if err != nil {
 		return "", fmt.Errorf("build %s: %w", pkg, err)
 	}
-	dir := filepath.Join(cache, "arizuko-test")
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("build %s: %w", pkg, err)
+	}
+	dir := filepath.Join(cache, "arizuko-test", checkoutID(wd))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("build %s: %w", pkg, err)
 	}
@@ -150,21 +160,46 @@ func StaticBinary(pkg, name string) (string, error) {
 	return bin, nil
 }
 
-// EnsureAgentImage imports the example agent into eng as AgentImage, once per process.
+// checkoutID names the checkout of the module that dir is in: a digest of the directory
+// holding go.mod (of dir itself when there is none).
+func checkoutID(dir string) string {
+	root := dir
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			root = d
+			break
+		}
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	sum := sha256.Sum256([]byte(root))
+	return hex.EncodeToString(sum[:6])
+}
+
+// EnsureAgentImage imports the example agent into eng as AgentImage:<digest of the binary>,
+// once per process, and returns that reference.
 func EnsureAgentImage(t testing.TB, e Engine, eng runtime.Engine) string {
 	t.Helper()
 	bin := AgentBinary(t)
 	v, _ := imported.LoadOrStore(e.URI, &importResult{})
 	r := v.(*importResult)
 	r.once.Do(func() {
+		b, err := os.ReadFile(bin)
+		if err != nil {
+			r.err = err
+			return
+		}
+		sum := sha256.Sum256(b)
+		r.ref = AgentImage + ":" + hex.EncodeToString(sum[:6])
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		r.err = runtime.ImportStatic(ctx, eng, AgentImage, bin)
+		r.err = runtime.ImportStatic(ctx, eng, r.ref, bin)
 	})
 	if r.err != nil {
 		t.Fatalf("import agent image into %s: %v", e.Name, r.err)
 	}
-	return AgentImage
+	return r.ref
 }
 
 // DataDir returns a fresh data directory that the engine can bind-mount: under /tmp, which
