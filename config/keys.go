@@ -303,17 +303,9 @@ func isGroupName(s string) bool {
 // setEnvAllow takes an array of variable names, checked by mountsec's own
 // rules (which also refuse PATH, LD_* and the like).
 func setEnvAllow(c *Config, v any) error {
-	list, ok := v.([]any)
-	if !ok {
-		return fmt.Errorf("want an array of strings, not %s", typeName(v))
-	}
-	names := make([]string, 0, len(list))
-	for i, e := range list {
-		s, ok := e.(string)
-		if !ok {
-			return fmt.Errorf("element %d: want a string, not %s", i+1, typeName(e))
-		}
-		names = append(names, s)
+	names, err := stringArray(v)
+	if err != nil {
+		return err
 	}
 	if _, err := mountsec.BuildEnvFile(context.Background(), "", names, nil); err != nil {
 		return err
@@ -431,26 +423,37 @@ func setNetwork(c *Config, s string) error {
 
 // setAllowedNetworks takes an array of network names, each at most once.
 func setAllowedNetworks(c *Config, v any) error {
-	list, ok := v.([]any)
-	if !ok {
-		return fmt.Errorf("want an array of strings, not %s", typeName(v))
+	names, err := stringArray(v)
+	if err != nil {
+		return err
 	}
-	names := make([]string, 0, len(list))
-	for i, e := range list {
-		s, ok := e.(string)
-		if !ok {
-			return fmt.Errorf("element %d: want a string, not %s", i+1, typeName(e))
-		}
+	for i, s := range names {
 		if err := checkNetworkName(s); err != nil {
 			return fmt.Errorf("element %d: %w", i+1, err)
 		}
-		if slices.Contains(names, s) {
+		if slices.Contains(names[:i], s) {
 			return fmt.Errorf("element %d: %q is listed twice", i+1, s)
 		}
-		names = append(names, s)
 	}
 	c.Limits.AllowedNetworks = names
 	return nil
+}
+
+// stringArray takes a TOML array whose every element is a string.
+func stringArray(v any) ([]string, error) {
+	list, ok := v.([]any)
+	if !ok {
+		return nil, fmt.Errorf("want an array of strings, not %s", typeName(v))
+	}
+	out := make([]string, 0, len(list))
+	for i, e := range list {
+		s, ok := e.(string)
+		if !ok {
+			return nil, fmt.Errorf("element %d: want a string, not %s", i+1, typeName(e))
+		}
+		out = append(out, s)
+	}
+	return out, nil
 }
 
 // setModelUpstream accepts an http(s) URL without credentials, query or fragment.

@@ -417,17 +417,7 @@ func (s *Store) SetContainer(ctx context.Context, id, container string) error {
 	if container == "" {
 		return fmt.Errorf("store: set container of run %q: container: %w: empty", id, ErrInvalid)
 	}
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE runs SET container = ? WHERE id = ? AND state = 'running'`, container, id)
-		if err != nil {
-			return err
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return runStateError(ctx, tx, id, RunRunning)
-		}
-		return nil
-	})
-	if err != nil {
+	if err := s.updateRunning(ctx, id, `UPDATE runs SET container = ? WHERE id = ? AND state = 'running'`, container, id); err != nil {
 		return fmt.Errorf("store: set container: %w", err)
 	}
 	return nil
@@ -438,19 +428,9 @@ func (s *Store) SetContainer(ctx context.Context, id, container string) error {
 // that could not start because the engine was away, or whose input never
 // reached its agent. A run with a kill request is ErrConflict.
 func (s *Store) RequeueRun(ctx context.Context, id string) error {
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE runs SET state = 'queued', started_at = NULL,
-			container = '', input_sent_at = NULL, attempt = attempt + 1
-			WHERE id = ? AND state = 'running' AND kill_requested_at IS NULL`, id)
-		if err != nil {
-			return err
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return runStateError(ctx, tx, id, RunRunning)
-		}
-		return nil
-	})
-	if err != nil {
+	if err := s.updateRunning(ctx, id, `UPDATE runs SET state = 'queued', started_at = NULL,
+		container = '', input_sent_at = NULL, attempt = attempt + 1
+		WHERE id = ? AND state = 'running' AND kill_requested_at IS NULL`, id); err != nil {
 		return fmt.Errorf("store: requeue: %w", err)
 	}
 	return nil
@@ -459,8 +439,17 @@ func (s *Store) RequeueRun(ctx context.Context, id string) error {
 // MarkInputSent records that the running run's input reached its container's
 // stdin. A run that is not running is ErrConflict.
 func (s *Store) MarkInputSent(ctx context.Context, id string) error {
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE runs SET input_sent_at = ? WHERE id = ? AND state = 'running'`, s.nowMS(), id)
+	if err := s.updateRunning(ctx, id, `UPDATE runs SET input_sent_at = ? WHERE id = ? AND state = 'running'`, s.nowMS(), id); err != nil {
+		return fmt.Errorf("store: mark input sent: %w", err)
+	}
+	return nil
+}
+
+// updateRunning runs an UPDATE of run id that only applies while it is running; when it
+// changes nothing, the error says what state the run is in instead.
+func (s *Store) updateRunning(ctx context.Context, id, query string, args ...any) error {
+	return s.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, query, args...)
 		if err != nil {
 			return err
 		}
@@ -469,10 +458,6 @@ func (s *Store) MarkInputSent(ctx context.Context, id string) error {
 		}
 		return nil
 	})
-	if err != nil {
-		return fmt.Errorf("store: mark input sent: %w", err)
-	}
-	return nil
 }
 
 func checkOutcome(o Outcome) error {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -62,17 +63,9 @@ func cmdRuns(ctx context.Context, args []string) error {
 	folder := fs.String("folder", "", "only runs of this folder")
 	state := fs.String("state", "", "only runs in this state: queued, running, exited, error, killed")
 	limit := fs.Int("limit", 20, "at most this many runs, newest first")
-	verb, rest := "list", args
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		verb, rest = args[0], args[1:]
-	}
-	var id string
-	if verb == "show" || verb == "kill" {
-		if len(rest) == 0 || strings.HasPrefix(rest[0], "-") {
-			fs.Usage()
-			return errUsage
-		}
-		id, rest = rest[0], rest[1:]
+	verb, id, rest, err := verbOperand(fs, args, "show", "kill")
+	if err != nil {
+		return err
 	}
 	if err := parseFlags(fs, rest); err != nil {
 		return err
@@ -123,21 +116,13 @@ func cmdGroups(ctx context.Context, args []string) error {
 	socket := socketFlag(fs)
 	name := fs.String("name", "", "the group's display name")
 	cc := fs.String("config", "", "the group's container config as JSON, e.g. '{\"network\":\"none\"}'")
-	verb, rest := "list", args
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		verb, rest = args[0], args[1:]
+	verb, folder, rest, err := verbOperand(fs, args, "add", "grants")
+	if err != nil {
+		return err
 	}
-	var folder string
 	var positional []string
-	if verb == "add" || verb == "grants" {
-		if len(rest) == 0 || strings.HasPrefix(rest[0], "-") {
-			fs.Usage()
-			return errUsage
-		}
-		folder, rest = rest[0], rest[1:]
-		for len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
-			positional, rest = append(positional, rest[0]), rest[1:]
-		}
+	for folder != "" && len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
+		positional, rest = append(positional, rest[0]), rest[1:]
 	}
 	if err := parseFlags(fs, rest); err != nil {
 		return err
@@ -189,17 +174,9 @@ func cmdRoutes(ctx context.Context, args []string) error {
 	asJSON := fs.Bool("json", false, "list: print the routes as JSON")
 	seq := fs.Int64("seq", 0, "add: the route's order among the operator's routes (lower is tried first)")
 	match := fs.String("match", "", `add: key=glob terms over platform, room, chat_jid, sender, verb; "" matches every message`)
-	verb, rest := "list", args
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		verb, rest = args[0], args[1:]
-	}
-	var operand string
-	if verb == "add" || verb == "delete" {
-		if len(rest) == 0 || strings.HasPrefix(rest[0], "-") {
-			fs.Usage()
-			return errUsage
-		}
-		operand, rest = rest[0], rest[1:]
+	verb, operand, rest, err := verbOperand(fs, args, "add", "delete")
+	if err != nil {
+		return err
 	}
 	if err := parseFlags(fs, rest); err != nil {
 		return err
@@ -251,4 +228,22 @@ func cmdRoutes(ctx context.Context, args []string) error {
 	}
 	fs.Usage()
 	return errUsage
+}
+
+// verbOperand splits a command's arguments into its verb ("list" when the first argument is
+// a flag or missing), the operand that the verbs in needOperand take (an ID or a folder), and
+// the rest; a missing operand is a usage error.
+func verbOperand(fs *flag.FlagSet, args []string, needOperand ...string) (verb, operand string, rest []string, err error) {
+	verb, rest = "list", args
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		verb, rest = args[0], args[1:]
+	}
+	if slices.Contains(needOperand, verb) {
+		if len(rest) == 0 || strings.HasPrefix(rest[0], "-") {
+			fs.Usage()
+			return "", "", nil, errUsage
+		}
+		operand, rest = rest[0], rest[1:]
+	}
+	return verb, operand, rest, nil
 }
