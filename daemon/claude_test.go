@@ -1,10 +1,14 @@
 package daemon_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -20,7 +24,8 @@ import (
 
 // TestClaudeAgent runs the real Claude Code binary in the built image, in the hardened
 // container with network none, against a scripted Messages API behind the model gateway:
-// a plain turn, a resumed session, a routed chat message whose send_reply (through
+// a plain turn, a resumed session, /compact archiving the session as an episode through
+// the PreCompact hook, a routed chat message whose send_reply (through
 // router.sock, without a chat_jid) lands in the outbox for its chat, a steer within the turn, the soft deadline, the tier's tool list, the sandbox
 // probed by Claude Code's Bash tool, and `claude mcp list` run by it.
 func TestClaudeAgent(t *testing.T) {
@@ -107,6 +112,23 @@ func testClaudeAgent(t *testing.T, e enginetest.Engine) {
 		t.Errorf("resumed turn: %s %q %q; its request holds the first exchange: %v", second.Status, second.Result, second.Error, strings.Contains(raw, "hello there"))
 	}
 
+	// (2b) "/compact" in the resumed session makes Claude Code compact its context (it asks
+	// the model for a summary) and fire the PreCompact hook that arizukod wired in
+	// settings.json: the runner archives the session as an episode in the group's
+	// episodes/, with the earlier exchange and without tool payloads.
+	n := len(fake.Requests())
+	compacted := turn("/compact", first.NewSessionID)
+	episodes, _ := filepath.Glob(filepath.Join(d.DataDir, "groups", "main", "episodes", "*.md"))
+	t.Logf("%s: /compact: %s %q %q, %d model requests, episodes %v", e.Name, compacted.Status, compacted.Result, compacted.Error, len(fake.Requests())-n, episodes)
+	if compacted.Status != "ok" || len(episodes) != 1 {
+		t.Errorf("after /compact (%s %q) episodes/ holds %v, want one episode", compacted.Status, compacted.Error, episodes)
+	} else if ep, err := os.ReadFile(episodes[0]); err != nil || !bytes.HasPrefix(ep, []byte("---\nsummary: \"hello there\"\ndate: ")) ||
+		!bytes.Contains(ep, []byte("\n## Assistant\n\necho: and again\n")) {
+		t.Errorf("episode %s (%v):\n%s", episodes[0], err, ep)
+	} else if !regexp.MustCompile(`^\d{4}-\d\d-\d\d-[0-9a-f-]{8}-\d{6}\.md$`).MatchString(filepath.Base(episodes[0])) {
+		t.Errorf("episode name %s, want YYYY-MM-DD-<session>-HHMMSS.md", filepath.Base(episodes[0]))
+	}
+
 	// (3) A chat message routed by POST /v1/messages whose model calls send_reply without
 	// a chat_jid: Claude Code calls the MCP server over router.sock, the outbox gets the
 	// row for the message's chat, and the tool's result goes back to the model, which was
@@ -180,7 +202,7 @@ func testClaudeAgent(t *testing.T, e enginetest.Engine) {
 	for _, f := range []string{"main/a", "main/a/b", "main/a/b/c"} {
 		d.AddGroup(t, f)
 	}
-	n := len(fake.Requests())
+	n = len(fake.Requests())
 	if r, err := d.Client.CreateRun(context.Background(), api.CreateRunRequest{Folder: "main/a/b/c",
 		Messages: []contract.Message{{Role: "user", Content: "hello worker"}}}); err != nil {
 		t.Fatal(err)

@@ -22,6 +22,13 @@
 //     connect to a socket under /var/run/pub/arizuko/: only arizukod serves
 //     sockets there, so such an entry is a bridge it wrote for a sidecar that is
 //     gone, and it is removed.
+//   - hooks.PreCompact's hook running "/usr/local/bin/arizuko-claude pre-compact"
+//     (PreCompactCommand), in a matcher group of its own ({"matcher": "",
+//     "hooks": [{"type": "command", "command": ...}]}) appended after the
+//     operator's groups: before Claude Code compacts its context, the image's
+//     runner archives the transcript as an episode in /workspace/episodes/. Any
+//     other hook running that command is removed (a group left empty by that
+//     goes); the operator's other PreCompact hooks and other events are kept.
 //
 // Every other key, top-level or nested, is kept with its value as written
 // (numbers are not rounded, strings not re-escaped). The file is rewritten
@@ -29,7 +36,8 @@
 // sorted order, atomically (temporary file in the same directory, fsync,
 // rename, fsync of the directory). A new file gets mode 0600 (it may hold
 // secrets); an existing file keeps its mode. A settings.json that is not a
-// JSON object, or whose env or mcpServers is not an object, cannot be merged
+// JSON object, or whose env, mcpServers or hooks is not an object, or whose
+// hooks.PreCompact is not an array, cannot be merged
 // without losing what the operator wrote (permission rules, for one): Seed then
 // fails with ErrCorruptSettings naming the file and leaves it untouched, and
 // the turn does not run until someone repairs it.

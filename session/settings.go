@@ -20,6 +20,9 @@ const (
 	ManagedEnvKey = "ARIZUKO_MANAGED_ENV"
 	// RouterServer is the mcpServers name of the router.
 	RouterServer = "arizuko"
+	// PreCompactCommand is the PreCompact hook arizukod wires: the image's runner
+	// archiving the transcript as an episode before Claude Code compacts it.
+	PreCompactCommand = "/usr/local/bin/arizuko-claude pre-compact"
 
 	settingsPath  = ".claude/settings.json"
 	ownedSocketIn = "UNIX-CONNECT:/var/run/pub/arizuko/"
@@ -97,7 +100,79 @@ func MergeSettings(existing []byte, env map[string]string, sidecars []string) ([
 	if err := mergeServers(top, &enc, sidecars); err != nil {
 		return nil, err
 	}
+	if err := mergeHooks(top, &enc); err != nil {
+		return nil, err
+	}
 	return indent(top, &enc)
+}
+
+// hookGroup is one matcher group of a hook event in settings.json.
+type hookGroup struct {
+	Matcher string        `json:"matcher"`
+	Hooks   []hookCommand `json:"hooks"`
+}
+
+// hookCommand is one hook of a matcher group.
+type hookCommand struct {
+	Type    string `json:"type"`
+	Command string `json:"command"`
+}
+
+// mergeHooks sets top's hooks.PreCompact to the operator's groups without any
+// hook running PreCompactCommand, plus one group of arizukod's running it last.
+// A group left empty by that removal was arizukod's and is dropped; every other
+// group and event is kept as written.
+func mergeHooks(top map[string]json.RawMessage, enc *encoder) error {
+	hooks, err := object(top, "hooks")
+	if err != nil {
+		return err
+	}
+	var groups []json.RawMessage
+	if raw, ok := hooks["PreCompact"]; ok && string(raw) != "null" {
+		if len(raw) == 0 || raw[0] != '[' {
+			return fmt.Errorf("%w: %q is not a JSON array", ErrCorruptSettings, "hooks.PreCompact")
+		}
+		if err := json.Unmarshal(raw, &groups); err != nil {
+			return fmt.Errorf("%w: %q: %w", ErrCorruptSettings, "hooks.PreCompact", err)
+		}
+	}
+	kept := make([]json.RawMessage, 0, len(groups)+1)
+	for _, g := range groups {
+		g, ok := withoutOurHook(g, enc)
+		if ok {
+			kept = append(kept, g)
+		}
+	}
+	kept = append(kept, enc.raw(hookGroup{Hooks: []hookCommand{{Type: "command", Command: PreCompactCommand}}}))
+	hooks["PreCompact"] = enc.raw(kept)
+	top["hooks"] = enc.raw(hooks)
+	return nil
+}
+
+// withoutOurHook returns a matcher group with the hooks running PreCompactCommand
+// removed, and false when nothing else was in it. A group it cannot read is the
+// operator's and kept verbatim.
+func withoutOurHook(g json.RawMessage, enc *encoder) (json.RawMessage, bool) {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(g, &fields) != nil {
+		return g, true
+	}
+	var list []json.RawMessage
+	if json.Unmarshal(fields["hooks"], &list) != nil {
+		return g, true
+	}
+	others := slices.DeleteFunc(slices.Clone(list), func(h json.RawMessage) bool {
+		var c hookCommand
+		return json.Unmarshal(h, &c) == nil && c.Command == PreCompactCommand
+	})
+	switch {
+	case len(others) == len(list):
+		return g, true
+	case len(others) == 0:
+		return nil, false
+	}
+	fields["hooks"] = enc.raw(others)
+	return enc.raw(fields), true
 }
 
 // mergeServers sets top's mcpServers: the router and the turn's sidecars, with every

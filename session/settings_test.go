@@ -69,7 +69,7 @@ func TestMergeSettingsOperatorKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	for k, v := range before {
-		if k == "env" || k == "mcpServers" {
+		if k == "env" || k == "mcpServers" || k == "hooks" {
 			continue
 		}
 		if !jsonEqual(t, v, after[k]) {
@@ -171,6 +171,56 @@ func TestMergeSettingsDrops(t *testing.T) {
 	}
 }
 
+// TestMergeSettingsHooks: arizukod's PreCompact hook is wired once, in a group of its own
+// after the operator's; the operator's other hooks, in the same event or another, survive.
+func TestMergeSettingsHooks(t *testing.T) {
+	ours := `{"matcher":"","hooks":[{"type":"command","command":"` + PreCompactCommand + `"}]}`
+	tests := []struct {
+		name, in string
+		want     []string
+	}{
+		{"no hooks", `{}`, []string{ours}},
+		{"null PreCompact", `{"hooks":{"PreCompact":null}}`, []string{ours}},
+		{"operator's kept first", `{"hooks":{"PreCompact":[{"hooks":[{"type":"command","command":"a"}]}]}}`,
+			[]string{`{"hooks":[{"type":"command","command":"a"}]}`, ours}},
+		{"ours moved out of a shared group", `{"hooks":{"PreCompact":[{"matcher":"auto","hooks":[{"type":"command","command":"` + PreCompactCommand + `"},{"type":"command","command":"b","timeout":5}]}]}}`,
+			[]string{`{"hooks":[{"type":"command","command":"b","timeout":5}],"matcher":"auto"}`, ours}},
+		{"duplicates of ours dropped", `{"hooks":{"PreCompact":[` + ours + `,` + ours + `]}}`, []string{ours}},
+		{"unreadable group kept", `{"hooks":{"PreCompact":[42,{"hooks":"x"}]}}`, []string{`42`, `{"hooks":"x"}`, ours}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, err := MergeSettings([]byte(tt.in), nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got struct {
+				Hooks map[string][]json.RawMessage
+			}
+			if err := json.Unmarshal(out, &got); err != nil {
+				t.Fatal(err)
+			}
+			groups := got.Hooks["PreCompact"]
+			if len(groups) != len(tt.want) {
+				t.Fatalf("PreCompact = %s, want %d groups", out, len(tt.want))
+			}
+			for i, w := range tt.want {
+				if !jsonEqual(t, groups[i], json.RawMessage(w)) {
+					t.Errorf("group %d = %s, want %s", i, groups[i], w)
+				}
+			}
+			again, err := MergeSettings(out, nil, nil)
+			if err != nil || !bytes.Equal(again, out) {
+				t.Errorf("second merge changed the file (%v):\n%s", err, again)
+			}
+		})
+	}
+	out, err := MergeSettings([]byte(`{"hooks":{"Stop":[{"hooks":[{"type":"command","command":"n"}]}]}}`), nil, nil)
+	if err != nil || !strings.Contains(string(out), `"command": "n"`) {
+		t.Errorf("operator's Stop hook lost (%v):\n%s", err, out)
+	}
+}
+
 func TestMergeSettingsCorrupt(t *testing.T) {
 	for _, in := range []string{
 		`{"a": }`,
@@ -180,6 +230,9 @@ func TestMergeSettingsCorrupt(t *testing.T) {
 		`{"env": []}`,
 		`{"env": "A=1"}`,
 		`{"mcpServers": "x"}`,
+		`{"hooks": []}`,
+		`{"hooks": {"PreCompact": {}}}`,
+		`{"hooks": {"PreCompact": "x"}}`,
 		`{"mcpServers": {"a": 1}, "env": {"A": }}`,
 		`{} {}`,
 	} {

@@ -14,6 +14,10 @@
 // messages of the same session; the _close sentinel there (the soft deadline) ends it with
 // what it has. A result is ok (with its session id), Claude Code's own error is error, and
 // nothing usable is fatal.
+//
+// `arizuko-claude pre-compact` is Claude Code's PreCompact hook (arizukod wires it in
+// settings.json): it archives the session's user and assistant text, before Claude Code
+// compacts it, as one episode in /workspace/episodes/ that the next turn's prompt lists.
 package main
 
 import (
@@ -53,6 +57,14 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "version" {
 		fmt.Println("arizuko-claude")
 		return
+	}
+	if len(os.Args) > 1 && os.Args[1] == "pre-compact" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "arizuko-claude: pre-compact: %v (set HOME)\n", err)
+			os.Exit(1)
+		}
+		os.Exit(preCompact(os.Stdin, os.Stderr, home, time.Now()))
 	}
 	in, err := readInput(os.Stdin)
 	if err != nil {
