@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/arizuko/arizukod/internal/daemontest"
+	"github.com/arizuko/arizukod/internal/enginetest"
 )
 
 // TestSoak500 runs 500 turns over 20 folders through the daemon at the default concurrency
@@ -18,9 +19,7 @@ import (
 // file left in the IPC directories, and the daemon's open files and threads back where they
 // were after a first warm-up round.
 func TestSoak500(t *testing.T) {
-	if testing.Short() {
-		t.Skip("the 500-turn soak is not short")
-	}
+	enginetest.Long(t, "the 500-turn soak")
 	e := daemontest.Podman4(t)
 	d := daemontest.New(t, daemontest.Config{Engine: e})
 	d.Start(t)

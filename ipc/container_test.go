@@ -260,9 +260,7 @@ var fullContainerMatrix = flag.Bool("full-container-matrix", false, "run every g
 // rule sets (8 cells of 21 turns); -full-container-matrix runs all the scenarios on both
 // trees, -short none.
 func TestMatrixCellsFromContainer(t *testing.T) {
-	if testing.Short() {
-		t.Skip("hundreds of container turns; -short skips them")
-	}
+	enginetest.Long(t, "hundreds of container turns")
 	e := enginetest.Rootful(t)[0]
 	for _, f := range tierFolders {
 		for _, sc := range scenarios {

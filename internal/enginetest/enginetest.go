@@ -48,6 +48,19 @@ var all = []struct{ name, kind, env string }{
 // Required reports whether a missing engine must fail the test.
 func Required() bool { return os.Getenv("ARIZUKO_REQUIRE_ENGINES") == "1" }
 
+// Long skips a long test under -short, except where engines are required (CI and make
+// test): there -short would turn the test into a silent pass, so it fails instead.
+func Long(t testing.TB, why string) {
+	t.Helper()
+	if !testing.Short() {
+		return
+	}
+	if Required() {
+		t.Fatalf("-short skips %s, but ARIZUKO_REQUIRE_ENGINES=1 requires it: run without -short", why)
+	}
+	t.Skip(why + "; -short skips it")
+}
+
 // Missing fails the test when engines are required and skips it otherwise.
 func Missing(t testing.TB, format string, args ...any) {
 	t.Helper()
