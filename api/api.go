@@ -70,6 +70,8 @@ type Server struct {
 	// Networks are the named networks a group's container_config.network may name
 	// (limits.allowed_networks); set before serving.
 	Networks []string
+	// Location is where cron schedules are read when a task resumes (nil: time.Local).
+	Location *time.Location
 
 	store  *store.Store
 	queue  Queue
@@ -91,6 +93,7 @@ func New(st *store.Store, q Queue, h Health, log *slog.Logger) *Server {
 	s.mux.HandleFunc("GET /v1/groups", s.listGroups)
 	s.mux.HandleFunc("GET /v1/groups/{folder}", s.getGroup)
 	s.mux.HandleFunc("POST /v1/groups/{folder}/messages", s.appendInbox)
+	s.mux.HandleFunc("GET /v1/groups/{folder}/messages", s.listInbox)
 	s.mux.HandleFunc("PUT /v1/groups/{folder}/grants", s.putGrants)
 	s.mux.HandleFunc("GET /v1/groups/{folder}/grants", s.getGrants)
 	s.mux.HandleFunc("GET /v1/groups/{folder}/outbox", s.listOutbox)
@@ -99,6 +102,9 @@ func New(st *store.Store, q Queue, h Health, log *slog.Logger) *Server {
 	s.mux.HandleFunc("GET /v1/routes", s.listRoutes)
 	s.mux.HandleFunc("POST /v1/routes", s.addRoute)
 	s.mux.HandleFunc("DELETE /v1/routes/{id}", s.deleteRoute)
+	s.mux.HandleFunc("GET /v1/tasks", s.listTasks)
+	s.mux.HandleFunc("GET /v1/tasks/{id}", s.getTask)
+	s.mux.HandleFunc("POST /v1/tasks/{id}/{verb}", s.taskVerb)
 	return s
 }
 

@@ -158,6 +158,7 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 	}
 	handler := api.New(d.store, d.queue, d, log)
 	handler.Networks = cfg.Limits.AllowedNetworks
+	handler.Location = cfg.Location
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	log.Info("arizukod listening", "socket", l.Addr().String(), "socket_activated", activated, "data_dir", cfg.DataDir, "config", cfg.Source)
 
