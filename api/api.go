@@ -1,5 +1,5 @@
 // Package api is arizukod's local JSON API over a unix socket: runs, group inboxes, groups
-// and their grants, the outbox, the operator's routes and inbound chat messages. It
+// and their grants, the outbox and its delivery stream, the operator's routes and inbound chat messages. It
 // validates every request and answers a caller's mistake with a 4xx and a JSON error that
 // names the field; it writes to the store and wakes or asks the queue, and never touches an
 // engine or a file.
@@ -72,6 +72,9 @@ type Server struct {
 	Networks []string
 	// Location is where cron schedules are read when a task resumes (nil: time.Local).
 	Location *time.Location
+	// Delivery is how the outbox stream leases rows ([delivery] in arizukod.toml); zero
+	// fields take DefaultVisibility and DefaultMaxAttempts. Set before serving.
+	Delivery store.LeasePolicy
 
 	store  *store.Store
 	queue  Queue
@@ -98,6 +101,11 @@ func New(st *store.Store, q Queue, h Health, log *slog.Logger) *Server {
 	s.mux.HandleFunc("GET /v1/groups/{folder}/grants", s.getGrants)
 	s.mux.HandleFunc("GET /v1/groups/{folder}/outbox", s.listOutbox)
 	s.mux.HandleFunc("POST /v1/groups/{folder}/unpark", s.unpark)
+	s.mux.HandleFunc("GET /v1/outbox", s.streamOutbox)
+	s.mux.HandleFunc("POST /v1/outbox/ack", s.ackOutbox)
+	s.mux.HandleFunc("POST /v1/outbox/fail", s.failOutbox)
+	s.mux.HandleFunc("GET /v1/outbox/{id}", s.getOutbox)
+	s.mux.HandleFunc("POST /v1/outbox/{id}/retry", s.retryOutbox)
 	s.mux.HandleFunc("POST /v1/messages", s.inbound)
 	s.mux.HandleFunc("GET /v1/routes", s.listRoutes)
 	s.mux.HandleFunc("POST /v1/routes", s.addRoute)
