@@ -33,7 +33,7 @@ func runInbox(ctx context.Context, args []string, stdout io.Writer) error {
 	if len(args) > 0 {
 		verb, args = args[0], args[1:]
 	}
-	fs := newFlags("inbox "+verb, inboxSynopsis)
+	fs := newFlags("inbox", inboxSynopsis)
 	socket := socketFlag(fs)
 	if verb == "list" {
 		return inboxList(ctx, fs, socket, args, stdout)

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -21,7 +22,20 @@ func cmdTasks(ctx context.Context, args []string) error {
 	folder := fs.String("folder", "", "list: only the tasks of this folder")
 	state := fs.String("state", "", "list: only tasks in this state: active, paused or completed")
 	asJSON := fs.Bool("json", false, "list: print the tasks as JSON (the other verbs always print JSON)")
-	verb, id, rest, err := verbOperand(fs, args, "show", "pause", "resume", "cancel")
+	verbs := []string{"show", "pause", "resume", "cancel"}
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		switch {
+		case args[0] != "list" && !slices.Contains(verbs, args[0]):
+			fmt.Fprintf(fs.Output(), "arizukod tasks: %q is not list, show, pause, resume or cancel\n", args[0])
+			fs.Usage()
+			return errUsage
+		case args[0] != "list" && (len(args) < 2 || strings.HasPrefix(args[1], "-")):
+			fmt.Fprintf(fs.Output(), "arizukod tasks %s: give the task's id (`arizukod tasks` lists them)\n", args[0])
+			fs.Usage()
+			return errUsage
+		}
+	}
+	verb, id, rest, err := verbOperand(fs, args, verbs...)
 	if err != nil {
 		return err
 	}
@@ -65,9 +79,7 @@ func cmdTasks(ctx context.Context, args []string) error {
 		}
 		return enc.Encode(t)
 	}
-	fmt.Fprintf(fs.Output(), "arizukod tasks: %q is not list, show, pause, resume or cancel\n", verb)
-	fs.Usage()
-	return errUsage
+	return nil
 }
 
 // dash is s, or "-" for a table cell with nothing in it.
