@@ -230,6 +230,9 @@ func (ch *chat) poll(ctx context.Context) error {
 		return err
 	}
 	ch.inbox = in
+	if in.ParkedReason == "" {
+		ch.parked = ""
+	}
 	var list struct{ Runs []api.Run }
 	if err := ch.c.Do(ctx, http.MethodGet, "/v1/runs?limit=50&folder="+url.QueryEscape(ch.folder), nil, &list); err != nil {
 		return err
