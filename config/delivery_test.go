@@ -48,7 +48,7 @@ func TestWebhookErrors(t *testing.T) {
 	const ok = "url = \"unix:/run/hook.sock\"\nsecret_file = \"/etc/s\"\n"
 	tests := []struct {
 		name, body, key, msg string
-		line               int
+		line                 int
 	}{
 		{"not loopback", "[[webhook]]\nurl = \"http://10.0.0.1/x\"\nsecret_file = \"/etc/s\"\n", "webhook[0].url", "loopback", 2},
 		{"https", "[[webhook]]\nurl = \"https://127.0.0.1/x\"\nsecret_file = \"/etc/s\"\n", "webhook[0].url", "want http://", 2},
