@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"github.com/arizuko/arizukod/api"
 	"github.com/arizuko/arizukod/delivery"
 	"github.com/arizuko/arizukod/internal/daemontest"
+	"github.com/arizuko/arizukod/internal/enginetest"
 	"github.com/arizuko/arizukod/store"
 )
 
@@ -330,5 +332,94 @@ func (h *hookReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.bad = append(h.bad, "bad body "+string(body))
 	default:
 		h.rows = append(h.rows, row)
+	}
+}
+
+// TestDeliveryLoad routes 500 messages over 20 chats (one folder each) through a real
+// daemon on Podman 4 while one consumer reads the stream: every message is answered (the
+// turn that covers it delivers its result to its chat), no row is lost and none is handed
+// out twice.
+func TestDeliveryLoad(t *testing.T) {
+	enginetest.Long(t, "the 500-message delivery test")
+	const messages, chats = 500, 20
+	ctx := context.Background()
+	d, _, _ := deliveryDaemon(t, 5)
+	st := d.OpenStore(t)
+	folders := make([]string, chats)
+	for i := range folders {
+		folders[i] = fmt.Sprintf("load%02d", i+1)
+		d.AddGroup(t, folders[i])
+		if _, err := st.AddRoute(ctx, store.Route{Seq: int64(i + 1), Match: fmt.Sprintf("chat_jid=tg:%d", i+1), Target: folders[i]}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cctx, stop := context.WithCancel(ctx)
+	c := &consumer{at: map[int64]time.Time{}}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); c.run(cctx, d.Client, api.OutboxQuery{Wait: 5 * time.Second, Limit: 500}) }()
+	posted := map[int64]time.Time{} // inbox id -> when it was posted
+	t0 := time.Now()
+	for i := 0; i < messages; i++ {
+		chat := i%chats + 1
+		body, _ := json.Marshal(api.InboundMessage{Platform: "test", ChatJID: fmt.Sprintf("tg:%d", chat), Content: fmt.Sprintf("reply m%d", i)})
+		var out struct{ IDs []int64 }
+		if err := d.Client.Do(ctx, http.MethodPost, "/v1/messages", json.RawMessage(body), &out); err != nil || len(out.IDs) != 1 {
+			t.Fatalf("message %d: %v %v", i, out, err)
+		}
+		posted[out.IDs[0]] = time.Now()
+	}
+	settle(t, st, folders...)
+	want, err := st.ListOutboxState(ctx, "", store.OutboxFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 2*time.Minute, "the consumer did not get every row", func() bool { return c.count() >= len(want) })
+	took := time.Since(t0)
+	stop()
+	wg.Wait()
+	checkOnceInOrder(t, "the consumer", c.rows, want)
+
+	// Every message is covered by one run, whose result went to the message's chat.
+	byRun := map[string]store.OutboxItem{}
+	for _, w := range want {
+		if _, dup := byRun[w.RunID]; dup || w.Kind != store.OutboxResult {
+			t.Errorf("row %+v: want one result per run", w)
+		}
+		byRun[w.RunID] = w
+	}
+	answered, turns := 0, 0
+	var lat []time.Duration
+	for _, f := range folders {
+		runs, err := st.ListRuns(ctx, store.RunFilter{Folder: f})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range runs {
+			turns++
+			res, ok := byRun[r.ID]
+			if !ok || r.Status != store.StatusOK {
+				t.Errorf("run %s (%s, messages %d..%d) delivered no result", r.ID, r.Status, r.InboxFirst, r.InboxLast)
+				continue
+			}
+			for id := r.InboxFirst; id <= r.InboxLast; id++ {
+				if p, ok := posted[id]; ok {
+					answered++
+					lat = append(lat, c.at[res.ID].Sub(p))
+				}
+			}
+		}
+	}
+	if answered != messages {
+		t.Errorf("%d of %d messages answered", answered, messages)
+	}
+	if len(c.errs) > 0 {
+		t.Errorf("consumer errors: %q", c.errs[:min(len(c.errs), 5)])
+	}
+	slices.Sort(lat)
+	if len(lat) > 0 {
+		t.Logf("%d messages over %d chats: %d turns, %d rows delivered once each in %s (%.1f rows/s, %.1f messages/s); message to delivered p50 %s p90 %s max %s",
+			messages, chats, turns, len(want), took.Round(time.Millisecond), float64(len(want))/took.Seconds(), float64(messages)/took.Seconds(),
+			lat[len(lat)/2].Round(time.Millisecond), lat[len(lat)*9/10].Round(time.Millisecond), lat[len(lat)-1].Round(time.Millisecond))
 	}
 }
