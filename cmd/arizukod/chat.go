@@ -149,7 +149,12 @@ func (ch *chat) run(ctx context.Context, stdin io.Reader) error {
 			if l.err != nil {
 				return fmt.Errorf("read input: %w", l.err)
 			}
-			if err := ch.send(ctx, l.line); err != nil {
+			// A message that reached the inbox must be known here, or Ctrl-C could not kill
+			// its turn: the send completes even when Ctrl-C comes meanwhile.
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			err := ch.send(sctx, l.line)
+			cancel()
+			if err != nil {
 				if !ch.interactive || ctx.Err() != nil {
 					return err
 				}

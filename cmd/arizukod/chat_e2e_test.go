@@ -29,6 +29,7 @@ func TestChat(t *testing.T) {
 	d.Start(t)
 	d.AddGroup(t, "main")
 	d.AddGroup(t, "tty")
+	d.AddGroup(t, "broken")
 	st := d.OpenStore(t)
 
 	t.Run("pipe", func(t *testing.T) {
@@ -43,6 +44,18 @@ func TestChat(t *testing.T) {
 		stdout, stderr, code = chatPipe(t, d, "main", "error the agent gave up\n")
 		if code != 1 || stdout != "" || !regexp.MustCompile(`✗ run r\S+ failed: the agent gave up`).MatchString(stderr) {
 			t.Errorf("exit %d, stdout %q, stderr %q; want exit 1 and the failure with the run id", code, stdout, stderr)
+		}
+		// An agent that cannot start parks the folder: chat says so with the fix, the user
+		// gets the daemon's notice, and inbox list shows the message waiting.
+		stdout, stderr, code = chatPipe(t, d, "broken", "exit 126\n")
+		if code != 1 || !strings.HasPrefix(stdout, "notice: The agent is paused") ||
+			!regexp.MustCompile(`✗ run r\S+ failed \(misconfig\): `).MatchString(stderr) ||
+			!strings.Contains(stderr, "✗ broken is parked: ") || !strings.Contains(stderr, "`arizukod unpark --folder broken`") {
+			t.Errorf("exit %d, stdout %q, stderr %q; want exit 1, the notice, the failure and the parked inbox", code, stdout, stderr)
+		}
+		out, err := exec.Command(d.Bin, "inbox", "list", "--folder", "broken", "--socket", d.Socket).CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "broken is parked since") || !strings.Contains(string(out), "exit 126") {
+			t.Errorf("inbox list of the parked folder: %v\n%s", err, out)
 		}
 	})
 
