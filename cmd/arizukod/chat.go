@@ -151,8 +151,8 @@ func (ch *chat) run(ctx context.Context, stdin io.Reader) error {
 			}
 			// A message that reached the inbox must be known here, or Ctrl-C could not kill
 			// its turn: the send completes even when Ctrl-C comes meanwhile.
-			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-			err := ch.send(sctx, l.line)
+			sendCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			err := ch.send(sendCtx, l.line)
 			cancel()
 			if err != nil {
 				if !ch.interactive || ctx.Err() != nil {

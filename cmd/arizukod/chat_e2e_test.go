@@ -85,6 +85,15 @@ func TestChat(t *testing.T) {
 			t.Errorf("Ctrl-C did not say it kills run %s:\n%q", run.ID, term.output())
 		}
 		assertNothingLeft(t, d, st, "tty", run.ID)
+
+		// Ctrl-C right after the line: whether the message went out or not, nothing runs on.
+		term = chatTerminal(t, d, "tty")
+		term.waitFor(t, "Talking to tty")
+		term.write(t, "sleep 10m\r\x03")
+		if code := term.wait(t); code != 130 {
+			t.Errorf("Ctrl-C right after the line: exit %d, want 130\n%q", code, term.output())
+		}
+		assertNothingLeft(t, d, st, "tty", "")
 	})
 
 	t.Run("pipe-interrupt", func(t *testing.T) {
@@ -236,13 +245,15 @@ func waitRunning(t *testing.T, d *daemontest.Daemon, folder string) api.Run {
 	}
 }
 
-// assertNothingLeft checks that after chat exited the run it killed ended killed, no run of
+// assertNothingLeft checks that after chat exited the run it killed (if any) ended killed, no run of
 // the folder is queued or running, its inbox has nothing pending, and the engine holds no
 // container of the daemon's.
 func assertNothingLeft(t *testing.T, d *daemontest.Daemon, st *store.Store, folder, killed string) {
 	t.Helper()
-	if r := d.GetRun(t, killed); r.State != "killed" {
-		t.Errorf("run %s after Ctrl-C: %s, want killed", killed, r.State)
+	if killed != "" {
+		if r := d.GetRun(t, killed); r.State != "killed" {
+			t.Errorf("run %s after Ctrl-C: %s, want killed", killed, r.State)
+		}
 	}
 	for _, state := range []string{"queued", "running"} {
 		if runs := d.Runs(t, "state="+state+"&folder="+folder); len(runs) > 0 {
