@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"os/user"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,6 +30,9 @@ var errInterrupted = errors.New("interrupted")
 
 // chatPoll is how often chat looks at its turns while one is under way.
 const chatPoll = 250 * time.Millisecond
+
+// maxLine bounds a line of input: one message, with room in the API's request body.
+const maxLine = api.MaxBody / 2
 
 func cmdChat(ctx context.Context, args []string) error {
 	return runChat(ctx, args, os.Stdin, os.Stdout, os.Stderr)
@@ -94,7 +99,7 @@ type chat struct {
 
 	outstanding []int64             // ids of the messages sent whose turn has not ended, ascending
 	runs        map[string]*api.Run // the runs answering them, as last seen
-	reported    map[string]bool     // runs whose end was told
+	reported    map[string]bool     // what was told of a run: its id (key id) and each state (key id/state)
 	inbox       api.Inbox           // the inbox as last seen
 	parked      string              // the inbox's parked reason, once told
 	retryAt     string              // the inbox's next attempt, once told
@@ -146,6 +151,9 @@ func (ch *chat) run(ctx context.Context, stdin io.Reader) error {
 				eof, lines = true, nil
 				continue
 			}
+			if errors.Is(l.err, bufio.ErrTooLong) {
+				return fmt.Errorf("read input: a line longer than %d bytes: split it, or put the text in a file in the group's folder and say where", maxLine)
+			}
 			if l.err != nil {
 				return fmt.Errorf("read input: %w", l.err)
 			}
@@ -180,7 +188,7 @@ func (ch *chat) run(ctx context.Context, stdin io.Reader) error {
 func readLines(r io.Reader, lines chan<- lineOrErr) {
 	defer close(lines)
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), api.MaxBody/2)
+	sc.Buffer(make([]byte, 64<<10), maxLine)
 	for sc.Scan() {
 		if strings.TrimSpace(sc.Text()) != "" {
 			lines <- lineOrErr{line: sc.Text()}
@@ -219,6 +227,12 @@ func (ch *chat) runsEnded() bool {
 		}
 	}
 	return true
+}
+
+// created is when r was queued.
+func created(r *api.Run) time.Time {
+	t, _ := time.Parse(time.RFC3339Nano, r.CreatedAt)
+	return t
 }
 
 func final(state string) bool {
@@ -281,6 +295,11 @@ func (ch *chat) poll(ctx context.Context) error {
 	if !ch.interactive && in.ParkedReason != "" {
 		ch.outstanding = nil
 	}
+	for id, r := range ch.runs {
+		if final(r.State) && !ch.answers(r) {
+			delete(ch.runs, id)
+		}
+	}
 	ch.busy.Store(!ch.idle())
 	ch.status()
 	return nil
@@ -302,7 +321,13 @@ func (ch *chat) answers(r *api.Run) bool {
 // report tells each run answering this chat once: its id when seen (without a terminal)
 // and how it failed when it did.
 func (ch *chat) report() {
-	for id, r := range ch.runs {
+	runs := make([]*api.Run, 0, len(ch.runs))
+	for _, r := range ch.runs {
+		runs = append(runs, r)
+	}
+	slices.SortFunc(runs, func(a, b *api.Run) int { return cmp.Or(created(a).Compare(created(b)), cmp.Compare(a.ID, b.ID)) })
+	for _, r := range runs {
+		id := r.ID
 		key := id + "/" + r.State
 		if ch.reported[key] {
 			continue
@@ -340,7 +365,7 @@ func (ch *chat) report() {
 func (ch *chat) status() {
 	var cur *api.Run
 	for _, r := range ch.runs {
-		if !final(r.State) && (cur == nil || r.CreatedAt > cur.CreatedAt) {
+		if !final(r.State) && (cur == nil || created(r).After(created(cur))) {
 			cur = r
 		}
 	}
@@ -426,6 +451,11 @@ func (s *chatStream) run(ctx context.Context) {
 		}
 		rows, err := s.ch.c.LeaseOutbox(ctx, api.OutboxQuery{Chat: s.ch.jid, Wait: wait})
 		if ctx.Err() != nil {
+			return
+		}
+		var apiErr *api.Error
+		if errors.As(err, &apiErr) && (apiErr.Code == http.StatusNotFound || apiErr.Code == http.StatusMethodNotAllowed) {
+			s.errc <- fmt.Errorf("the daemon has no outbox stream (GET /v1/outbox: %w): it is older than this arizukod; restart it with this version", err)
 			return
 		}
 		if err != nil {
