@@ -146,7 +146,7 @@ func TestCLIGolden(t *testing.T) {
 	}
 }
 
-// TestCLICommands: tasks, unpark, inbox list and outbox do what they say against the API,
+// TestCLICommands: groups, runs, tasks, unpark, inbox list and outbox do what they say against the API,
 // in their tables and with --json.
 func TestCLICommands(t *testing.T) {
 	fx := newCLIFixture(t)
@@ -159,6 +159,14 @@ func TestCLICommands(t *testing.T) {
 			t.Fatalf("arizukod %s: exit %d\n%s%s", strings.Join(args, " "), code, stdout, stderr)
 		}
 		return stdout
+	}
+
+	var groups []api.Group
+	if err := json.Unmarshal([]byte(ok("groups", "--json")), &groups); err != nil || len(groups) != 2 || groups[1].Folder != "main/research" {
+		t.Errorf("groups --json: %+v %v", groups, err)
+	}
+	if out := ok("runs", "--json"); strings.TrimSpace(out) != "[]" {
+		t.Errorf("runs --json with no runs: %q", out)
 	}
 
 	task, err := fx.st.CreateTask(ctx, store.Task{Folder: "main/research", Prompt: "summarise the news", ScheduleKind: store.ScheduleInterval,
