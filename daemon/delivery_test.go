@@ -358,7 +358,11 @@ func TestDeliveryLoad(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); c.run(cctx, d.Client, api.OutboxQuery{Wait: 5 * time.Second, Limit: 500}) }()
-	posted := map[int64]time.Time{} // inbox id -> when it was posted
+	type post struct {
+		at     time.Time
+		folder string
+	}
+	posted := map[int64]post{} // inbox id -> when and to which folder it was posted
 	t0 := time.Now()
 	for i := 0; i < messages; i++ {
 		chat := i%chats + 1
@@ -367,7 +371,7 @@ func TestDeliveryLoad(t *testing.T) {
 		if err := d.Client.Do(ctx, http.MethodPost, "/v1/messages", json.RawMessage(body), &out); err != nil || len(out.IDs) != 1 {
 			t.Fatalf("message %d: %v %v", i, out, err)
 		}
-		posted[out.IDs[0]] = time.Now()
+		posted[out.IDs[0]] = post{time.Now(), folders[chat-1]}
 	}
 	settle(t, st, folders...)
 	want, err := st.ListOutboxState(ctx, "", store.OutboxFilter{})
@@ -403,9 +407,9 @@ func TestDeliveryLoad(t *testing.T) {
 				continue
 			}
 			for id := r.InboxFirst; id <= r.InboxLast; id++ {
-				if p, ok := posted[id]; ok {
+				if p, ok := posted[id]; ok && p.folder == f {
 					answered++
-					lat = append(lat, c.at[res.ID].Sub(p))
+					lat = append(lat, c.at[res.ID].Sub(p.at))
 				}
 			}
 		}
