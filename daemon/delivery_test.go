@@ -17,9 +17,9 @@ import (
 
 	"github.com/arizuko/arizukod/api"
 	"github.com/arizuko/arizukod/delivery"
-	"github.com/arizuko/arizukod/internal/fakemodel"
 	"github.com/arizuko/arizukod/internal/daemontest"
 	"github.com/arizuko/arizukod/internal/enginetest"
+	"github.com/arizuko/arizukod/internal/fakemodel"
 	"github.com/arizuko/arizukod/store"
 )
 
