@@ -16,6 +16,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 
@@ -81,11 +82,14 @@ type Server struct {
 	health Health
 	log    *slog.Logger
 	mux    *http.ServeMux
+
+	stopping chan struct{} // closed by Close: long polls of the outbox answer at once
+	stopOnce sync.Once
 }
 
 // New returns the API over st and q.
 func New(st *store.Store, q Queue, h Health, log *slog.Logger) *Server {
-	s := &Server{store: st, queue: q, health: h, log: log, mux: http.NewServeMux()}
+	s := &Server{store: st, stopping: make(chan struct{}), queue: q, health: h, log: log, mux: http.NewServeMux()}
 	s.mux.HandleFunc("GET /health", s.getHealth)
 	s.mux.HandleFunc("POST /v1/runs", s.createRun)
 	s.mux.HandleFunc("GET /v1/runs", s.listRuns)

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -147,7 +148,19 @@ func (s *Server) streamOutbox(w http.ResponseWriter, r *http.Request) {
 	)
 	switch state := q.Get("state"); state {
 	case "", "pending":
-		items, err = s.store.WaitOutbox(r.Context(), f, s.leasePolicy(), wait)
+		ctx, cancel := context.WithCancel(r.Context())
+		go func() {
+			select {
+			case <-s.stopping:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		items, err = s.store.WaitOutbox(ctx, f, s.leasePolicy(), wait)
+		cancel()
+		if err != nil && r.Context().Err() == nil && ctx.Err() != nil {
+			items, err = nil, nil // the daemon stops: an empty answer, the gateway asks again
+		}
 	case "parked", "delivered", "all":
 		if state == "all" {
 			state = ""
@@ -165,6 +178,13 @@ func (s *Server) streamOutbox(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, OutboxList{Items: wireOutboxList(items)})
+}
+
+// Close makes long polls of GET /v1/outbox answer at once with what they have (nothing),
+// so that a daemon that stops does not wait for them; the daemon calls it when its HTTP
+// server shuts down.
+func (s *Server) Close() {
+	s.stopOnce.Do(func() { close(s.stopping) })
 }
 
 func (s *Server) ackOutbox(w http.ResponseWriter, r *http.Request) {

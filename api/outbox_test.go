@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -101,5 +102,21 @@ func TestOutboxBadInput(t *testing.T) {
 		if code != tt.code || e.Field != tt.field {
 			t.Errorf("%s %s %s: %d %s, want %d naming %s", tt.method, tt.path, tt.body, code, body, tt.code, tt.field)
 		}
+	}
+}
+
+// TestOutboxCloseEndsLongPolls: a daemon that stops answers its waiting gateways at once,
+// with nothing, instead of holding its shutdown for their wait.
+func TestOutboxCloseEndsLongPolls(t *testing.T) {
+	srv, _ := messagesServer(t)
+	done := make(chan string, 1)
+	go func() {
+		code, body := serve(t, srv, http.MethodGet, "/v1/outbox?wait=60s", "")
+		done <- fmt.Sprint(code, " ", body)
+	}()
+	srv.Close()
+	srv.Close()
+	if got := <-done; !strings.HasPrefix(got, "200 ") || !strings.Contains(got, `"items": []`) {
+		t.Errorf("long poll at Close: %s", got)
 	}
 }

@@ -168,6 +168,7 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 	handler.Location = cfg.Location
 	handler.Delivery = policy
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	srv.RegisterOnShutdown(handler.Close)
 	log.Info("arizukod listening", "socket", l.Addr().String(), "socket_activated", activated, "data_dir", cfg.DataDir, "config", cfg.Source)
 
 	var wg sync.WaitGroup

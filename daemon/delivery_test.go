@@ -19,19 +19,29 @@ import (
 	"github.com/arizuko/arizukod/delivery"
 	"github.com/arizuko/arizukod/internal/daemontest"
 	"github.com/arizuko/arizukod/internal/enginetest"
+	"github.com/arizuko/arizukod/internal/fakemodel"
 	"github.com/arizuko/arizukod/store"
 )
 
 // deliveryDaemon is a daemon on Podman 4 with a short visibility timeout and a webhook
 // for the chats wh:*, whose receiver socket is hookSock (nothing listens there at first).
 func deliveryDaemon(t *testing.T, maxRunning int) (d *daemontest.Daemon, hookSock string, secret []byte) {
+	fake := fakemodel.Start()
+	t.Cleanup(fake.Close)
+	fake.Reply = func(r fakemodel.Request) fakemodel.Reply {
+		return fakemodel.Reply{Text: "echo: " + r.LastUserText(), InputTokens: 21, OutputTokens: 8}
+	}
 	dir := t.TempDir()
 	hookSock = filepath.Join(dir, "hook.sock")
 	secret = []byte("shared-" + daemontest.RandHex(8))
 	if err := os.WriteFile(filepath.Join(dir, "secret"), append(secret, '\n'), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	d = daemontest.New(t, daemontest.Config{Engine: daemontest.Podman4(t), MaxRunning: maxRunning, TOML: fmt.Sprintf(`
+	d = daemontest.New(t, daemontest.Config{Engine: daemontest.Podman4(t), MaxRunning: maxRunning,
+		EnvFile: "ANTHROPIC_API_KEY=sk-ant-test-" + daemontest.RandHex(8) + "\n", TOML: fmt.Sprintf(`
+[model]
+upstream = %q
+
 [delivery]
 visibility_timeout = "2s"
 max_attempts = 5
@@ -42,7 +52,7 @@ secret_file = %q
 platform = "wh"
 backoff = "1s"
 max_backoff = "2s"
-`, hookSock, filepath.Join(dir, "secret"))})
+`, fake.URL, hookSock, filepath.Join(dir, "secret"))})
 	d.Start(t)
 	return d, hookSock, secret
 }
@@ -165,8 +175,9 @@ func checkOnceInOrder(t *testing.T, who string, got []api.OutboxRow, want []stor
 // in through POST /v1/messages, answered with send_reply and with the turn's result,
 // reach one consumer of GET /v1/outbox once each and in order across two folders; a
 // consumer that leases without acking gets its row again after the visibility timeout;
-// a row that keeps failing is parked with the reason and retried; and a webhook receiver
-// on a unix socket that is not there at first gets the webhook's rows, signed, once each.
+// a row that keeps failing is parked with the reason and retried; a webhook receiver on a
+// unix socket that is not there at first gets the webhook's rows, signed, once each; and a
+// parked folder and a budget refusal leave a notice for the chat.
 func TestDelivery(t *testing.T) {
 	ctx := context.Background()
 	d, hookSock, secret := deliveryDaemon(t, 5)
@@ -310,6 +321,35 @@ func TestDelivery(t *testing.T) {
 		t.Errorf("webhook receiver saw %q", rc.bad)
 	}
 	t.Logf("stream: %d rows to one consumer; webhook: %d rows after %d failed pushes", len(want), len(hookRows), hookRows[0].Attempts-1)
+
+	// (5) Notices: a folder parked after its turns failed (retry_max 2), and a turn the
+	// model gateway refused for the group's budget, each tell the chat in a short row.
+	route(t, d, "tg:3", "fatal the agent crashed")
+	d.PutGroup(t, "main", `{"model": {"tokens_per_day": 20}}`)
+	route(t, d, "tg:1", "model first")
+	settle(t, st, "main")
+	route(t, d, "tg:1", "model second")
+	settle(t, st, "main")
+	notices := map[string]string{}
+	waitFor(t, 2*time.Minute, "no notice for the parked folder", func() bool {
+		rows, err := d.Client.LeaseOutbox(ctx, api.OutboxQuery{Platform: "tg"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rows {
+			if r.Kind == "notice" {
+				notices[r.Target] = r.Content
+			}
+			d.Client.AckOutbox(ctx, r.ID)
+		}
+		return notices["tg:3"] != ""
+	})
+	if n := notices["tg:3"]; !strings.Contains(n, "paused") || !strings.Contains(n, "the agent crashed") {
+		t.Errorf("parked notice %q", n)
+	}
+	if n := notices["tg:1"]; !strings.Contains(n, "budget reached") || !strings.Contains(n, "tokens_per_day") {
+		t.Errorf("budget notice %q", n)
+	}
 }
 
 // hookReceiver is a gateway's webhook endpoint: it checks the signature and records rows.
@@ -358,7 +398,11 @@ func TestDeliveryLoad(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); c.run(cctx, d.Client, api.OutboxQuery{Wait: 5 * time.Second, Limit: 500}) }()
-	posted := map[int64]time.Time{} // inbox id -> when it was posted
+	type post struct {
+		at     time.Time
+		folder string
+	}
+	posted := map[int64]post{} // inbox id -> when and to which folder it was posted
 	t0 := time.Now()
 	for i := 0; i < messages; i++ {
 		chat := i%chats + 1
@@ -367,7 +411,7 @@ func TestDeliveryLoad(t *testing.T) {
 		if err := d.Client.Do(ctx, http.MethodPost, "/v1/messages", json.RawMessage(body), &out); err != nil || len(out.IDs) != 1 {
 			t.Fatalf("message %d: %v %v", i, out, err)
 		}
-		posted[out.IDs[0]] = time.Now()
+		posted[out.IDs[0]] = post{time.Now(), folders[chat-1]}
 	}
 	settle(t, st, folders...)
 	want, err := st.ListOutboxState(ctx, "", store.OutboxFilter{})
@@ -403,9 +447,9 @@ func TestDeliveryLoad(t *testing.T) {
 				continue
 			}
 			for id := r.InboxFirst; id <= r.InboxLast; id++ {
-				if p, ok := posted[id]; ok {
+				if p, ok := posted[id]; ok && p.folder == f {
 					answered++
-					lat = append(lat, c.at[res.ID].Sub(p))
+					lat = append(lat, c.at[res.ID].Sub(p.at))
 				}
 			}
 		}

@@ -2,12 +2,15 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"testing/fstest"
 	"time"
 )
 
@@ -278,5 +281,47 @@ func TestFinishRunOutbox(t *testing.T) {
 				t.Errorf("outbox = %q, want %q", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestOutboxDeliveryMigration: rows written before outbox_delivery keep their content and
+// ids, count as delivered (no backlog sent again), and new ids continue above them.
+func TestOutboxDeliveryMigration(t *testing.T) {
+	ctx := context.Background()
+	ms, err := loadMigrations(migrationFiles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := fstest.MapFS{}
+	for _, m := range ms {
+		if m.name == "outbox_delivery" {
+			break
+		}
+		before[fmt.Sprintf("migrations/%04d_%s.sql", m.version, m.name)] = &fstest.MapFile{Data: []byte(m.sql)}
+	}
+	path := filepath.Join(t.TempDir(), "arizuko.db")
+	db, err := sql.Open("sqlite", dsn(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := migrate(ctx, db, before, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `INSERT INTO outbox (id, folder, kind, target, content, created_at)
+		VALUES (41, 'main', 'reply', 'tg:-100', 'old reply', 5)`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	s := openAt(t, path)
+	old, err := s.GetOutbox(ctx, 41)
+	if err != nil || old.State != OutboxDelivered || old.Platform != "tg" || old.Content != "old reply" || old.DeliveredAt != 5 {
+		t.Errorf("old row after the migration: %+v, %v", old, err)
+	}
+	ids := appendRows(t, s, OutboxItem{Folder: "main", Kind: OutboxNotice, Target: "tg:-100", Content: "new"})
+	if ids[0] <= 41 {
+		t.Errorf("new id %d, want above the old rows'", ids[0])
+	}
+	if n, _ := s.OutboxBacklog(ctx); n != 1 {
+		t.Errorf("backlog %d, want only the new row", n)
 	}
 }
