@@ -1,5 +1,5 @@
 // Package api is arizukod's local JSON API over a unix socket: runs, group inboxes, groups
-// and their grants, the outbox, the operator's routes and inbound chat messages. It
+// and their grants, the outbox and its delivery stream, the operator's routes and inbound chat messages. It
 // validates every request and answers a caller's mistake with a 4xx and a JSON error that
 // names the field; it writes to the store and wakes or asks the queue, and never touches an
 // engine or a file.
@@ -16,6 +16,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 
@@ -70,17 +71,25 @@ type Server struct {
 	// Networks are the named networks a group's container_config.network may name
 	// (limits.allowed_networks); set before serving.
 	Networks []string
+	// Location is where cron schedules are read when a task resumes (nil: time.Local).
+	Location *time.Location
+	// Delivery is how the outbox stream leases rows ([delivery] in arizukod.toml); zero
+	// fields take DefaultVisibility and DefaultMaxAttempts. Set before serving.
+	Delivery store.LeasePolicy
 
 	store  *store.Store
 	queue  Queue
 	health Health
 	log    *slog.Logger
 	mux    *http.ServeMux
+
+	stopping chan struct{} // closed by Close: long polls of the outbox answer at once
+	stopOnce sync.Once
 }
 
 // New returns the API over st and q.
 func New(st *store.Store, q Queue, h Health, log *slog.Logger) *Server {
-	s := &Server{store: st, queue: q, health: h, log: log, mux: http.NewServeMux()}
+	s := &Server{store: st, stopping: make(chan struct{}), queue: q, health: h, log: log, mux: http.NewServeMux()}
 	s.mux.HandleFunc("GET /health", s.getHealth)
 	s.mux.HandleFunc("POST /v1/runs", s.createRun)
 	s.mux.HandleFunc("GET /v1/runs", s.listRuns)
@@ -91,14 +100,23 @@ func New(st *store.Store, q Queue, h Health, log *slog.Logger) *Server {
 	s.mux.HandleFunc("GET /v1/groups", s.listGroups)
 	s.mux.HandleFunc("GET /v1/groups/{folder}", s.getGroup)
 	s.mux.HandleFunc("POST /v1/groups/{folder}/messages", s.appendInbox)
+	s.mux.HandleFunc("GET /v1/groups/{folder}/messages", s.listInbox)
 	s.mux.HandleFunc("PUT /v1/groups/{folder}/grants", s.putGrants)
 	s.mux.HandleFunc("GET /v1/groups/{folder}/grants", s.getGrants)
 	s.mux.HandleFunc("GET /v1/groups/{folder}/outbox", s.listOutbox)
 	s.mux.HandleFunc("POST /v1/groups/{folder}/unpark", s.unpark)
+	s.mux.HandleFunc("GET /v1/outbox", s.streamOutbox)
+	s.mux.HandleFunc("POST /v1/outbox/ack", s.ackOutbox)
+	s.mux.HandleFunc("POST /v1/outbox/fail", s.failOutbox)
+	s.mux.HandleFunc("GET /v1/outbox/{id}", s.getOutbox)
+	s.mux.HandleFunc("POST /v1/outbox/{id}/retry", s.retryOutbox)
 	s.mux.HandleFunc("POST /v1/messages", s.inbound)
 	s.mux.HandleFunc("GET /v1/routes", s.listRoutes)
 	s.mux.HandleFunc("POST /v1/routes", s.addRoute)
 	s.mux.HandleFunc("DELETE /v1/routes/{id}", s.deleteRoute)
+	s.mux.HandleFunc("GET /v1/tasks", s.listTasks)
+	s.mux.HandleFunc("GET /v1/tasks/{id}", s.getTask)
+	s.mux.HandleFunc("POST /v1/tasks/{id}/{verb}", s.taskVerb)
 	return s
 }
 

@@ -406,12 +406,8 @@ func badRequests(finished, running string) []badRequest {
 	}
 	network := func(name string, n any) badRequest {
 		b, _ := json.Marshal(n)
-		field := "container_config.network"
-		if _, ok := n.(string); !ok {
-			field = "container_config" // not a string: the JSON decoder says so
-		}
 		return badRequest{name: "container_config network " + name, method: http.MethodPost, path: "/v1/groups",
-			body: `{"folder":"newg","container_config":{"network":` + string(b) + `}}`, code: 400, field: field}
+			body: `{"folder":"newg","container_config":{"network":` + string(b) + `}}`, code: 400, field: "container_config.network"}
 	}
 	return []badRequest{
 		run("folder a number", `{"folder":5,`+msgs+`}`, 400, "folder"),
@@ -489,6 +485,7 @@ func badRequests(finished, running string) []badRequest {
 		{name: "container_config negative timeout", method: "POST", path: "/v1/groups", body: `{"folder":"newg","container_config":{"timeout":-1}}`, code: 400, field: "container_config.timeout"},
 		{name: "container_config bad memory", method: "POST", path: "/v1/groups", body: `{"folder":"newg","container_config":{"memory":"lots"}}`, code: 400, field: "container_config.memory"},
 		{name: "container_config a string", method: "POST", path: "/v1/groups", body: `{"folder":"newg","container_config":"x"}`, code: 400, field: "container_config"},
+		{name: "container_config deliver_result a string", method: "POST", path: "/v1/groups", body: `{"folder":"newg","container_config":{"deliver_result":"no"}}`, code: 400, field: "container_config.deliver_result"},
 		network("host", "host"),
 		network("container id", "container:4f1c2a9b"),
 		network("another container's name", "container:arizuko-main-1700000000000"),

@@ -50,6 +50,9 @@ func FuzzRequests(f *testing.F) {
 	f.Add(uint8(1), "/v1/groups/main/messages", "", []byte(`{"messages":[{"content":"x","role":"assistant"}],"senderJid":"a@b"}`))
 	f.Add(uint8(2), "/v1/groups/main/grants", "application/json", []byte(`{"rules":["*","!send_message(to=x*)"]}`))
 	f.Add(uint8(0), "/v1/runs?folder=main&state=queued&limit=5", "", []byte(nil))
+	f.Add(uint8(0), "/v1/tasks?folder=main&state=paused", "", []byte(nil))
+	f.Add(uint8(1), "/v1/tasks/t_0000000000000001/resume", "", []byte(nil))
+	f.Add(uint8(0), "/v1/groups/main/messages?limit=3", "", []byte(nil))
 
 	st, err := store.Open(context.Background(), filepath.Join(f.TempDir(), "arizukod.db"))
 	if err != nil {
@@ -57,6 +60,10 @@ func FuzzRequests(f *testing.F) {
 	}
 	f.Cleanup(func() { st.Close() })
 	if _, err := st.UpsertGroup(context.Background(), store.Group{Folder: "main"}); err != nil {
+		f.Fatal(err)
+	}
+	if _, err := st.CreateTask(context.Background(), store.Task{ID: "t_0000000000000001", Folder: "main", Prompt: "p",
+		ScheduleKind: store.ScheduleCron, ScheduleExpr: "0 9 * * *", State: store.TaskPaused}); err != nil {
 		f.Fatal(err)
 	}
 	srv := api.New(st, idleQueue{changed: make(chan struct{})}, okHealth{}, slog.New(slog.NewTextHandler(io.Discard, nil)))

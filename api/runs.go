@@ -28,6 +28,8 @@ type Run struct {
 	Result       string `json:"result,omitempty"`
 	NewSessionID string `json:"newSessionId,omitempty"`
 	Attempt      int    `json:"attempt"`
+	InboxFirst   int64  `json:"inboxFirst,omitempty"` // an inbox run answers the inbox messages InboxFirst..InboxLast
+	InboxLast    int64  `json:"inboxLast,omitempty"`
 	TimeoutMs    int64  `json:"timeoutMs,omitempty"`
 	CreatedAt    string `json:"createdAt"`
 	StartedAt    string `json:"startedAt,omitempty"`
@@ -70,7 +72,7 @@ func wireRun(r *store.Run) Run {
 		ID: r.ID, Folder: r.Folder, Kind: string(r.Kind), TaskID: r.TaskID, Container: r.Container,
 		State: string(r.State), Status: string(r.Status), Failure: string(r.Failure), Terminal: r.Terminal,
 		ExitCode: r.ExitCode, Error: r.Error, Result: r.Result, NewSessionID: r.NewSessionID,
-		Attempt: r.Attempt, TimeoutMs: r.TimeoutMS,
+		Attempt: r.Attempt, InboxFirst: r.InboxFirst, InboxLast: r.InboxLast, TimeoutMs: r.TimeoutMS,
 		CreatedAt: msTime(r.CreatedAt), StartedAt: msTime(r.StartedAt), EndedAt: msTime(r.EndedAt),
 		Usage: wireUsage(r.Usage),
 	}

@@ -55,6 +55,11 @@ func (b *bench) run(ctx context.Context) error {
 			return err
 		}
 	}
+	if b.o.mode == "all" || b.o.mode == "delivery" {
+		if err := b.delivery(ctx); err != nil {
+			return err
+		}
+	}
 	if b.o.mode == "all" {
 		if err := b.memory(ctx); err != nil {
 			return err

@@ -32,26 +32,29 @@ var goBenchmarks = []struct {
 func runGoBenchmarks(ctx context.Context, repo string, say func(string, ...any)) []goBenchResult {
 	var out []goBenchResult
 	for _, gb := range goBenchmarks {
-		if !hasFunc(filepath.Join(repo, gb.pkg), gb.fn) {
-			out = append(out, goBenchResult{pkg: gb.pkg, name: gb.fn, note: "pending: " + gb.fn + " does not exist yet"})
-			continue
-		}
-		say("go test -run '^$' -bench %s %s", gb.pattern, gb.pkg)
-		cmd := exec.CommandContext(ctx, "go", "test", "-run", "^$", "-bench", gb.pattern, "-benchmem", gb.pkg)
-		cmd.Dir = repo
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		if err := cmd.Run(); err != nil {
-			out = append(out, goBenchResult{pkg: gb.pkg, name: gb.fn, note: "failed: " + firstLine(stderr.String()+stdout.String())})
-			continue
-		}
-		rows := parseGoBench(gb.pkg, stdout.String())
-		if len(rows) == 0 {
-			rows = append(rows, goBenchResult{pkg: gb.pkg, name: gb.fn, note: "no benchmark line in the output"})
-		}
-		out = append(out, rows...)
+		out = append(out, runGoBenchmark(ctx, repo, gb.pkg, gb.pattern, gb.fn, say)...)
 	}
 	return out
+}
+
+// runGoBenchmark runs the benchmarks of pkg matching pattern, if fn exists there.
+func runGoBenchmark(ctx context.Context, repo, pkg, pattern, fn string, say func(string, ...any)) []goBenchResult {
+	if !hasFunc(filepath.Join(repo, pkg), fn) {
+		return []goBenchResult{{pkg: pkg, name: fn, note: "pending: " + fn + " does not exist yet"}}
+	}
+	say("go test -run '^$' -bench %s %s", pattern, pkg)
+	cmd := exec.CommandContext(ctx, "go", "test", "-run", "^$", "-bench", pattern, "-benchmem", pkg)
+	cmd.Dir = repo
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return []goBenchResult{{pkg: pkg, name: fn, note: "failed: " + firstLine(stderr.String()+stdout.String())}}
+	}
+	rows := parseGoBench(pkg, stdout.String())
+	if len(rows) == 0 {
+		rows = append(rows, goBenchResult{pkg: pkg, name: fn, note: "no benchmark line in the output"})
+	}
+	return rows
 }
 
 // parseGoBench reads the benchmark lines: name, iterations, then value-unit pairs.

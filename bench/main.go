@@ -42,6 +42,8 @@ type options struct {
 	phaseTurns    int
 	tpTurns       int
 	tpFolders     int
+	dlMessages    int
+	dlChats       int
 	coldRuns      int
 	skipGoBench   bool
 	keepWork      bool
@@ -82,7 +84,7 @@ func main() {
 func run(ctx context.Context, args []string) error {
 	var o options
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.StringVar(&o.mode, "mode", "all", "all: every measurement and BENCHMARKS.md; phases, latency, throughput: only that measurement, printed")
+	fs.StringVar(&o.mode, "mode", "all", "all: every measurement and BENCHMARKS.md; phases, latency, throughput, delivery: only that measurement, printed")
 	fs.StringVar(&o.podmanSocket, "podman", os.Getenv("ARIZUKO_TEST_PODMAN4"), "the Podman 4 API service (unix://PATH)")
 	fs.StringVar(&o.dockerSocket, "docker", os.Getenv("ARIZUKO_TEST_DOCKER"), "the Docker API (unix://PATH); empty skips docker")
 	fs.StringVar(&o.testhostDir, "testhost", envOr("ARIZUKO_TESTHOST_DIR", "/var/tmp/arizuko-testhost"), "the test host's directory, for the local podman CLI's storage and configuration")
@@ -99,6 +101,8 @@ func run(ctx context.Context, args []string) error {
 	fs.IntVar(&o.phaseTurns, "phase-turns", 25, "measured turns per variant of the phase measurement")
 	fs.IntVar(&o.tpTurns, "throughput-turns", 200, "turns of the throughput measurement")
 	fs.IntVar(&o.tpFolders, "throughput-folders", 20, "folders of the throughput measurement")
+	fs.IntVar(&o.dlMessages, "delivery-messages", 500, "chat messages of the delivery measurement")
+	fs.IntVar(&o.dlChats, "delivery-chats", 20, "chats (one folder each) of the delivery measurement")
 	fs.IntVar(&o.coldRuns, "cold", 10, "socket-activated cold starts")
 	fs.BoolVar(&o.skipGoBench, "skip-go-bench", false, "skip the go test benchmarks of memory and ipc")
 	fs.BoolVar(&o.keepWork, "keep", false, "keep the work directory")
@@ -131,9 +135,9 @@ func run(ctx context.Context, args []string) error {
 	b := &bench{o: o, log: log, instance: fmt.Sprintf("bench%d", os.Getpid()), began: time.Now()}
 	defer b.cleanup()
 	switch o.mode {
-	case "all", "phases", "latency", "throughput":
+	case "all", "phases", "latency", "throughput", "delivery":
 	default:
-		return fmt.Errorf("-mode %q: must be all, phases, latency or throughput", o.mode)
+		return fmt.Errorf("-mode %q: must be all, phases, latency, throughput or delivery", o.mode)
 	}
 	return b.run(ctx)
 }

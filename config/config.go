@@ -84,7 +84,9 @@ type Config struct {
 	Limits       Limits
 	Memory       MemoryConf
 	Model        ModelConf
-	Source       string // the file read, or SourceDefaults
+	Delivery     DeliveryConf
+	Webhooks     []Webhook // [[webhook]] tables, in file order
+	Source       string    // the file read, or SourceDefaults
 }
 
 // ModelConf is where the model gateway forwards a turn's model traffic, and with which
@@ -195,6 +197,7 @@ func load(mode Mode, path string, explicit bool, getenv func(string) string) (*C
 		Limits:       Limits{MemoryBytes: 1 << 30, NanoCPUs: 2e9, PidsLimit: 512, Network: "none"},
 		Memory:       MemoryConf{DiaryMax: 14, EpisodesMax: 5},
 		Model:        ModelConf{Upstream: DefaultModelUpstream},
+		Delivery:     DeliveryConf{VisibilityTimeout: DefaultVisibilityTimeout, MaxAttempts: DefaultMaxAttempts},
 		Source:       SourceDefaults,
 	}, set: map[string]bool{}, lines: map[string]int{}}
 	if path != "" {

@@ -46,6 +46,7 @@ func systemDefaults() *Config {
 		Limits:       Limits{MemoryBytes: 1 << 30, NanoCPUs: 2e9, PidsLimit: 512, Network: "none"},
 		Memory:       MemoryConf{DiaryMax: 14, EpisodesMax: 5},
 		Model:        ModelConf{Upstream: DefaultModelUpstream, CredentialsDir: "/etc/arizuko/credentials"},
+		Delivery:     DeliveryConf{VisibilityTimeout: 60 * time.Second, MaxAttempts: 5},
 		Source:       SourceDefaults,
 	}
 }

@@ -10,7 +10,7 @@ import (
 )
 
 // tables are the file's tables; every other key is a value.
-var tables = []string{"limits", "memory", "model"}
+var tables = []string{"limits", "memory", "model", "delivery"}
 
 // errMark stops a decode whose only purpose is the position of a key.
 var errMark = errors.New("mark")
@@ -55,9 +55,14 @@ func (l *loader) decode(path string, data []byte) error {
 			prims[toml.Key{t, k}.String()] = sp
 		}
 	}
+	if p, ok := top["webhook"]; ok {
+		if err := l.webhooks(&md, path, p); err != nil {
+			return err
+		}
+	}
 	for _, k := range md.Keys() {
 		name := k.String()
-		if slices.Contains(tables, name) {
+		if slices.Contains(tables, name) || k[0] == "webhook" {
 			continue
 		}
 		set, ok := fileKeys[name]

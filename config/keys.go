@@ -58,6 +58,10 @@ var fileKeys = map[string]setter{
 	"model.api_key_file":      text(path(true, func(c *Config) *string { return &c.Model.APIKeyFile })),
 	"model.oauth_token_file":  text(path(true, func(c *Config) *string { return &c.Model.OAuthTokenFile })),
 	"model.credentials_dir":   text(path(false, func(c *Config) *string { return &c.Model.CredentialsDir })),
+
+	// The outbox stream ([delivery]); the [[webhook]] tables are read by webhooks().
+	"delivery.visibility_timeout": text(duration(time.Second, time.Hour, func(c *Config) *time.Duration { return &c.Delivery.VisibilityTimeout })),
+	"delivery.max_attempts":       integer(1, 1000, func(c *Config) *int { return &c.Delivery.MaxAttempts }),
 }
 
 // Bounds of the values whose limits callers may want to show or reuse.

@@ -155,8 +155,10 @@ func testClaudeAgent(t *testing.T, e enginetest.Engine) {
 	}) {
 		t.Errorf("the model was not told the message's sender and chat")
 	}
-	if items := outbox(t, d); len(items) != 1 || items[0].Target != "tg:42" || items[0].Content != "hello from claude" || items[0].RunID != third.ID {
-		t.Errorf("outbox after send_reply: %+v, want one reply to tg:42 by run %s", items, third.ID)
+	// The reply, then the turn's result: both to the message's chat.
+	if items := outbox(t, d); len(items) != 2 || items[0].Target != "tg:42" || items[0].Content != "hello from claude" || items[0].RunID != third.ID ||
+		items[1].Kind != "result" || items[1].Target != "tg:42" || items[1].Content != third.Result {
+		t.Errorf("outbox after send_reply: %+v, want a reply and the result to tg:42 by run %s", items, third.ID)
 	}
 
 	// (5) A steer during a slow answer reaches the model in the same turn.

@@ -22,6 +22,7 @@ import (
 
 	"github.com/arizuko/arizukod/api"
 	"github.com/arizuko/arizukod/config"
+	"github.com/arizuko/arizukod/delivery"
 	"github.com/arizuko/arizukod/gateway"
 	"github.com/arizuko/arizukod/groupfolder"
 	"github.com/arizuko/arizukod/logging"
@@ -147,6 +148,12 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 
 	sched := scheduler.New(scheduler.Config{Store: d.store, Location: cfg.Location, Wake: d.queue.Wake, Logger: log})
 
+	policy := store.LeasePolicy{Visibility: cfg.Delivery.VisibilityTimeout, MaxAttempts: cfg.Delivery.MaxAttempts}
+	pusher, err := delivery.New(d.store, cfg.Webhooks, policy, log)
+	if err != nil {
+		return err
+	}
+
 	l, activated, err := listen(passed, cfg.Listen, cfg.SocketMode, cfg.AllowGroup)
 	if err != nil {
 		return err
@@ -158,12 +165,16 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 	}
 	handler := api.New(d.store, d.queue, d, log)
 	handler.Networks = cfg.Limits.AllowedNetworks
+	handler.Location = cfg.Location
+	handler.Delivery = policy
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	srv.RegisterOnShutdown(handler.Close)
 	log.Info("arizukod listening", "socket", l.Addr().String(), "socket_activated", activated, "data_dir", cfg.DataDir, "config", cfg.Source)
 
 	var wg sync.WaitGroup
 	qctx, stopQueue := context.WithCancel(context.WithoutCancel(ctx))
-	wg.Add(4)
+	wg.Add(5)
+	go func() { defer wg.Done(); pusher.Run(ctx) }()
 	go func() { defer wg.Done(); d.watchEngine(ctx) }()
 	go func() { defer wg.Done(); sched.Run(ctx) }()
 	go func() { defer wg.Done(); d.queue.Run(qctx) }()

@@ -21,7 +21,8 @@ import (
 // inbound chat message routed by POST /v1/messages whose agent calls send_reply without a
 // chat_jid leaves an outbox row for the message's chat; a batch of two senders reaches the
 // agent with each message's sender, chat and time; a turn that answers no chat gets a tool
-// error and leaves no row; POST /v1/runs's chatJid is the chat its turn answers.
+// error and leaves no row; POST /v1/runs's chatJid is the chat its turn answers. The group
+// sets deliver_result false, so the rows are the tools' only.
 func TestReplies(t *testing.T) {
 	for _, e := range enginetest.Rootful(t) {
 		t.Run(e.Name, func(t *testing.T) { testReplies(t, e) })
@@ -34,7 +35,8 @@ func testReplies(t *testing.T, e enginetest.Engine) {
 	d := daemontest.New(t, daemontest.Config{Engine: e})
 	d.Start(t)
 	t.Logf("%s: daemon up in %s", e.Name, time.Since(t0).Round(time.Millisecond))
-	d.AddGroup(t, "main")
+	// This agent answers through send_reply: its turns' results stay out of the outbox.
+	d.PutGroup(t, "main", `{"deliver_result": false}`)
 	st := d.OpenStore(t)
 	if _, err := st.AddRoute(ctx, store.Route{Seq: 1, Match: "platform=telegram", Target: "main"}); err != nil {
 		t.Fatal(err)

@@ -478,12 +478,17 @@ func checkOutcome(o Outcome) error {
 // never leaves a finished inbox run whose messages would run again. A session
 // cleared while the run ran (ClearSession) stays cleared: the turn's session
 // id is recorded on the run only. Error, Result and NewSessionID are redacted
-// (WithRedact). A run already final is ErrConflict.
+// (WithRedact). For an inbox run the same transaction appends to the outbox what its
+// chat should get: its result and notices (see runEndOutbox). A run already final is
+// ErrConflict.
 func (s *Store) FinishRun(ctx context.Context, id string, o Outcome) (*Run, error) {
 	if err := checkOutcome(o); err != nil {
 		return nil, fmt.Errorf("store: finish run %q: %w", id, err)
 	}
-	var done *Run
+	var (
+		done *Run
+		sent []OutboxItem
+	)
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		r, err := getRun(ctx, tx, id)
 		if err != nil {
@@ -512,7 +517,11 @@ func (s *Store) FinishRun(ctx context.Context, id string, o Outcome) (*Run, erro
 			return err
 		}
 		if inbox {
-			if _, err := applyCursorUpdate(ctx, tx, r.Folder, r.InboxLast, o.Cursor, now); err != nil {
+			cur, err := applyCursorUpdate(ctx, tx, r.Folder, r.InboxLast, o.Cursor, now)
+			if err != nil {
+				return err
+			}
+			if sent, err = s.runEndOutbox(ctx, tx, r, o, cur, now); err != nil {
 				return err
 			}
 		}
@@ -527,6 +536,7 @@ func (s *Store) FinishRun(ctx context.Context, id string, o Outcome) (*Run, erro
 	if err != nil {
 		return nil, fmt.Errorf("store: finish: %w", err)
 	}
+	s.outbox.notify(true, sent...)
 	return done, nil
 }
 

@@ -40,6 +40,7 @@ type Store struct {
 	db     *sql.DB
 	now    func() time.Time
 	redact func(string) string
+	outbox outboxWatch // wakes WaitOutbox
 }
 
 // Option configures a Store at Open.

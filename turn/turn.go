@@ -55,6 +55,10 @@ type ContainerConfig struct {
 	Model *ModelPolicy `json:"model,omitempty"`
 	// Egress lists the HOST:PORTs the group's agent may reach through the egress proxy.
 	Egress []string `json:"egress,omitempty"`
+	// DeliverResult false keeps an inbox turn's result out of the outbox, for agents that
+	// answer only through the send tools; nil or true delivers it to the chat (the store
+	// reads the key when the run ends).
+	DeliverResult *bool `json:"deliver_result,omitempty"`
 }
 
 // ModelPolicy is what a group's turns may do through the model gateway.
@@ -100,6 +104,10 @@ func ParseContainerConfig(raw []byte, networks []string) (ContainerConfig, error
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&c); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field != "" {
+			return c, badField(te.Field, "%s: must be %s, not %s", te.Field, te.Type, te.Value)
+		}
 		return c, badField("", "%v", err)
 	}
 	switch {

@@ -203,6 +203,8 @@ func TestParseContainerConfig(t *testing.T) {
 		{`{"cpus":-2}`, "cpus", "cpus"},
 		{`{"model":{"models":[""]}}`, "model.models[0]", "model.models"},
 		{`[1]`, "bad container config", ""},
+		{`{"deliver_result":false}`, "", ""},
+		{`{"deliver_result":"no"}`, "deliver_result: must be bool", "deliver_result"},
 	} {
 		_, err := turn.ParseContainerConfig([]byte(c.in), nil)
 		if (err == nil) != (c.wantErr == "") || err != nil && !strings.Contains(err.Error(), c.wantErr) {

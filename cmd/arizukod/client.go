@@ -58,11 +58,12 @@ func runDaemon(ctx context.Context, socket, folder, message, session, sender, ch
 }
 
 func cmdRuns(ctx context.Context, args []string) error {
-	fs := newFlags("runs", "[list|show ID|kill ID] [--folder F] [--state S] [--limit N]")
+	fs := newFlags("runs", "[list [--folder F] [--state S] [--limit N] [--json] | show ID | kill ID]")
 	socket := socketFlag(fs)
 	folder := fs.String("folder", "", "only runs of this folder")
 	state := fs.String("state", "", "only runs in this state: queued, running, exited, error, killed")
 	limit := fs.Int("limit", 20, "at most this many runs, newest first")
+	asJSON := fs.Bool("json", false, "list: print the runs as JSON (show and kill always print JSON)")
 	verb, id, rest, err := verbOperand(fs, args, "show", "kill")
 	if err != nil {
 		return err
@@ -83,6 +84,11 @@ func cmdRuns(ctx context.Context, args []string) error {
 		var out struct{ Runs []api.Run }
 		if err := c.Do(ctx, http.MethodGet, "/v1/runs?"+q.Encode(), nil, &out); err != nil {
 			return err
+		}
+		if *asJSON {
+			enc := json.NewEncoder(os.Stdout)
+			enc.SetIndent("", "  ")
+			return enc.Encode(out.Runs)
 		}
 		tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "RUN\tFOLDER\tSTATE\tSTATUS\tFAILURE\tCREATED\tTOKENS IN/OUT\tCONTAINER")
@@ -112,10 +118,11 @@ func cmdRuns(ctx context.Context, args []string) error {
 }
 
 func cmdGroups(ctx context.Context, args []string) error {
-	fs := newFlags("groups", "[list | add FOLDER [--name N] [--config JSON] | grants FOLDER RULE...]")
+	fs := newFlags("groups", "[list [--json] | add FOLDER [--name N] [--config JSON] | grants FOLDER RULE...]")
 	socket := socketFlag(fs)
 	name := fs.String("name", "", "the group's display name")
 	cc := fs.String("config", "", "the group's container config as JSON, e.g. '{\"network\":\"none\"}'")
+	asJSON := fs.Bool("json", false, "list: print the groups as JSON (add and grants always print JSON)")
 	verb, folder, rest, err := verbOperand(fs, args, "add", "grants")
 	if err != nil {
 		return err
@@ -135,6 +142,9 @@ func cmdGroups(ctx context.Context, args []string) error {
 		var out struct{ Groups []api.Group }
 		if err := c.Do(ctx, http.MethodGet, "/v1/groups", nil, &out); err != nil {
 			return err
+		}
+		if *asJSON {
+			return enc.Encode(out.Groups)
 		}
 		tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "FOLDER\tTIER\tNAME")

@@ -10,18 +10,21 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
+	"text/tabwriter"
 
 	"github.com/arizuko/arizukod/api"
 	"github.com/arizuko/arizukod/contract"
 )
 
-const inboxSynopsis = "add FOLDER --message TEXT [--sender JID] [--chat JID] | route --message TEXT [--chat JID] [--sender JID] [--platform P] [--room R] [--verb V]"
+const inboxSynopsis = "list --folder F [--limit N] [--json] | add FOLDER --message TEXT [--sender JID] [--chat JID] | route --message TEXT [--chat JID] [--sender JID] [--platform P] [--room R] [--verb V]"
 
 func cmdInbox(ctx context.Context, args []string) error {
 	return runInbox(ctx, args, os.Stdout)
 }
 
-// runInbox is `arizukod inbox`: add puts a message into a group's inbox
+// runInbox is `arizukod inbox`: list shows what waits in a group's inbox and why
+// (GET /v1/groups/{folder}/messages); add puts a message into a group's inbox
 // (POST /v1/groups/{folder}/messages); route hands one to the routes as a chat gateway
 // would (POST /v1/messages). Both print the daemon's answer as JSON: the folder and the
 // message ids.
@@ -30,8 +33,11 @@ func runInbox(ctx context.Context, args []string, stdout io.Writer) error {
 	if len(args) > 0 {
 		verb, args = args[0], args[1:]
 	}
-	fs := newFlags("inbox "+verb, inboxSynopsis)
+	fs := newFlags("inbox", inboxSynopsis)
 	socket := socketFlag(fs)
+	if verb == "list" {
+		return inboxList(ctx, fs, socket, args, stdout)
+	}
 	message := fs.String("message", "", "the message's text (required)")
 	sender := fs.String("sender", "", "who wrote it, e.g. tg:123456")
 	chat := fs.String("chat", "", "the chat it was written in, e.g. tg:-5075870332: where the turn's replies go")
@@ -52,7 +58,7 @@ func runInbox(ctx context.Context, args []string, stdout io.Writer) error {
 		fs.Usage()
 		return flag.ErrHelp
 	default:
-		fmt.Fprintf(fs.Output(), "arizukod inbox: %q is not add or route\n", verb)
+		fmt.Fprintf(fs.Output(), "arizukod inbox: %q is not list, add or route\n", verb)
 		fs.Usage()
 		return errUsage
 	}
@@ -78,4 +84,46 @@ func runInbox(ctx context.Context, args []string, stdout io.Writer) error {
 	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")
 	return enc.Encode(out)
+}
+
+// inboxList prints a folder's inbox: the cursor's state (parked and why, a retry waiting)
+// and the messages past it.
+func inboxList(ctx context.Context, fs *flag.FlagSet, socket *string, args []string, stdout io.Writer) error {
+	folder := fs.String("folder", "", "the group whose inbox to show (required)")
+	limit := fs.Int("limit", 100, "at most this many pending messages, oldest first")
+	asJSON := fs.Bool("json", false, "print the inbox as JSON")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *folder == "" {
+		fmt.Fprintln(fs.Output(), "arizukod inbox list: give --folder, e.g. --folder main")
+		fs.Usage()
+		return errUsage
+	}
+	var in api.Inbox
+	path := "/v1/groups/" + url.PathEscape(*folder) + "/messages?limit=" + strconv.Itoa(*limit)
+	if err := api.NewClient(*socket).Do(ctx, http.MethodGet, path, nil, &in); err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(in)
+	}
+	switch {
+	case in.ParkedReason != "":
+		fmt.Fprintf(stdout, "%s is parked since %s: %s\nFix that, then run `arizukod unpark --folder %s`.\n", in.Folder, in.ParkedAt, in.ParkedReason, in.Folder)
+	case in.NextAttemptAt != "":
+		fmt.Fprintf(stdout, "%s retries at %s (failed %d times: %s)\n", in.Folder, in.NextAttemptAt, in.Retries, in.LastError)
+	}
+	fmt.Fprintf(stdout, "%s: %d pending after message %d\n", in.Folder, len(in.Pending), in.LastDoneID)
+	if len(in.Pending) == 0 {
+		return nil
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSOURCE\tCHAT\tSENDER\tCREATED\tCONTENT")
+	for _, m := range in.Pending {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", m.ID, m.Source, dash(m.ChatJID), dash(m.SenderJID), m.CreatedAt, clip(m.Content, 60))
+	}
+	return tw.Flush()
 }

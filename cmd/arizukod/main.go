@@ -23,7 +23,11 @@ var commands = map[string]command{
 	"run":     {"run one turn and print its result JSON", cmdRun},
 	"runs":    {"list, show and kill runs of the daemon", cmdRuns},
 	"groups":  {"list and register groups, set their grants", cmdGroups},
-	"inbox":   {"put a message into a group's inbox, or hand one to the routes", cmdInbox},
+	"inbox":   {"list a group's pending messages, put one into its inbox, or hand one to the routes", cmdInbox},
+	"tasks":   {"list the tasks agents scheduled; pause, resume or cancel one", cmdTasks},
+	"unpark":  {"let a parked group's inbox run again", cmdUnpark},
+	"chat":    {"talk to a group's agent from the terminal: each line is a message, the replies print as they come", cmdChat},
+	"outbox":  {"list the outbound messages and their delivery, follow them, ack, fail or retry one", cmdOutbox},
 	"routes":  {"list, add and delete the operator's routes of inbound messages", cmdRoutes},
 	"doctor":  {"check the engine, directories and journald, with the command that fixes each failure", cmdDoctor},
 	"image":   {"make agent images from static binaries", cmdImage},
@@ -69,6 +73,8 @@ func runMain(ctx context.Context, args []string) int {
 		return 2
 	case errors.Is(err, errTurnFailed), errors.Is(err, errRejected):
 		return 1
+	case errors.Is(err, errInterrupted):
+		return 130
 	}
 	fmt.Fprintf(os.Stderr, "arizukod %s: %v\n", args[0], err)
 	return 1

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/arizuko/arizukod/api"
+)
+
+// cmdTasks shows and steers the tasks agents scheduled (GET /v1/tasks, POST
+// /v1/tasks/{id}/pause|resume|cancel).
+func cmdTasks(ctx context.Context, args []string) error {
+	fs := newFlags("tasks", "[list [--folder F] [--state S] [--json] | show ID | pause ID | resume ID | cancel ID]")
+	socket := socketFlag(fs)
+	folder := fs.String("folder", "", "list: only the tasks of this folder")
+	state := fs.String("state", "", "list: only tasks in this state: active, paused or completed")
+	asJSON := fs.Bool("json", false, "list: print the tasks as JSON (the other verbs always print JSON)")
+	verbs := []string{"show", "pause", "resume", "cancel"}
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		switch {
+		case args[0] != "list" && !slices.Contains(verbs, args[0]):
+			fmt.Fprintf(fs.Output(), "arizukod tasks: %q is not list, show, pause, resume or cancel\n", args[0])
+			fs.Usage()
+			return errUsage
+		case args[0] != "list" && (len(args) < 2 || strings.HasPrefix(args[1], "-")):
+			fmt.Fprintf(fs.Output(), "arizukod tasks %s: give the task's id (`arizukod tasks` lists them)\n", args[0])
+			fs.Usage()
+			return errUsage
+		}
+	}
+	verb, id, rest, err := verbOperand(fs, args, verbs...)
+	if err != nil {
+		return err
+	}
+	if err := parseFlags(fs, rest); err != nil {
+		return err
+	}
+	c := api.NewClient(*socket)
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", "  ")
+	switch verb {
+	case "list":
+		q := url.Values{}
+		if *folder != "" {
+			q.Set("folder", *folder)
+		}
+		if *state != "" {
+			q.Set("state", *state)
+		}
+		var out struct{ Tasks []api.Task }
+		if err := c.Do(ctx, http.MethodGet, "/v1/tasks?"+q.Encode(), nil, &out); err != nil {
+			return err
+		}
+		if *asJSON {
+			return enc.Encode(out.Tasks)
+		}
+		tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "TASK\tFOLDER\tSTATE\tSCHEDULE\tNEXT RUN\tLAST RUN\tPROMPT")
+		for _, t := range out.Tasks {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s %s\t%s\t%s\t%s\n", t.ID, t.Folder, t.State, t.ScheduleKind, t.Schedule,
+				dash(t.NextRunAt), dash(t.LastRunID), clip(t.Prompt, 50))
+		}
+		return tw.Flush()
+	case "show", "pause", "resume", "cancel":
+		method, path := http.MethodGet, "/v1/tasks/"+url.PathEscape(id)
+		if verb != "show" {
+			method, path = http.MethodPost, path+"/"+verb
+		}
+		var t api.Task
+		if err := c.Do(ctx, method, path, nil, &t); err != nil {
+			return err
+		}
+		return enc.Encode(t)
+	}
+	return nil
+}
+
+// dash is s, or "-" for a table cell with nothing in it.
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// clip shortens s to one line of at most n runes for a table cell.
+func clip(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
