@@ -70,6 +70,8 @@ type Server struct {
 	// Networks are the named networks a group's container_config.network may name
 	// (limits.allowed_networks); set before serving.
 	Networks []string
+	// Metrics serves GET /metrics; set before serving (nil: 404).
+	Metrics http.Handler
 
 	store  *store.Store
 	queue  Queue
@@ -82,6 +84,7 @@ type Server struct {
 func New(st *store.Store, q Queue, h Health, log *slog.Logger) *Server {
 	s := &Server{store: st, queue: q, health: h, log: log, mux: http.NewServeMux()}
 	s.mux.HandleFunc("GET /health", s.getHealth)
+	s.mux.HandleFunc("GET /metrics", s.getMetrics)
 	s.mux.HandleFunc("POST /v1/runs", s.createRun)
 	s.mux.HandleFunc("GET /v1/runs", s.listRuns)
 	s.mux.HandleFunc("GET /v1/runs/{id}", s.getRun)
@@ -223,6 +226,14 @@ func (s *Server) getHealth(w http.ResponseWriter, r *http.Request) {
 		code = http.StatusServiceUnavailable
 	}
 	writeJSON(w, code, h)
+}
+
+func (s *Server) getMetrics(w http.ResponseWriter, r *http.Request) {
+	if s.Metrics == nil {
+		writeErr(w, http.StatusNotFound, "", "no metrics on this server")
+		return
+	}
+	s.Metrics.ServeHTTP(w, r)
 }
 
 // messagesField validates a message list.

@@ -134,10 +134,11 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 	} else if len(stopped) > 0 {
 		log.Info("stopped leftover sidecars", "units", stopped)
 	}
+	met := newMetrics(d)
 	hooks := &turnHooks{layout: layout, store: d.store, builder: builder, sidecars: sidecars, model: model,
-		queue: func() *queue.Queue { return d.queue }, loc: cfg.Location, log: log}
+		queue: func() *queue.Queue { return d.queue }, metrics: met, loc: cfg.Location, log: log}
 	d.queue, err = queue.New(queue.Config{
-		Store: d.store, Runner: d.runner, Builder: builder, Hooks: hooks, EngineUp: d.up, CheckEngine: d.checkEngine,
+		Store: meteredStore{d.store, met}, Runner: d.runner, Builder: builder, Hooks: hooks, EngineUp: d.up, CheckEngine: d.checkEngine,
 		MaxRunning: cfg.MaxRunning, RetryMax: cfg.RetryMax, RetryBackoff: cfg.RetryBackoff,
 		Logger: log, OnChange: d.notifyStatus,
 	})
@@ -158,6 +159,13 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 	}
 	handler := api.New(d.store, d.queue, d, log)
 	handler.Networks = cfg.Limits.AllowedNetworks
+	handler.Metrics = met
+	if cfg.Metrics.Listen != "" {
+		if _, err := met.Serve(ctx, cfg.Metrics.Listen); err != nil {
+			l.Close()
+			return err
+		}
+	}
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	log.Info("arizukod listening", "socket", l.Addr().String(), "socket_activated", activated, "data_dir", cfg.DataDir, "config", cfg.Source)
 

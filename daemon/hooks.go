@@ -14,6 +14,7 @@ import (
 	"github.com/arizuko/arizukod/gateway"
 	"github.com/arizuko/arizukod/groupfolder"
 	"github.com/arizuko/arizukod/ipc"
+	"github.com/arizuko/arizukod/metrics"
 	"github.com/arizuko/arizukod/queue"
 	"github.com/arizuko/arizukod/runtime"
 	"github.com/arizuko/arizukod/scheduler"
@@ -48,6 +49,7 @@ type turnHooks struct {
 	sidecars *sidecar.Manager
 	model    modelGateway
 	queue    func() *queue.Queue
+	metrics  *metrics.Metrics
 	loc      *time.Location
 	log      *slog.Logger
 }
@@ -149,6 +151,7 @@ func (h *turnHooks) startModel(ctx context.Context, run *store.Run, policy *turn
 		Transport:  h.model.transport,
 		Logger:     log,
 		Record: func(u gateway.Usage) {
+			h.metrics.ModelUsage(usageMetrics(u))
 			if err := h.store.AddUsage(context.WithoutCancel(ctx), run.ID, store.Usage(u)); err != nil {
 				log.Error("record model usage", "err", err)
 			}
