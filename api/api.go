@@ -72,6 +72,8 @@ type Server struct {
 	Networks []string
 	// Metrics serves GET /metrics; set before serving (nil: 404).
 	Metrics http.Handler
+	// Upkeep serves POST /v1/prune and POST /v1/backup; set before serving (nil: 404).
+	Upkeep Upkeep
 
 	store  *store.Store
 	queue  Queue
@@ -102,6 +104,8 @@ func New(st *store.Store, q Queue, h Health, log *slog.Logger) *Server {
 	s.mux.HandleFunc("GET /v1/routes", s.listRoutes)
 	s.mux.HandleFunc("POST /v1/routes", s.addRoute)
 	s.mux.HandleFunc("DELETE /v1/routes/{id}", s.deleteRoute)
+	s.mux.HandleFunc("POST /v1/prune", s.prune)
+	s.mux.HandleFunc("POST /v1/backup", s.backup)
 	return s
 }
 

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 )
 
@@ -148,6 +149,24 @@ func (s *Store) Backup(ctx context.Context, path string) error {
 	if err != nil {
 		os.Remove(path)
 		return fmt.Errorf("store: backup: sync %s: %w", path, err)
+	}
+	return nil
+}
+
+// Verify checks that the database file at path is sound (PRAGMA quick_check) without
+// changing it.
+func Verify(ctx context.Context, path string) error {
+	db, err := sql.Open("sqlite", "file:"+(&url.URL{Path: path}).EscapedPath()+"?mode=ro")
+	if err != nil {
+		return fmt.Errorf("store: verify %s: %w", path, err)
+	}
+	defer db.Close()
+	var res string
+	if err := db.QueryRowContext(ctx, `PRAGMA quick_check`).Scan(&res); err != nil {
+		return fmt.Errorf("store: verify %s: %w", path, err)
+	}
+	if res != "ok" {
+		return fmt.Errorf("store: verify %s: %s", path, res)
 	}
 	return nil
 }
