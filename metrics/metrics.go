@@ -31,6 +31,16 @@ type Gauges struct {
 // quick answer to the longest run_timeout that is sensible.
 var durationBuckets = []float64{1, 5, 15, 30, 60, 120, 300, 600, 1200, 3600}
 
+// help documents each metric in its # HELP line.
+var help = map[string]string{
+	"arizukod_turns_total":           "Runs ended, by status (ok, error, fatal) and failure class (none, timeout, oom, misconfig, no-output, bad-output, killed, engine, no-input, lost).",
+	"arizukod_turn_duration_seconds": "How long ended runs ran, from start to end, by status.",
+	"arizukod_runs_queued":           "Runs waiting to start.",
+	"arizukod_runs_running":          "Turns running now.",
+	"arizukod_model_requests_total":  "Requests the turns' model gateways forwarded.",
+	"arizukod_model_tokens_total":    "Model tokens the turns used, by kind (input, output, cache_read, cache_write).",
+}
+
 // Metrics counts one daemon's turns and model traffic. Its zero value is not usable: call New.
 type Metrics struct {
 	set    *vm.Set
@@ -102,7 +112,19 @@ func (m *Metrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	vm.WriteGaugeUint64(&b, "arizukod_runs_queued", uint64(max(g.Queued, 0)))
 	vm.WriteGaugeUint64(&b, "arizukod_runs_running", uint64(max(g.Running, 0)))
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-	w.Write(b.Bytes())
+	w.Write(withHelp(b.Bytes()))
+}
+
+// withHelp completes the library's empty # HELP lines with the metrics' documentation.
+func withHelp(text []byte) []byte {
+	lines := bytes.SplitAfter(text, []byte("\n"))
+	for i, l := range lines {
+		name, ok := bytes.CutPrefix(bytes.TrimSuffix(l, []byte("\n")), []byte("# HELP "))
+		if h := help[string(name)]; ok && h != "" {
+			lines[i] = []byte("# HELP " + string(name) + " " + h + "\n")
+		}
+	}
+	return bytes.Join(lines, nil)
 }
 
 // Serve serves /metrics alone on the TCP address addr (config.Config.Metrics.Listen, a

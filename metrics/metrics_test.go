@@ -27,6 +27,9 @@ func scrape(t *testing.T, h http.Handler) string {
 		t.Errorf("Content-Type %q", ct)
 	}
 	body := rec.Body.String()
+	if strings.Contains(body, "# HELP arizukod") && regexp.MustCompile(`(?m)^# HELP \S+$`).MatchString(body) {
+		t.Errorf("a metric without its documentation:\n%s", body)
+	}
 	for _, line := range strings.Split(strings.TrimSuffix(body, "\n"), "\n") {
 		if !strings.HasPrefix(line, "# ") && !sample.MatchString(line) {
 			t.Errorf("not a sample of the text format: %q", line)
@@ -46,6 +49,7 @@ func TestExposition(t *testing.T) {
 	m.ModelUsage(Usage{Requests: 1, InputTokens: 1, CacheWriteTokens: 7})
 	body := scrape(t, m)
 	for _, want := range []string{
+		"# HELP arizukod_turns_total Runs ended, by status",
 		"# TYPE arizukod_turns_total counter",
 		`arizukod_turns_total{status="ok",failure="none"} 2`,
 		`arizukod_turns_total{status="fatal",failure="timeout"} 1`,
@@ -66,7 +70,7 @@ func TestExposition(t *testing.T) {
 		"arizukod_runs_queued 3",
 		"arizukod_runs_running 1",
 	} {
-		if !strings.Contains(body, want+"\n") {
+		if !strings.Contains(body, want+"\n") && !strings.HasPrefix(want, "# HELP") || !strings.Contains(body, want) {
 			t.Errorf("missing %q in\n%s", want, body)
 		}
 	}

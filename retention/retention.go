@@ -133,14 +133,15 @@ func pruneLogs(layout groupfolder.Layout, f groupfolder.Folder, k store.Keep, dr
 	return n, bytes, errors.Join(errs...)
 }
 
-// Run prunes every interval (as rules() says at each round; 0 waits and asks again) until
-// ctx ends, logging what went. The first round is one interval after the start: a
+// Run prunes every interval until ctx ends, logging what went. It reads the rules at each
+// round, so a reload applies from the round after the current wait; while the interval is
+// 0 it looks again every minute. The first round is one interval after the start: a
 // restarting daemon does not prune first thing.
 func Run(ctx context.Context, st Store, layout groupfolder.Layout, rules func() config.Retention, log *slog.Logger) {
 	for {
 		wait := rules().Interval
 		if wait <= 0 {
-			wait = time.Hour
+			wait = time.Minute
 		}
 		select {
 		case <-ctx.Done():
