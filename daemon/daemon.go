@@ -55,7 +55,8 @@ type Daemon struct {
 	secrets atomic.Pointer[mountsec.Secrets]
 	builder atomic.Pointer[turn.Builder]
 	gateway atomic.Pointer[modelGateway]
-	pruning sync.Mutex // one pruning at a time
+	pruning sync.Mutex             // one pruning at a time
+	refused atomic.Pointer[string] // why the last reload was refused; nil after one that worked
 
 	mu        sync.Mutex
 	info      runtime.Info
@@ -414,6 +415,9 @@ func (d *Daemon) notifyStatus() {
 		if h.Status == "degraded" {
 			eng += "; turns refused: " + h.Engine.Limits
 		}
+	}
+	if why := d.refused.Load(); why != nil {
+		eng += "; reload refused, running with the previous configuration: " + *why
 	}
 	daemon.SdNotify(false, fmt.Sprintf("STATUS=%d running, %d queued; %s", h.Running, h.Queued, eng))
 }

@@ -11,8 +11,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -158,6 +161,43 @@ func TestMetricsDuringTurn(t *testing.T) {
 	}
 }
 
+// notifications collects what the daemon tells systemd on a NOTIFY_SOCKET of the test's.
+type notifications struct {
+	path string
+	mu   sync.Mutex
+	msgs []string
+}
+
+func listenNotify(t *testing.T) *notifications {
+	t.Helper()
+	n := &notifications{path: filepath.Join(t.TempDir(), "notify.sock")}
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: n.path, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			k, err := conn.Read(buf)
+			if err != nil {
+				return
+			}
+			n.mu.Lock()
+			n.msgs = append(n.msgs, string(buf[:k]))
+			n.mu.Unlock()
+		}
+	}()
+	return n
+}
+
+// since returns the messages after the first k, and how many there are now.
+func (n *notifications) since(k int) ([]string, int) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return append([]string(nil), n.msgs[k:]...), len(n.msgs)
+}
+
 // TestReloadUnderLoad reloads the configuration while turns run and wait: nothing is
 // dropped, a new limit applies to the turns started after the reload (seen from inside the
 // container), a key that needs a restart is named, and a bad configuration is refused
@@ -165,7 +205,8 @@ func TestMetricsDuringTurn(t *testing.T) {
 func TestReloadUnderLoad(t *testing.T) {
 	daemontest.JournalOn(t)
 	e := daemontest.Podman4(t)
-	d := daemontest.New(t, daemontest.Config{Engine: e, MaxRunning: 2})
+	notify := listenNotify(t)
+	d := daemontest.New(t, daemontest.Config{Engine: e, MaxRunning: 2, Env: []string{"NOTIFY_SOCKET=" + notify.path}})
 	d.Start(t)
 	for _, f := range []string{"a", "b", "c"} {
 		d.AddGroup(t, f)
@@ -188,6 +229,7 @@ func TestReloadUnderLoad(t *testing.T) {
 	if err := os.WriteFile(d.ConfigPath, []byte(reloaded), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	_, mark := notify.since(0)
 	syscall.Kill(d.Pid(), syscall.SIGHUP)
 	es := daemontest.WaitJournal(t, 30*time.Second, daemontest.HasMessage("configuration reloaded"), pid)
 	if e := daemontest.Find(es, "configuration reloaded"); !strings.Contains(e["CHANGED"], "limits") {
@@ -195,6 +237,13 @@ func TestReloadUnderLoad(t *testing.T) {
 	}
 	if daemontest.Find(es, "reload: max_running changed: it takes effect at the next restart (systemctl restart arizukod)") == nil {
 		t.Error("a change of max_running is not named as needing a restart")
+	}
+
+	// systemd >= 253 waits between RELOADING=1 (with the monotonic time) and READY=1.
+	waitNotify(t, notify, mark, "READY=1")
+	msgs, mark := notify.since(mark)
+	if len(msgs) == 0 || !regexp.MustCompile(`^RELOADING=1\nMONOTONIC_USEC=[0-9]+$`).MatchString(msgs[0]) {
+		t.Errorf("the reload's notifications %q do not start with RELOADING=1 and MONOTONIC_USEC", msgs)
 	}
 
 	bad := reloaded + "[retention]\nmax_age = \"1d\"\n"
@@ -209,6 +258,13 @@ func TestReloadUnderLoad(t *testing.T) {
 	}
 	if h, _, err := d.Health(); err != nil || h.Status != "ok" || h.Running != 2 {
 		t.Fatalf("after the refused reload: %+v %v", h, err)
+	}
+	waitNotify(t, notify, mark, "READY=1")
+	msgs, _ = notify.since(mark)
+	if !slices.ContainsFunc(msgs, func(m string) bool {
+		return strings.HasPrefix(m, "STATUS=") && strings.Contains(m, "reload refused, running with the previous configuration: ") && strings.Contains(m, "retention.max_age")
+	}) {
+		t.Errorf("STATUS does not say the reload was refused: %q", msgs)
 	}
 
 	steer(t, d, ra.ID)
@@ -230,6 +286,20 @@ func TestReloadUnderLoad(t *testing.T) {
 	}
 	if runs := d.Runs(t, ""); len(runs) != 4 {
 		t.Errorf("%d runs, want the 4 submitted", len(runs))
+	}
+}
+
+// waitNotify waits for a message want after the first k.
+func waitNotify(t *testing.T, n *notifications, k int, want string) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		msgs, _ := n.since(k)
+		if slices.Contains(msgs, want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q among %q", want, msgs)
+		}
 	}
 }
 

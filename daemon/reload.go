@@ -74,7 +74,8 @@ func (d *Daemon) reloadOnHUP(ctx context.Context, hup <-chan os.Signal) {
 // reload re-reads the configuration, the mount allowlist, the env file and the model
 // credential, and applies them to the turns that start from now on; running and queued
 // turns go on. A configuration that does not load, an allowlist or env file that does
-// not read, is refused whole: the previous one stays, and the journal and STATUS say why.
+// not read, is refused whole: the previous one stays, and the journal and STATUS say why
+// (STATUS until a reload works).
 // Grants need no reload: they are read from the store at every call.
 func (d *Daemon) reload(ctx context.Context) {
 	daemon.SdNotify(false, fmt.Sprintf("RELOADING=1\nMONOTONIC_USEC=%d", monotonicUsec()))
@@ -85,10 +86,13 @@ func (d *Daemon) reload(ctx context.Context) {
 	}
 	changed, restart, err := d.apply(ctx)
 	if err != nil {
+		why := err.Error()
+		d.refused.Store(&why)
 		d.log.Error("reload refused: the previous configuration stays", "err", err)
-		daemon.SdNotify(false, "STATUS=reload refused, running with the previous configuration: "+err.Error())
+		d.notifyStatus()
 		return
 	}
+	d.refused.Store(nil)
 	for _, k := range restart {
 		d.log.Warn("reload: "+k+" changed: it takes effect at the next restart (systemctl restart arizukod)", "key", k)
 	}
