@@ -89,38 +89,6 @@ type Config struct {
 	Source       string // the file read, or SourceDefaults
 }
 
-// MetricsConf is where the metrics are served besides GET /metrics on the API socket.
-type MetricsConf struct {
-	Listen string // a loopback host:port serving /metrics alone; "" for none
-}
-
-// Retention is how long the store's runs, inbox and outbox rows and the groups' run logs
-// are kept. A row or file goes when it is older than its MaxAge or beyond the newest
-// MaxCount of its group; 0 turns either rule off. What a queued or running turn still
-// needs is kept whatever the rules say.
-type Retention struct {
-	Interval       time.Duration // between the daemon's prunings; 0: never on its own
-	RunsMaxAge     time.Duration
-	RunsMaxCount   int
-	InboxMaxAge    time.Duration
-	InboxMaxCount  int
-	OutboxMaxAge   time.Duration
-	OutboxMaxCount int
-	LogsMaxAge     time.Duration
-	LogsMaxCount   int
-}
-
-// DefaultRetention is the retention of a configuration that sets none.
-var DefaultRetention = Retention{
-	Interval:   time.Hour,
-	RunsMaxAge: 90 * day, RunsMaxCount: 10000,
-	InboxMaxAge: 90 * day, InboxMaxCount: 10000,
-	OutboxMaxAge: 90 * day, OutboxMaxCount: 10000,
-	LogsMaxAge: 30 * day, LogsMaxCount: 1000,
-}
-
-const day = 24 * time.Hour
-
 // ModelConf is where the model gateway forwards a turn's model traffic, and with which
 // credential. The credential never reaches a container.
 type ModelConf struct {

@@ -214,9 +214,9 @@ func TestEveryKey(t *testing.T) {
 		{"[metrics]\nlisten = \"\"", func(*Config) {}},
 		{"[retention]\ninterval = \"0\"", func(c *Config) { c.Retention.Interval = 0 }},
 		{"[retention]\ninterval = \"10m\"", func(c *Config) { c.Retention.Interval = 10 * time.Minute }},
-		{"[retention]\nruns_max_age = \"7d\"\nruns_max_count = 0", func(c *Config) { c.Retention.RunsMaxAge, c.Retention.RunsMaxCount = 7 * 24 * time.Hour, 0 }},
+		{"[retention]\nruns_max_age = \"7d\"\nruns_max_count = 0", func(c *Config) { c.Retention.RunsMaxAge, c.Retention.RunsMaxCount = 7*24*time.Hour, 0 }},
 		{"[retention]\ninbox_max_age = \"0d\"\ninbox_max_count = 5", func(c *Config) { c.Retention.InboxMaxAge, c.Retention.InboxMaxCount = 0, 5 }},
-		{"[retention]\noutbox_max_age = \"36h\"\noutbox_max_count = 1", func(c *Config) { c.Retention.OutboxMaxAge, c.Retention.OutboxMaxCount = 36 * time.Hour, 1 }},
+		{"[retention]\noutbox_max_age = \"36h\"\noutbox_max_count = 1", func(c *Config) { c.Retention.OutboxMaxAge, c.Retention.OutboxMaxCount = 36*time.Hour, 1 }},
 		{"[retention]\nlogs_max_age = \"0s\"\nlogs_max_count = 3", func(c *Config) { c.Retention.LogsMaxAge, c.Retention.LogsMaxCount = 0, 3 }},
 	} {
 		t.Run(tc.toml, func(t *testing.T) {

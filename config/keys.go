@@ -27,37 +27,38 @@ type textSetter func(c *Config, s string) error
 // fileKeys are the file's value keys, each with its setter; the testdata
 // sample documents every one.
 var fileKeys = map[string]setter{
-	"data_dir":                   text(setDataDir),
-	"image":                      text(setImage),
-	"run_timeout":                text(setRunTimeout),
-	"stop_grace":                 text(duration(time.Second, 10*time.Minute, func(c *Config) *time.Duration { return &c.StopGrace })),
-	"max_running":                integer(1, 1000, func(c *Config) *int { return &c.MaxRunning }),
-	"engine":                     text(setEngine),
-	"engine_socket":              text(setEngineSocket),
-	"listen":                     text(setListen),
-	"socket_mode":                text(setSocketMode),
-	"allow_group":                text(setAllowGroup),
-	"skills_dir":                 text(path(false, func(c *Config) *string { return &c.SkillsDir })),
-	"web_dir":                    text(path(true, func(c *Config) *string { return &c.WebDir })),
-	"env_file":                   text(setEnvFile),
-	"env_allow":                  setEnvAllow,
-	"allowlist":                  text(setAllowlist),
-	"instance":                   text(setInstance),
-	"timezone":                   text(setTimezone),
-	"retry_max":                  integer(0, 100, func(c *Config) *int { return &c.RetryMax }),
-	"retry_backoff":              text(duration(time.Second, 24*time.Hour, func(c *Config) *time.Duration { return &c.RetryBackoff })),
-	"limits.memory":              text(setMemory),
-	"limits.cpus":                setCPUs,
-	"limits.pids":                integer(MinPids, MaxPids, func(c *Config) *int64 { return &c.Limits.PidsLimit }),
-	"limits.network":             text(setNetwork),
-	"limits.allowed_networks":    setAllowedNetworks,
-	"limits.allow_unlimited":     boolean(func(c *Config) *bool { return &c.Limits.AllowUnlimited }),
-	"memory.diary_max":           integer(1, 365, func(c *Config) *int { return &c.Memory.DiaryMax }),
-	"memory.episodes_max":        integer(1, 100, func(c *Config) *int { return &c.Memory.EpisodesMax }),
-	"model.upstream":             text(setModelUpstream),
-	"model.api_key_file":         text(path(true, func(c *Config) *string { return &c.Model.APIKeyFile })),
-	"model.oauth_token_file":     text(path(true, func(c *Config) *string { return &c.Model.OAuthTokenFile })),
-	"model.credentials_dir":      text(path(false, func(c *Config) *string { return &c.Model.CredentialsDir })),
+	"data_dir":                text(setDataDir),
+	"image":                   text(setImage),
+	"run_timeout":             text(setRunTimeout),
+	"stop_grace":              text(duration(time.Second, 10*time.Minute, func(c *Config) *time.Duration { return &c.StopGrace })),
+	"max_running":             integer(1, 1000, func(c *Config) *int { return &c.MaxRunning }),
+	"engine":                  text(setEngine),
+	"engine_socket":           text(setEngineSocket),
+	"listen":                  text(setListen),
+	"socket_mode":             text(setSocketMode),
+	"allow_group":             text(setAllowGroup),
+	"skills_dir":              text(path(false, func(c *Config) *string { return &c.SkillsDir })),
+	"web_dir":                 text(path(true, func(c *Config) *string { return &c.WebDir })),
+	"env_file":                text(setEnvFile),
+	"env_allow":               setEnvAllow,
+	"allowlist":               text(setAllowlist),
+	"instance":                text(setInstance),
+	"timezone":                text(setTimezone),
+	"retry_max":               integer(0, 100, func(c *Config) *int { return &c.RetryMax }),
+	"retry_backoff":           text(duration(time.Second, 24*time.Hour, func(c *Config) *time.Duration { return &c.RetryBackoff })),
+	"limits.memory":           text(setMemory),
+	"limits.cpus":             setCPUs,
+	"limits.pids":             integer(MinPids, MaxPids, func(c *Config) *int64 { return &c.Limits.PidsLimit }),
+	"limits.network":          text(setNetwork),
+	"limits.allowed_networks": setAllowedNetworks,
+	"limits.allow_unlimited":  boolean(func(c *Config) *bool { return &c.Limits.AllowUnlimited }),
+	"memory.diary_max":        integer(1, 365, func(c *Config) *int { return &c.Memory.DiaryMax }),
+	"memory.episodes_max":     integer(1, 100, func(c *Config) *int { return &c.Memory.EpisodesMax }),
+	"model.upstream":          text(setModelUpstream),
+	"model.api_key_file":      text(path(true, func(c *Config) *string { return &c.Model.APIKeyFile })),
+	"model.oauth_token_file":  text(path(true, func(c *Config) *string { return &c.Model.OAuthTokenFile })),
+	"model.credentials_dir":   text(path(false, func(c *Config) *string { return &c.Model.CredentialsDir })),
+
 	"metrics.listen":             text(setMetricsListen),
 	"retention.interval":         text(age(func(c *Config) *time.Duration { return &c.Retention.Interval })),
 	"retention.runs_max_age":     text(age(func(c *Config) *time.Duration { return &c.Retention.RunsMaxAge })),
@@ -80,8 +81,6 @@ const (
 	MinPids       = 16
 	MaxPids       = 1 << 22 // the kernel's largest pid_max
 	maxSocketPath = 107     // sun_path is 108 bytes with its NUL
-	maxKeep       = 1 << 30 // the largest count a retention rule keeps
-	maxAge        = 100 * 365 * day
 )
 
 func text(set textSetter) setter {
@@ -131,56 +130,6 @@ func duration(lo, hi time.Duration, field func(*Config) *time.Duration) textSett
 		*field(c) = d
 		return nil
 	}
-}
-
-// age accepts a duration ("90s", "36h") or a number of days ("90d"), from 1 minute up to
-// 100 years, or 0 ("0", "0s", "0d") to turn its rule off.
-func age(field func(*Config) *time.Duration) textSetter {
-	return func(c *Config, s string) error {
-		var d time.Duration
-		if n, ok := strings.CutSuffix(s, "d"); ok && n != "" && strings.Trim(n, "0123456789") == "" {
-			days, err := strconv.ParseInt(n, 10, 64)
-			if err != nil || days > int64(maxAge/day) {
-				return fmt.Errorf("%q: must be at most %dd", s, maxAge/day)
-			}
-			d = time.Duration(days) * day
-		} else if s != "0" {
-			var err error
-			if d, err = time.ParseDuration(s); err != nil {
-				return fmt.Errorf("%q: not a duration (like \"90d\", \"36h\" or \"0\" for never)", s)
-			}
-		}
-		if d != 0 && (d < time.Minute || d > maxAge) {
-			return fmt.Errorf("%q: must be 0 (never) or between 1m and %dd", s, maxAge/day)
-		}
-		*field(c) = d
-		return nil
-	}
-}
-
-// setMetricsListen accepts "" or a loopback host:port: the metrics say what runs on the
-// host, and they are served without a check of who asks.
-func setMetricsListen(c *Config, s string) error {
-	if s == "" {
-		c.Metrics.Listen = ""
-		return nil
-	}
-	host, port, err := net.SplitHostPort(s)
-	if err != nil {
-		return fmt.Errorf("%q: want a loopback address and port like \"127.0.0.1:9464\"", s)
-	}
-	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-		return fmt.Errorf("%q: %q is not a port from 1 to 65535", s, port)
-	}
-	ip := net.ParseIP(host)
-	if host == "localhost" {
-		ip = net.IPv4(127, 0, 0, 1)
-	}
-	if ip == nil || !ip.IsLoopback() {
-		return fmt.Errorf("%q: not a loopback address; the metrics are served to anyone who can connect, so only 127.0.0.1 or [::1] is allowed", s)
-	}
-	c.Metrics.Listen = net.JoinHostPort(ip.String(), port)
-	return nil
 }
 
 // path accepts an absolute path (cleaned), or "" when optional.
