@@ -53,12 +53,10 @@ func (l Layout) OpenLogs(f Folder) (*Logs, error) {
 func (g *Logs) Close() error { return g.dir.Close() }
 
 // List returns the run logs: regular files named container-<unix_ms>.log. Anything else
-// (a symlink an agent planted, its own files) is not a run log and is left alone.
+// (a symlink an agent planted, its own files) is not a run log and is left alone. It reads
+// the directory once: call it once per OpenLogs.
 func (g *Logs) List() ([]RunLog, error) {
 	names, err := g.dir.Readdirnames(-1)
-	if _, serr := g.dir.Seek(0, 0); err == nil {
-		err = serr
-	}
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", g.path, err)
 	}

@@ -51,7 +51,8 @@ type Metrics struct {
 	input, output, cacheRead, cacheWrite *vm.Counter
 }
 
-// New returns the metrics of one daemon; gauges is asked at each scrape.
+// New returns the metrics of one daemon; gauges is asked at each scrape. It turns on the
+// library's # TYPE and # HELP lines, a setting of the whole process.
 func New(gauges func(ctx context.Context) (Gauges, error), log *slog.Logger) *Metrics {
 	vm.ExposeMetadata(true)
 	s := vm.NewSet()
