@@ -76,6 +76,10 @@ type Server struct {
 	// Delivery is how the outbox stream leases rows ([delivery] in arizukod.toml); zero
 	// fields take DefaultVisibility and DefaultMaxAttempts. Set before serving.
 	Delivery store.LeasePolicy
+	// Metrics serves GET /metrics; set before serving (nil: 404).
+	Metrics http.Handler
+	// Upkeep serves POST /v1/prune and POST /v1/backup; set before serving (nil: 404).
+	Upkeep Upkeep
 
 	store  *store.Store
 	queue  Queue
@@ -91,6 +95,7 @@ type Server struct {
 func New(st *store.Store, q Queue, h Health, log *slog.Logger) *Server {
 	s := &Server{store: st, stopping: make(chan struct{}), queue: q, health: h, log: log, mux: http.NewServeMux()}
 	s.mux.HandleFunc("GET /health", s.getHealth)
+	s.mux.HandleFunc("GET /metrics", s.getMetrics)
 	s.mux.HandleFunc("POST /v1/runs", s.createRun)
 	s.mux.HandleFunc("GET /v1/runs", s.listRuns)
 	s.mux.HandleFunc("GET /v1/runs/{id}", s.getRun)
@@ -117,6 +122,8 @@ func New(st *store.Store, q Queue, h Health, log *slog.Logger) *Server {
 	s.mux.HandleFunc("GET /v1/tasks", s.listTasks)
 	s.mux.HandleFunc("GET /v1/tasks/{id}", s.getTask)
 	s.mux.HandleFunc("POST /v1/tasks/{id}/{verb}", s.taskVerb)
+	s.mux.HandleFunc("POST /v1/prune", s.prune)
+	s.mux.HandleFunc("POST /v1/backup", s.backup)
 	return s
 }
 
@@ -241,6 +248,14 @@ func (s *Server) getHealth(w http.ResponseWriter, r *http.Request) {
 		code = http.StatusServiceUnavailable
 	}
 	writeJSON(w, code, h)
+}
+
+func (s *Server) getMetrics(w http.ResponseWriter, r *http.Request) {
+	if s.Metrics == nil {
+		writeErr(w, http.StatusNotFound, "", "no metrics on this server")
+		return
+	}
+	s.Metrics.ServeHTTP(w, r)
 }
 
 // messagesField validates a message list.

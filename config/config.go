@@ -86,7 +86,9 @@ type Config struct {
 	Model        ModelConf
 	Delivery     DeliveryConf
 	Webhooks     []Webhook // [[webhook]] tables, in file order
-	Source       string    // the file read, or SourceDefaults
+	Metrics      MetricsConf
+	Retention    Retention
+	Source       string // the file read, or SourceDefaults
 }
 
 // ModelConf is where the model gateway forwards a turn's model traffic, and with which
@@ -198,6 +200,7 @@ func load(mode Mode, path string, explicit bool, getenv func(string) string) (*C
 		Memory:       MemoryConf{DiaryMax: 14, EpisodesMax: 5},
 		Model:        ModelConf{Upstream: DefaultModelUpstream},
 		Delivery:     DeliveryConf{VisibilityTimeout: DefaultVisibilityTimeout, MaxAttempts: DefaultMaxAttempts},
+		Retention:    DefaultRetention,
 		Source:       SourceDefaults,
 	}, set: map[string]bool{}, lines: map[string]int{}}
 	if path != "" {

@@ -47,7 +47,10 @@ func systemDefaults() *Config {
 		Memory:       MemoryConf{DiaryMax: 14, EpisodesMax: 5},
 		Model:        ModelConf{Upstream: DefaultModelUpstream, CredentialsDir: "/etc/arizuko/credentials"},
 		Delivery:     DeliveryConf{VisibilityTimeout: 60 * time.Second, MaxAttempts: 5},
-		Source:       SourceDefaults,
+		Retention: Retention{Interval: time.Hour, RunsMaxAge: 2160 * time.Hour, RunsMaxCount: 10000,
+			InboxMaxAge: 2160 * time.Hour, InboxMaxCount: 10000, OutboxMaxAge: 2160 * time.Hour,
+			OutboxMaxCount: 10000, LogsMaxAge: 720 * time.Hour, LogsMaxCount: 1000},
+		Source: SourceDefaults,
 	}
 }
 
@@ -206,6 +209,16 @@ func TestEveryKey(t *testing.T) {
 		{"[model]\napi_key_file = \"/etc/arizuko/anthropic-api-key\"", func(c *Config) { c.Model.APIKeyFile = "/etc/arizuko/anthropic-api-key" }},
 		{"[model]\noauth_token_file = \"/etc/arizuko/oauth\"", func(c *Config) { c.Model.OAuthTokenFile = "/etc/arizuko/oauth" }},
 		{"[model]\ncredentials_dir = \"/srv/creds\"", func(c *Config) { c.Model.CredentialsDir = "/srv/creds" }},
+		{"[metrics]\nlisten = \"127.0.0.1:9464\"", func(c *Config) { c.Metrics.Listen = "127.0.0.1:9464" }},
+		{"[metrics]\nlisten = \"[::1]:9464\"", func(c *Config) { c.Metrics.Listen = "[::1]:9464" }},
+		{"[metrics]\nlisten = \"localhost:9464\"", func(c *Config) { c.Metrics.Listen = "127.0.0.1:9464" }},
+		{"[metrics]\nlisten = \"\"", func(*Config) {}},
+		{"[retention]\ninterval = \"0\"", func(c *Config) { c.Retention.Interval = 0 }},
+		{"[retention]\ninterval = \"10m\"", func(c *Config) { c.Retention.Interval = 10 * time.Minute }},
+		{"[retention]\nruns_max_age = \"7d\"\nruns_max_count = 0", func(c *Config) { c.Retention.RunsMaxAge, c.Retention.RunsMaxCount = 7*24*time.Hour, 0 }},
+		{"[retention]\ninbox_max_age = \"0d\"\ninbox_max_count = 5", func(c *Config) { c.Retention.InboxMaxAge, c.Retention.InboxMaxCount = 0, 5 }},
+		{"[retention]\noutbox_max_age = \"36h\"\noutbox_max_count = 1", func(c *Config) { c.Retention.OutboxMaxAge, c.Retention.OutboxMaxCount = 36*time.Hour, 1 }},
+		{"[retention]\nlogs_max_age = \"0s\"\nlogs_max_count = 3", func(c *Config) { c.Retention.LogsMaxAge, c.Retention.LogsMaxCount = 0, 3 }},
 	} {
 		t.Run(tc.toml, func(t *testing.T) {
 			p := writeFile(t, tc.toml+"\n")
@@ -324,6 +337,18 @@ func TestBadValues(t *testing.T) {
 		{"[model]\napi_key_file = \"key\"", "model.api_key_file", 2, "absolute"},
 		{"[model]\nkey = \"sk-x\"", "model.key", 2, "unknown key"},
 		{"[memory]\nepisodes_max = 101", "memory.episodes_max", 2, "between 1 and 100"},
+		{"[metrics]\nlisten = \"0.0.0.0:9464\"", "metrics.listen", 2, "not a loopback address"},
+		{"[metrics]\nlisten = \"192.168.1.2:9464\"", "metrics.listen", 2, "not a loopback address"},
+		{"[metrics]\nlisten = \":9464\"", "metrics.listen", 2, "not a loopback address"},
+		{"[metrics]\nlisten = \"example.com:9464\"", "metrics.listen", 2, "not a loopback address"},
+		{"[metrics]\nlisten = \"127.0.0.1\"", "metrics.listen", 2, "want a loopback address and port"},
+		{"[metrics]\nlisten = \"127.0.0.1:0\"", "metrics.listen", 2, "not a port"},
+		{"[metrics]\nlisten = 9464", "metrics.listen", 2, "want a string, not an integer"},
+		{"[retention]\ninterval = \"1s\"", "retention.interval", 2, "must be 0 (never) or between 1m and 36500d"},
+		{"[retention]\nruns_max_age = \"forever\"", "retention.runs_max_age", 2, "not a duration"},
+		{"[retention]\nruns_max_age = \"99999d\"", "retention.runs_max_age", 2, "at most 36500d"},
+		{"[retention]\nlogs_max_count = -1", "retention.logs_max_count", 2, "between 0 and 1073741824"},
+		{"[retention]\nmax_age = \"1d\"", "retention.max_age", 2, "unknown key"},
 		{"limits = 5", "limits", 1, "want a table, not an integer"},
 		{"memory = \"1g\"", "memory", 1, "want a table, not a string"},
 		{"[[limits]]\npids = 64", "limits", 1, "want a table, not an array of tables"},

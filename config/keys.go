@@ -62,6 +62,16 @@ var fileKeys = map[string]setter{
 	// The outbox stream ([delivery]); the [[webhook]] tables are read by webhooks().
 	"delivery.visibility_timeout": text(duration(time.Second, time.Hour, func(c *Config) *time.Duration { return &c.Delivery.VisibilityTimeout })),
 	"delivery.max_attempts":       integer(1, 1000, func(c *Config) *int { return &c.Delivery.MaxAttempts }),
+	"metrics.listen":              text(setMetricsListen),
+	"retention.interval":          text(age(func(c *Config) *time.Duration { return &c.Retention.Interval })),
+	"retention.runs_max_age":      text(age(func(c *Config) *time.Duration { return &c.Retention.RunsMaxAge })),
+	"retention.runs_max_count":    integer(0, maxKeep, func(c *Config) *int { return &c.Retention.RunsMaxCount }),
+	"retention.inbox_max_age":     text(age(func(c *Config) *time.Duration { return &c.Retention.InboxMaxAge })),
+	"retention.inbox_max_count":   integer(0, maxKeep, func(c *Config) *int { return &c.Retention.InboxMaxCount }),
+	"retention.outbox_max_age":    text(age(func(c *Config) *time.Duration { return &c.Retention.OutboxMaxAge })),
+	"retention.outbox_max_count":  integer(0, maxKeep, func(c *Config) *int { return &c.Retention.OutboxMaxCount }),
+	"retention.logs_max_age":      text(age(func(c *Config) *time.Duration { return &c.Retention.LogsMaxAge })),
+	"retention.logs_max_count":    integer(0, maxKeep, func(c *Config) *int { return &c.Retention.LogsMaxCount }),
 }
 
 // Bounds of the values whose limits callers may want to show or reuse.

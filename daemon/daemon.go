@@ -14,7 +14,10 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/signal"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/coreos/go-systemd/v22/activation"
@@ -28,6 +31,7 @@ import (
 	"github.com/arizuko/arizukod/logging"
 	"github.com/arizuko/arizukod/mountsec"
 	"github.com/arizuko/arizukod/queue"
+	"github.com/arizuko/arizukod/retention"
 	"github.com/arizuko/arizukod/runtime"
 	"github.com/arizuko/arizukod/scheduler"
 	"github.com/arizuko/arizukod/sidecar"
@@ -37,13 +41,23 @@ import (
 
 // Daemon is one running arizukod.
 type Daemon struct {
-	cfg     *config.Config
+	cfg     *config.Config // as started: what only a restart changes is read here
 	log     *slog.Logger
 	version string
 	store   *store.Store
 	engine  runtime.Engine
 	queue   *queue.Queue
 	runner  *runtime.Runner
+	layout  groupfolder.Layout
+	opts    options
+
+	// What a reload (SIGHUP) replaces; turns in flight keep what they started with.
+	live    atomic.Pointer[config.Config]
+	secrets atomic.Pointer[mountsec.Secrets]
+	builder atomic.Pointer[turn.Builder]
+	gateway atomic.Pointer[modelGateway]
+	pruning sync.Mutex             // one pruning at a time
+	refused atomic.Pointer[string] // why the last reload was refused; nil after one that worked
 
 	mu        sync.Mutex
 	info      runtime.Info
@@ -52,20 +66,43 @@ type Daemon struct {
 	checkedAt time.Time // the last check of the engine
 }
 
+// Option is an optional part of Run.
+type Option func(*options)
+
+type options struct {
+	load func() (*config.Config, error)
+}
+
+// WithReload makes SIGHUP re-read the configuration with load (as the daemon was started)
+// and apply what can change while turns run; without it SIGHUP only says so.
+func WithReload(load func() (*config.Config, error)) Option {
+	return func(o *options) { o.load = load }
+}
+
 // Run serves until ctx ends, then stops gracefully: running turns are detached, the store
 // is closed, STOPPING=1 is sent.
-func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logger) error {
+func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logger, opts ...Option) error {
 	// First of all: taking systemd's sockets removes LISTEN_* from the environment, before
 	// any child (git, for the env file) could inherit them.
 	passed, err := activation.Listeners()
 	if err != nil {
 		return fmt.Errorf("socket activation: %w", err)
 	}
+	// SIGHUP would end the process until it is caught: caught from the start, it reloads
+	// once the daemon serves.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	d := &Daemon{cfg: cfg, log: log, version: version}
+	for _, o := range opts {
+		o(&d.opts)
+	}
+	d.live.Store(cfg)
 	layout, err := groupfolder.NewLayout(cfg.DataDir)
 	if err != nil {
 		return fmt.Errorf("data_dir: %w", err)
 	}
+	d.layout = layout
 	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
 		return fmt.Errorf("data_dir: %w", err)
 	}
@@ -95,22 +132,24 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 		// Wherever it came from, the model credential is redacted like the env file's values.
 		secrets["MODEL_CREDENTIAL"] = v
 	}
+	d.secrets.Store(&secrets)
+	d.gateway.Store(&model)
 	// From here on no secret value reaches the journal or the store, whoever writes it:
 	// an agent's answer, stderr line, outbox message or MCP call may echo one.
-	log = slog.New(logging.Redacting(log.Handler(), secrets.Redact))
+	log = slog.New(logging.Redacting(log.Handler(), d.redact))
 	d.log = log
 	dbPath, err := layout.StorePath()
 	if err != nil {
 		return err
 	}
-	if d.store, err = store.Open(ctx, dbPath, store.WithRedact(secrets.Redact)); err != nil {
+	if d.store, err = store.Open(ctx, dbPath, store.WithRedact(d.redact)); err != nil {
 		return err
 	}
 	defer d.store.Close()
 	d.runner, err = runtime.NewRunner(runtime.Config{
 		Engine: d.engine, Layout: layout, Instance: cfg.Instance, Image: cfg.Image,
 		Timeout: cfg.RunTimeout, StopGrace: cfg.StopGrace, SkillsDir: existingDir(cfg.SkillsDir),
-		WebDir: existingDir(cfg.WebDir), Redact: secrets.Redact, Logger: log,
+		WebDir: existingDir(cfg.WebDir), Redact: d.redact, Logger: log,
 		InfoFunc: d.engineInfo, Networks: cfg.Limits.AllowedNetworks, AllowUnlimited: cfg.Limits.AllowUnlimited,
 	})
 	if err != nil {
@@ -122,6 +161,7 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 		Limits:   runtime.Limits{MemoryBytes: cfg.Limits.MemoryBytes, NanoCPUs: cfg.Limits.NanoCPUs, PidsLimit: cfg.Limits.PidsLimit, Network: cfg.Limits.Network},
 		DiaryMax: cfg.Memory.DiaryMax, EpisodesMax: cfg.Memory.EpisodesMax, Logger: log,
 	}
+	d.builder.Store(builder)
 	sidecars, err := sidecar.New(ctx, sidecar.Options{Engine: d.engine, InfoFunc: d.engineInfo, Layout: layout,
 		Instance: cfg.Instance, StopGrace: cfg.StopGrace, Networks: cfg.Limits.AllowedNetworks, Logger: log})
 	if err != nil {
@@ -135,10 +175,11 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 	} else if len(stopped) > 0 {
 		log.Info("stopped leftover sidecars", "units", stopped)
 	}
-	hooks := &turnHooks{layout: layout, store: d.store, builder: builder, sidecars: sidecars, model: model,
-		queue: func() *queue.Queue { return d.queue }, loc: cfg.Location, log: log}
+	met := newMetrics(d)
+	hooks := &turnHooks{layout: layout, store: d.store, builder: d.builder.Load, sidecars: sidecars, gateway: d.gateway.Load,
+		queue: func() *queue.Queue { return d.queue }, metrics: met, loc: cfg.Location, log: log}
 	d.queue, err = queue.New(queue.Config{
-		Store: d.store, Runner: d.runner, Builder: builder, Hooks: hooks, EngineUp: d.up, CheckEngine: d.checkEngine,
+		Store: meteredStore{d.store, met}, Runner: d.runner, Builder: currentBuilder(d.builder.Load), Hooks: hooks, EngineUp: d.up, CheckEngine: d.checkEngine,
 		MaxRunning: cfg.MaxRunning, RetryMax: cfg.RetryMax, RetryBackoff: cfg.RetryBackoff,
 		Logger: log, OnChange: d.notifyStatus,
 	})
@@ -167,15 +208,28 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 	handler.Networks = cfg.Limits.AllowedNetworks
 	handler.Location = cfg.Location
 	handler.Delivery = policy
+	handler.Metrics = met
+	handler.Upkeep = d
+	if cfg.Metrics.Listen != "" {
+		if _, err := met.Serve(ctx, cfg.Metrics.Listen); err != nil {
+			l.Close()
+			return err
+		}
+	}
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	srv.RegisterOnShutdown(handler.Close)
 	log.Info("arizukod listening", "socket", l.Addr().String(), "socket_activated", activated, "data_dir", cfg.DataDir, "config", cfg.Source)
 
 	var wg sync.WaitGroup
 	qctx, stopQueue := context.WithCancel(context.WithoutCancel(ctx))
-	wg.Add(5)
+	wg.Add(7)
 	go func() { defer wg.Done(); pusher.Run(ctx) }()
 	go func() { defer wg.Done(); d.watchEngine(ctx) }()
+	go func() { defer wg.Done(); d.reloadOnHUP(ctx, hup) }()
+	go func() {
+		defer wg.Done()
+		retention.Run(ctx, d.store, layout, func() config.Retention { return d.live.Load().Retention }, log)
+	}()
 	go func() { defer wg.Done(); sched.Run(ctx) }()
 	go func() { defer wg.Done(); d.queue.Run(qctx) }()
 	go func() { defer wg.Done(); d.watchdog(ctx) }()
@@ -372,6 +426,9 @@ func (d *Daemon) notifyStatus() {
 		if h.Status == "degraded" {
 			eng += "; turns refused: " + h.Engine.Limits
 		}
+	}
+	if why := d.refused.Load(); why != nil {
+		eng += "; reload refused, running with the previous configuration: " + *why
 	}
 	daemon.SdNotify(false, fmt.Sprintf("STATUS=%d running, %d queued; %s", h.Running, h.Queued, eng))
 }

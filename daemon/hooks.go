@@ -14,6 +14,7 @@ import (
 	"github.com/arizuko/arizukod/gateway"
 	"github.com/arizuko/arizukod/groupfolder"
 	"github.com/arizuko/arizukod/ipc"
+	"github.com/arizuko/arizukod/metrics"
 	"github.com/arizuko/arizukod/queue"
 	"github.com/arizuko/arizukod/runtime"
 	"github.com/arizuko/arizukod/scheduler"
@@ -44,10 +45,11 @@ type modelGateway struct {
 type turnHooks struct {
 	layout   groupfolder.Layout
 	store    *store.Store
-	builder  *turn.Builder
+	builder  func() *turn.Builder // the current one: a reload replaces it
 	sidecars *sidecar.Manager
-	model    modelGateway
+	gateway  func() *modelGateway // the current one: a reload replaces it
 	queue    func() *queue.Queue
+	metrics  *metrics.Metrics
 	loc      *time.Location
 	log      *slog.Logger
 }
@@ -55,7 +57,7 @@ type turnHooks struct {
 // Before starts the sidecars, the MCP server, the model gateway and the egress proxy, and
 // hands the agent its model token; the returned func stops them all.
 func (h *turnHooks) Before(ctx context.Context, run *store.Run, f groupfolder.Folder, t *runtime.Turn) (func(), error) {
-	plan, err := h.builder.Plan(ctx, f)
+	plan, err := h.builder().Plan(ctx, f)
 	if err != nil {
 		return nil, err
 	}
@@ -104,7 +106,8 @@ func (h *turnHooks) Before(ctx context.Context, run *store.Run, f groupfolder.Fo
 			log.Warn("stop MCP server", "err", err)
 		}
 	})
-	model, err := h.startModel(ctx, run, plan.Config.Model, ipcDir, log)
+	mg := h.gateway()
+	model, err := h.startModel(ctx, mg, run, plan.Config.Model, ipcDir, log)
 	if err != nil {
 		stopAll()
 		return nil, err
@@ -129,7 +132,7 @@ func (h *turnHooks) Before(ctx context.Context, run *store.Run, f groupfolder.Fo
 		return nil, err
 	}
 	stops = append(stops, egress.Stop)
-	token := h.model.tokens.Token(run.ID, run.Attempt)
+	token := mg.tokens.Token(run.ID, run.Attempt)
 	t.Env = append(t.Env,
 		"ARIZUKO_MODEL_TOKEN="+token,
 		"ANTHROPIC_API_KEY="+token,
@@ -140,15 +143,16 @@ func (h *turnHooks) Before(ctx context.Context, run *store.Run, f groupfolder.Fo
 }
 
 // startModel starts the turn's model gateway with the group's policy.
-func (h *turnHooks) startModel(ctx context.Context, run *store.Run, policy *turn.ModelPolicy, ipcDir string, log *slog.Logger) (*gateway.Model, error) {
+func (h *turnHooks) startModel(ctx context.Context, mg *modelGateway, run *store.Run, policy *turn.ModelPolicy, ipcDir string, log *slog.Logger) (*gateway.Model, error) {
 	cfg := gateway.ModelConfig{
 		SocketPath: filepath.Join(ipcDir, modelSocket),
-		Token:      h.model.tokens.Token(run.ID, run.Attempt),
-		Upstream:   h.model.upstream,
-		Credential: h.model.credential,
-		Transport:  h.model.transport,
+		Token:      mg.tokens.Token(run.ID, run.Attempt),
+		Upstream:   mg.upstream,
+		Credential: mg.credential,
+		Transport:  mg.transport,
 		Logger:     log,
 		Record: func(u gateway.Usage) {
+			h.metrics.ModelUsage(usageMetrics(u))
 			if err := h.store.AddUsage(context.WithoutCancel(ctx), run.ID, store.Usage(u)); err != nil {
 				log.Error("record model usage", "err", err)
 			}
@@ -157,7 +161,7 @@ func (h *turnHooks) startModel(ctx context.Context, run *store.Run, policy *turn
 	if policy != nil {
 		cfg.Models, cfg.RequestsPerTurn = policy.Models, policy.RequestsPerTurn
 		if policy.Credential != "" {
-			c, err := gateway.GroupCredential(policy.Credential, h.model.credentialsDir, os.Getenv)
+			c, err := gateway.GroupCredential(policy.Credential, mg.credentialsDir, os.Getenv)
 			if err != nil {
 				return nil, fmt.Errorf("container_config.model.credential: %w", err)
 			}

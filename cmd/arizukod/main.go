@@ -35,6 +35,8 @@ var commands = map[string]command{
 	"prompt":  {"print the system prompt a turn of a group would get", cmdPrompt},
 	"mounts":  {"print the mount table a turn of a group would get, and every rejected mount", cmdMounts},
 	"quadlet": {"write Podman Quadlet units that reproduce a turn of a group and its sidecars", cmdQuadlet},
+	"prune":   {"remove old runs, inbox and outbox rows and run logs by the retention rules", cmdPrune},
+	"backup":  {"write a consistent copy of the store to a file", cmdBackup},
 }
 
 // version is set at build time with -ldflags "-X main.version=...".

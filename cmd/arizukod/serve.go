@@ -39,5 +39,6 @@ func cmdServe(ctx context.Context, args []string) error {
 	if *debug {
 		opts.Level = levelDebug
 	}
-	return daemon.Run(ctx, cfg, version, logging.New(opts))
+	reload := daemon.WithReload(func() (*config.Config, error) { return config.Load(serviceMode(), *path, os.Getenv) })
+	return daemon.Run(ctx, cfg, version, logging.New(opts), reload)
 }

@@ -1,0 +1,182 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"reflect"
+	"time"
+
+	"github.com/coreos/go-systemd/v22/daemon"
+	"golang.org/x/sys/unix"
+
+	"github.com/arizuko/arizukod/config"
+	"github.com/arizuko/arizukod/mountsec"
+	"github.com/arizuko/arizukod/runtime"
+	"github.com/arizuko/arizukod/turn"
+)
+
+// restartKeys are the keys a reload cannot apply: what the listening socket, the store, the
+// engine connection, the runner, the queue and the scheduler were made with at the start.
+// A reload that changes one says so and keeps the running value.
+var restartKeys = []struct {
+	key  string
+	keep func(dst, src *config.Config) // dst's value becomes src's
+	get  func(c *config.Config) any
+}{
+	{"data_dir", func(d, s *config.Config) { d.DataDir = s.DataDir }, func(c *config.Config) any { return c.DataDir }},
+	{"listen", func(d, s *config.Config) { d.Listen = s.Listen }, func(c *config.Config) any { return c.Listen }},
+	{"socket_mode", func(d, s *config.Config) { d.SocketMode = s.SocketMode }, func(c *config.Config) any { return c.SocketMode }},
+	{"allow_group", func(d, s *config.Config) { d.AllowGroup = s.AllowGroup }, func(c *config.Config) any { return c.AllowGroup }},
+	{"engine", func(d, s *config.Config) { d.Engine = s.Engine }, func(c *config.Config) any { return c.Engine }},
+	{"engine_socket", func(d, s *config.Config) { d.EngineSocket = s.EngineSocket }, func(c *config.Config) any { return c.EngineSocket }},
+	{"instance", func(d, s *config.Config) { d.Instance = s.Instance }, func(c *config.Config) any { return c.Instance }},
+	{"image", func(d, s *config.Config) { d.Image = s.Image }, func(c *config.Config) any { return c.Image }},
+	{"run_timeout", func(d, s *config.Config) { d.RunTimeout = s.RunTimeout }, func(c *config.Config) any { return c.RunTimeout }},
+	{"stop_grace", func(d, s *config.Config) { d.StopGrace = s.StopGrace }, func(c *config.Config) any { return c.StopGrace }},
+	{"max_running", func(d, s *config.Config) { d.MaxRunning = s.MaxRunning }, func(c *config.Config) any { return c.MaxRunning }},
+	{"retry_max", func(d, s *config.Config) { d.RetryMax = s.RetryMax }, func(c *config.Config) any { return c.RetryMax }},
+	{"retry_backoff", func(d, s *config.Config) { d.RetryBackoff = s.RetryBackoff }, func(c *config.Config) any { return c.RetryBackoff }},
+	{"skills_dir", func(d, s *config.Config) { d.SkillsDir = s.SkillsDir }, func(c *config.Config) any { return c.SkillsDir }},
+	{"web_dir", func(d, s *config.Config) { d.WebDir = s.WebDir }, func(c *config.Config) any { return c.WebDir }},
+	{"timezone", func(d, s *config.Config) { d.Location = s.Location }, func(c *config.Config) any { return c.Location.String() }},
+	{"limits.allowed_networks", func(d, s *config.Config) { d.Limits.AllowedNetworks = s.Limits.AllowedNetworks },
+		func(c *config.Config) any { return fmt.Sprint(c.Limits.AllowedNetworks) }},
+	{"limits.allow_unlimited", func(d, s *config.Config) { d.Limits.AllowUnlimited = s.Limits.AllowUnlimited },
+		func(c *config.Config) any { return c.Limits.AllowUnlimited }},
+	{"metrics.listen", func(d, s *config.Config) { d.Metrics = s.Metrics }, func(c *config.Config) any { return c.Metrics.Listen }},
+}
+
+// redact is the filter of the current secrets: the env file's values and the model
+// credential as the last (re)load found them.
+func (d *Daemon) redact(text string) string { return d.secrets.Load().Redact(text) }
+
+// currentBuilder builds each turn with the builder of the latest configuration.
+type currentBuilder func() *turn.Builder
+
+func (b currentBuilder) Build(ctx context.Context, req turn.Request) (runtime.Turn, error) {
+	return b().Build(ctx, req)
+}
+
+// reloadOnHUP reloads at each SIGHUP until ctx ends.
+func (d *Daemon) reloadOnHUP(ctx context.Context, hup <-chan os.Signal) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+			d.reload(ctx)
+		}
+	}
+}
+
+// reload re-reads the configuration, the mount allowlist, the env file and the model
+// credential, and applies them to the turns that start from now on; running and queued
+// turns go on. A configuration that does not load, an allowlist or env file that does
+// not read, is refused whole: the previous one stays, and the journal and STATUS say why
+// (STATUS until a reload works).
+// Grants need no reload: they are read from the store at every call.
+func (d *Daemon) reload(ctx context.Context) {
+	daemon.SdNotify(false, fmt.Sprintf("RELOADING=1\nMONOTONIC_USEC=%d", monotonicUsec()))
+	defer daemon.SdNotify(false, daemon.SdNotifyReady)
+	if d.opts.load == nil {
+		d.log.Warn("reload: not available: this daemon was started without its configuration's path; restart it instead")
+		return
+	}
+	changed, restart, err := d.apply(ctx)
+	if err != nil {
+		why := err.Error()
+		d.refused.Store(&why)
+		d.log.Error("reload refused: the previous configuration stays", "err", err)
+		d.notifyStatus()
+		return
+	}
+	d.refused.Store(nil)
+	for _, k := range restart {
+		d.log.Warn("reload: "+k+" changed: it takes effect at the next restart (systemctl restart arizukod)", "key", k)
+	}
+	d.log.Info("configuration reloaded", "config", d.live.Load().Source, "changed", changed)
+	d.notifyStatus()
+}
+
+// apply loads everything a reload reads, and only when all of it loaded, switches to it.
+// It returns the keys that changed and took effect, and those that need a restart.
+func (d *Daemon) apply(ctx context.Context) (changed, restart []string, err error) {
+	old := d.live.Load()
+	cfg, err := d.opts.load()
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, k := range restartKeys {
+		if !reflect.DeepEqual(k.get(cfg), k.get(d.cfg)) {
+			restart = append(restart, k.key)
+			k.keep(cfg, d.cfg)
+		}
+	}
+	allow, allowErr := mountsec.LoadAllowlist(cfg.Allowlist, mountsec.Options{Protected: []string{cfg.DataDir}})
+	if allowErr != nil && !errors.Is(allowErr, mountsec.ErrNoAllowlist) {
+		return nil, nil, fmt.Errorf("allowlist: %w", allowErr)
+	}
+	model, err := newModelGateway(cfg, d.layout, d.log)
+	if err != nil {
+		return nil, nil, err
+	}
+	prev := d.gateway.Load()
+	model.tokens, model.transport = prev.tokens, prev.transport // running turns' tokens stay valid
+	secrets, err := writeEnvFile(ctx, cfg, d.layout)
+	if err != nil {
+		return nil, nil, err
+	}
+	if v := model.credential.Value; v != "" {
+		secrets["MODEL_CREDENTIAL"] = v
+	}
+	// A running turn may still echo a value the new files no longer have: it stays redacted.
+	for k, v := range *d.secrets.Load() {
+		if secrets[k] != v {
+			secrets[k+"_PREVIOUS"] = v
+		}
+	}
+	b := *d.builder.Load()
+	b.Allowlist, b.AllowlistErr = allow, allowErr
+	b.Limits = runtime.Limits{MemoryBytes: cfg.Limits.MemoryBytes, NanoCPUs: cfg.Limits.NanoCPUs, PidsLimit: cfg.Limits.PidsLimit, Network: cfg.Limits.Network}
+	b.DiaryMax, b.EpisodesMax = cfg.Memory.DiaryMax, cfg.Memory.EpisodesMax
+	// The secrets first: from the moment a turn can get a new credential, it is redacted.
+	d.secrets.Store(&secrets)
+	d.gateway.Store(&model)
+	d.builder.Store(&b)
+	d.live.Store(cfg)
+	return changedKeys(old, cfg), restart, nil
+}
+
+// changedKeys names the parts of the configuration that differ, for the journal.
+func changedKeys(old, cfg *config.Config) []string {
+	out := []string{}
+	for _, p := range []struct {
+		key  string
+		a, b any
+	}{
+		{"env_file", old.EnvFile, cfg.EnvFile},
+		{"env_allow", old.EnvAllow, cfg.EnvAllow},
+		{"allowlist", old.Allowlist, cfg.Allowlist},
+		{"limits", [4]any{old.Limits.MemoryBytes, old.Limits.NanoCPUs, old.Limits.PidsLimit, old.Limits.Network},
+			[4]any{cfg.Limits.MemoryBytes, cfg.Limits.NanoCPUs, cfg.Limits.PidsLimit, cfg.Limits.Network}},
+		{"memory", old.Memory, cfg.Memory},
+		{"model", old.Model, cfg.Model},
+		{"retention", old.Retention, cfg.Retention},
+	} {
+		if !reflect.DeepEqual(p.a, p.b) {
+			out = append(out, p.key)
+		}
+	}
+	return out
+}
+
+// monotonicUsec is CLOCK_MONOTONIC in microseconds, as RELOADING=1 wants it beside.
+func monotonicUsec() int64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		return time.Now().UnixMicro()
+	}
+	return ts.Sec*1e6 + ts.Nsec/1e3
+}
