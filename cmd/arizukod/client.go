@@ -38,11 +38,14 @@ func runDaemon(ctx context.Context, socket, folder, message, session, sender, ch
 		d := api.Duration(timeout)
 		req.Timeout = &d
 	}
+	if err := engineReady(ctx, c); err != nil {
+		return err
+	}
 	run, err := c.CreateRun(ctx, req)
 	if err != nil {
 		return err
 	}
-	run, err = c.WaitRun(ctx, run.ID)
+	run, err = waitRun(ctx, c, run.ID)
 	if err != nil {
 		return err
 	}
@@ -107,8 +110,7 @@ func cmdRuns(ctx context.Context, args []string) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(r)
 	}
-	fs.Usage()
-	return errUsage
+	return unknownVerb(fs, verb)
 }
 
 func cmdGroups(ctx context.Context, args []string) error {
@@ -162,8 +164,7 @@ func cmdGroups(ctx context.Context, args []string) error {
 		}
 		return enc.Encode(out)
 	}
-	fs.Usage()
-	return errUsage
+	return unknownVerb(fs, verb)
 }
 
 // cmdRoutes manages the operator's routes: the first layer of routing, consulted before any
@@ -226,8 +227,7 @@ func cmdRoutes(ctx context.Context, args []string) error {
 		}
 		return enc.Encode(r)
 	}
-	fs.Usage()
-	return errUsage
+	return unknownVerb(fs, verb)
 }
 
 // verbOperand splits a command's arguments into its verb ("list" when the first argument is
@@ -246,4 +246,11 @@ func verbOperand(fs *flag.FlagSet, args []string, needOperand ...string) (verb, 
 		operand, rest = rest[0], rest[1:]
 	}
 	return verb, operand, rest, nil
+}
+
+// unknownVerb is the usage error of a verb a command does not have.
+func unknownVerb(fs *flag.FlagSet, verb string) error {
+	fmt.Fprintf(fs.Output(), "arizukod %s: unknown verb %q\n", fs.Name(), verb)
+	fs.Usage()
+	return errUsage
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
-	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -30,7 +29,7 @@ func runInbox(ctx context.Context, args []string, stdout io.Writer) error {
 	if len(args) > 0 {
 		verb, args = args[0], args[1:]
 	}
-	fs := newFlags("inbox "+verb, inboxSynopsis)
+	fs := newFlags("inbox", inboxSynopsis)
 	socket := socketFlag(fs)
 	message := fs.String("message", "", "the message's text (required)")
 	sender := fs.String("sender", "", "who wrote it, e.g. tg:123456")
@@ -52,9 +51,7 @@ func runInbox(ctx context.Context, args []string, stdout io.Writer) error {
 		fs.Usage()
 		return flag.ErrHelp
 	default:
-		fmt.Fprintf(fs.Output(), "arizukod inbox: %q is not add or route\n", verb)
-		fs.Usage()
-		return errUsage
+		return unknownVerb(fs, verb)
 	}
 	if err := parseFlags(fs, args); err != nil {
 		return err
