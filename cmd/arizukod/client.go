@@ -45,7 +45,7 @@ func runDaemon(ctx context.Context, socket, folder, message, session, sender, ch
 	if err != nil {
 		return err
 	}
-	run, err = waitRun(ctx, c, run.ID)
+	run, err = waitRun(ctx, c, run)
 	if err != nil {
 		return err
 	}
@@ -250,7 +250,11 @@ func verbOperand(fs *flag.FlagSet, args []string, needOperand ...string) (verb, 
 
 // unknownVerb is the usage error of a verb a command does not have.
 func unknownVerb(fs *flag.FlagSet, verb string) error {
-	fmt.Fprintf(fs.Output(), "arizukod %s: unknown verb %q\n", fs.Name(), verb)
+	if verb == "" {
+		fmt.Fprintf(fs.Output(), "arizukod %s: give a verb\n", fs.Name())
+	} else {
+		fmt.Fprintf(fs.Output(), "arizukod %s: unknown verb %q\n", fs.Name(), verb)
+	}
 	fs.Usage()
 	return errUsage
 }

@@ -186,7 +186,7 @@ func engineReady(ctx context.Context, c *api.Client) error {
 		return err
 	}
 	if err := healthProblem(h); err != nil {
-		return fmt.Errorf("%w; the turn was not sent", err)
+		return fmt.Errorf("the turn was not sent: %w", err)
 	}
 	return nil
 }
@@ -208,7 +208,7 @@ func healthProblem(h api.HealthReport) error {
 	case h.Status != "degraded":
 		return nil
 	case !h.Engine.Up:
-		return fmt.Errorf("%w: %s\n  fix: %s\n  the daemon finds the engine again by itself; arizukod doctor --check engine says more",
+		return fmt.Errorf("%w: %s\n  fix: %s\n  (the daemon finds the engine again by itself; arizukod doctor --check engine says more)",
 			errNoEngine, cmp.Or(h.Engine.Error, "none answers"), probeHost().engineFix())
 	case h.Engine.Limits != "":
 		return fmt.Errorf("%w: %s", errTurnsRefused, h.Engine.Limits)
@@ -216,14 +216,10 @@ func healthProblem(h api.HealthReport) error {
 	return nil
 }
 
-// waitRun waits for run id to end. While it is queued it asks the daemon why: a run
-// queued behind an engine that went away fails with the reason instead of waiting on.
-func waitRun(ctx context.Context, c *api.Client, id string) (api.Run, error) {
+// waitRun waits for run (just created) to end. While it is queued it asks the daemon why:
+// a run queued behind an engine that went away fails with the reason instead of waiting on.
+func waitRun(ctx context.Context, c *api.Client, r api.Run) (api.Run, error) {
 	for {
-		var r api.Run
-		if err := c.Do(ctx, http.MethodGet, "/v1/runs/"+url.PathEscape(id)+"?wait=20s", nil, &r); err != nil {
-			return r, err
-		}
 		switch r.State {
 		case "exited", "error", "killed":
 			return r, nil
@@ -233,10 +229,13 @@ func waitRun(ctx context.Context, c *api.Client, id string) (api.Run, error) {
 				return r, err
 			}
 			if err := healthProblem(h); err != nil {
-				return r, fmt.Errorf("run %s is queued: %w\n  it starts once that is fixed; arizukod runs kill %s drops it", id, err, id)
+				return r, fmt.Errorf("run %s is queued: %w\n  it starts once that is fixed; arizukod runs kill %s drops it", r.ID, err, r.ID)
 			}
 		}
 		if err := ctx.Err(); err != nil {
+			return r, err
+		}
+		if err := c.Do(ctx, http.MethodGet, "/v1/runs/"+url.PathEscape(r.ID)+"?wait=20s", nil, &r); err != nil {
 			return r, err
 		}
 	}
