@@ -159,7 +159,7 @@ func (h *turnHooks) startModel(ctx context.Context, run *store.Run, policy *turn
 		if policy.Credential != "" {
 			c, err := gateway.GroupCredential(policy.Credential, h.model.credentialsDir, os.Getenv)
 			if err != nil {
-				return nil, fmt.Errorf("container_config.model.credential: %w", err)
+				return nil, fmt.Errorf("containerConfig.model.credential: %w", err)
 			}
 			cfg.Credential = c
 		}
@@ -172,7 +172,7 @@ func (h *turnHooks) startModel(ctx context.Context, run *store.Run, policy *turn
 					return err
 				}
 				if used >= limit {
-					return fmt.Errorf("folder %s used %d of its %d tokens today (container_config.model.tokens_per_day); it resets at midnight", run.Folder, used, limit)
+					return fmt.Errorf("folder %s used %d of its %d tokens today (containerConfig.model.tokens_per_day); it resets at midnight", run.Folder, used, limit)
 				}
 				return nil
 			}
