@@ -64,11 +64,11 @@ func (h host) engineFix() string {
 	}
 	if h.demoSocket != "" {
 		return "no systemd here to start podman.socket; hack/demo.sh's private Podman service listens at " + h.demoSocket +
-			": use --engine-socket " + h.demoSocket + " (or ARIZUKO_ENGINE_SOCKET, engine_socket in arizukod.toml)"
+			": export CONTAINER_HOST=" + h.demoSocket + " (every arizukod command and arizukod serve look there; or --engine-socket, engine_socket in arizukod.toml)"
 	}
 	return "no systemd here to start podman.socket: run hack/demo.sh, which starts a private Podman service at unix://" +
-		demoDir + "/podman.sock, or start one yourself (podman system service --time=0 unix:///PATH/podman.sock &) and " +
-		"use --engine-socket unix:///PATH/podman.sock (or ARIZUKO_ENGINE_SOCKET, engine_socket in arizukod.toml)"
+		demoDir + "/podman.sock, or start one yourself (podman system service --time=0 unix:///PATH/podman.sock &), then " +
+		"export CONTAINER_HOST=unix:///PATH/podman.sock (every arizukod command and arizukod serve look there; or --engine-socket, engine_socket in arizukod.toml)"
 }
 
 // explain says what to do about an error a command ended with, or "" when the error says it
