@@ -101,7 +101,7 @@ func TestCLIMistakes(t *testing.T) {
 		"ARIZUKO_MODE": "system", "DATA_DIR": "/var/lib/arizuko", "CONTAINER_IMAGE": "", "RUNED_RUN_TIMEOUT": "",
 		"ARIZUKO_ENGINE": "", "ARIZUKO_ENGINE_SOCKET": "", "CONTAINER_HOST": "", "DOCKER_HOST": "",
 		"HOME": "/home/operator", "XDG_CONFIG_HOME": "", "XDG_DATA_HOME": "", "XDG_RUNTIME_DIR": "",
-		"ANTHROPIC_API_KEY": "", "CLAUDE_CODE_OAUTH_TOKEN": "",
+		"ANTHROPIC_API_KEY": "", "CLAUDE_CODE_OAUTH_TOKEN": "", "ARIZUKO_CACHE_DIR": "/var/cache/arizuko",
 	} {
 		t.Setenv(k, v)
 	}
@@ -136,6 +136,12 @@ func TestCLIMistakes(t *testing.T) {
 		{"routes-unknown-verb", systemdHost, []string{"routes", "bogus"}},
 		{"inbox-unknown-verb", systemdHost, []string{"inbox", "bogus"}},
 		{"inbox-no-verb", systemdHost, []string{"inbox"}},
+		{"image-no-verb", systemdHost, []string{"image"}},
+		{"image-build-unknown", systemdHost, []string{"image", "build", "bogus"}},
+		{"runs-show-no-id", systemdHost, []string{"runs", "show"}},
+		{"groups-add-no-folder", systemdHost, []string{"groups", "add", "--name", "x"}},
+		{"run-no-message", systemdHost, []string{"run", "--folder", "main"}},
+		{"run-bad-folder", systemdHost, []string{"run", "--folder", "../x", "--message", "hi"}},
 		{"unknown-flag", systemdHost, []string{"runs", "--bogus"}},
 		{"doctor-unknown-check", systemdHost, []string{"doctor", "--check", "bogus"}},
 		{"run-daemon-image", systemdHost, []string{"run", "--folder", "main", "--message", "hi", "--image", "x"}},

@@ -240,6 +240,7 @@ func verbOperand(fs *flag.FlagSet, args []string, needOperand ...string) (verb, 
 	}
 	if slices.Contains(needOperand, verb) {
 		if len(rest) == 0 || strings.HasPrefix(rest[0], "-") {
+			fmt.Fprintf(fs.Output(), "arizukod %s %s: give what it acts on, as the usage shows\n", fs.Name(), verb)
 			fs.Usage()
 			return "", "", nil, errUsage
 		}

@@ -58,12 +58,14 @@ func cmdRun(ctx context.Context, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if *folder == "" || *message == "" {
+		fmt.Fprintln(fs.Output(), "arizukod run: give --folder (the group, e.g. main) and --message (the turn's message)")
+		fs.Usage()
+		return errUsage
+	}
 	f, err := groupfolder.Parse(*folder)
 	if err != nil {
 		return fmt.Errorf("--folder: %w", err)
-	}
-	if *message == "" {
-		return errors.New("--message: required")
 	}
 	if !*local {
 		if err := refuseLocalFlags(fs); err != nil {
