@@ -17,6 +17,7 @@ import (
 
 	"github.com/arizuko/arizukod/api"
 	"github.com/arizuko/arizukod/config"
+	"github.com/arizuko/arizukod/internal/enginetest"
 	"github.com/arizuko/arizukod/store"
 )
 
@@ -98,7 +99,7 @@ func TestCLIMistakes(t *testing.T) {
 	// The defaults printed in usage come from the environment: make them the system
 	// service's on every machine.
 	for k, v := range map[string]string{
-		"ARIZUKO_MODE": "system", "DATA_DIR": "/var/lib/arizuko", "CONTAINER_IMAGE": "", "RUNED_RUN_TIMEOUT": "",
+		"ARIZUKO_MODE": "system", "DATA_DIR": "", "CONTAINER_IMAGE": "", "RUNED_RUN_TIMEOUT": "",
 		"ARIZUKO_ENGINE": "", "ARIZUKO_ENGINE_SOCKET": "", "CONTAINER_HOST": "", "DOCKER_HOST": "",
 		"HOME": "/home/operator", "XDG_CONFIG_HOME": "", "XDG_DATA_HOME": "", "XDG_RUNTIME_DIR": "",
 		"ANTHROPIC_API_KEY": "", "CLAUDE_CODE_OAUTH_TOKEN": "", "ARIZUKO_CACHE_DIR": "/var/cache/arizuko",
@@ -158,6 +159,7 @@ func TestCLIMistakes(t *testing.T) {
 		{"doctor-engine-user", userHost, []string{"doctor", "--check", "engine", "--engine-socket", "unix://" + noSocket}},
 		{"doctor-bad-config", systemdHost, []string{"doctor", "--check", "config", "--check", "allowlist", "--config", badConfig}},
 		{"doctor-bad-allowlist", systemdHost, []string{"doctor", "--check", "allowlist", "--config", badAllow}},
+		{"doctor-data-dir-of-config", systemdHost, []string{"doctor", "--check", "data-dir", "--config", badAllow}},
 		{"doctor-cgroups", systemdHost, []string{"doctor", "--check", "cgroups", "--engine-socket", "unix://" + noSocket}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -242,5 +244,33 @@ func TestSubidCount(t *testing.T) {
 				t.Errorf("subidCount = %d, %v; want %d", got, err, tc.want)
 			}
 		})
+	}
+}
+
+// TestDoctorRootless: against the test host's rootless Podman, doctor finds the engine's
+// user from its socket and reads that user's subordinate ids and cgroup controllers,
+// and its cgroups and limits checks agree (both pass, or both fail).
+func TestDoctorRootless(t *testing.T) {
+	e := enginetest.Rootless(t)
+	t.Setenv("ARIZUKO_MODE", "system")
+	stdout, stderr, _ := runCLI(t, []string{"doctor", "--engine-socket", e.URI, "--config", filepath.Join(t.TempDir(), "none.toml"),
+		"--check", "engine", "--check", "subids", "--check", "cgroups", "--check", "limits"})
+	lines := map[string]string{}
+	for _, l := range strings.Split(stdout, "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && (f[0] == "ok" || f[0] == "FAIL") {
+			lines[f[1]] = l
+		}
+	}
+	if !strings.HasPrefix(lines["engine"], "ok") || !strings.Contains(lines["engine"], "rootless") {
+		t.Errorf("engine: %q\n%s%s", lines["engine"], stdout, stderr)
+	}
+	if want := "ok    subids    " + e.User + " (uid "; !strings.HasPrefix(lines["subids"], want) {
+		t.Errorf("subids: %q, want it to start %q\n%s", lines["subids"], want, stdout)
+	}
+	if strings.HasPrefix(lines["cgroups"], "ok") != strings.HasPrefix(lines["limits"], "ok") {
+		t.Errorf("cgroups and limits disagree:\n%s", stdout)
+	}
+	if !strings.HasPrefix(lines["cgroups"], "ok") && !strings.Contains(stdout, "fix: ") {
+		t.Errorf("a failed cgroups check without its fix:\n%s", stdout)
 	}
 }

@@ -42,7 +42,7 @@ func fixed(s string) func(host) string { return func(host) string { return s } }
 var checks = []check{
 	{"config", checkConfig, fixed("correct the key the error names (every key: arizukod.toml(5)); arizukod serve refuses to start until it loads")},
 	{"engine", checkEngine, host.engineFix},
-	{"data-dir", checkDataDir, fixed("mkdir -p DIR && chown $(id -u):$(id -g) DIR   (or set --data-dir / $DATA_DIR)")},
+	{"data-dir", checkDataDir, fixed("mkdir -p DIR && chown $(id -u):$(id -g) DIR   (or name another: data_dir in arizukod.toml, $DATA_DIR, --data-dir)")},
 	{"journald", checkJournald, func(h host) string {
 		if h.systemd {
 			return "systemctl start systemd-journald   (without journald, logs go to stderr)"
@@ -77,7 +77,7 @@ func cmdDoctor(ctx context.Context, args []string) error {
 	o := doctorOpts{host: probeHost()}
 	var only multiFlag
 	o.ef.register(fs)
-	fs.StringVar(&o.dataDir, "data-dir", defaultDataDir(), "data directory ($DATA_DIR)")
+	fs.StringVar(&o.dataDir, "data-dir", "", "data directory (default: the configuration's data_dir, or $DATA_DIR)")
 	fs.StringVar(&o.configPath, "config", "", "the configuration file the daemon reads (default: as arizukod serve)")
 	fs.Var(&only, "check", "run only this check (repeatable): "+strings.Join(checkNames(), ", "))
 	if err := parseFlags(fs, args); err != nil {
@@ -137,20 +137,28 @@ func checkEngine(ctx context.Context, o *doctorOpts) (string, error) {
 }
 
 func checkDataDir(_ context.Context, o *doctorOpts) (string, error) {
-	fi, err := os.Stat(o.dataDir)
+	dir := o.dataDir
+	if dir == "" {
+		cfg, err := o.config()
+		if err != nil {
+			return "", err
+		}
+		dir = cfg.DataDir
+	}
+	fi, err := os.Stat(dir)
 	if err != nil {
 		return "", err
 	}
 	if !fi.IsDir() {
-		return "", fmt.Errorf("%s is not a directory", o.dataDir)
+		return "", fmt.Errorf("%s is not a directory", dir)
 	}
-	f, err := os.CreateTemp(o.dataDir, ".doctor-*")
+	f, err := os.CreateTemp(dir, ".doctor-*")
 	if err != nil {
-		return "", fmt.Errorf("%s is not writable: %w", o.dataDir, err)
+		return "", fmt.Errorf("%s is not writable: %w", dir, err)
 	}
 	f.Close()
 	os.Remove(f.Name())
-	return o.dataDir + " is writable", nil
+	return dir + " is writable", nil
 }
 
 func checkJournald(context.Context, *doctorOpts) (string, error) {
