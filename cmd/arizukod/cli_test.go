@@ -11,6 +11,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"github.com/arizuko/arizukod/api"
 	"github.com/arizuko/arizukod/config"
 	"github.com/arizuko/arizukod/internal/enginetest"
+	"github.com/arizuko/arizukod/runtime"
 	"github.com/arizuko/arizukod/store"
 )
 
@@ -137,6 +139,8 @@ func TestCLIMistakes(t *testing.T) {
 		{"routes-unknown-verb", systemdHost, []string{"routes", "bogus"}},
 		{"inbox-unknown-verb", systemdHost, []string{"inbox", "bogus"}},
 		{"inbox-no-verb", systemdHost, []string{"inbox"}},
+		{"inbox-flag-first", systemdHost, []string{"inbox", "--message", "hi"}},
+		{"inbox-add-no-folder", systemdHost, []string{"inbox", "add", "--message", "hi"}},
 		{"image-no-verb", systemdHost, []string{"image"}},
 		{"image-build-unknown", systemdHost, []string{"image", "build", "bogus"}},
 		{"runs-show-no-id", systemdHost, []string{"runs", "show"}},
@@ -253,7 +257,9 @@ func TestSubidCount(t *testing.T) {
 func TestDoctorRootless(t *testing.T) {
 	e := enginetest.Rootless(t)
 	t.Setenv("ARIZUKO_MODE", "system")
-	stdout, stderr, _ := runCLI(t, []string{"doctor", "--engine-socket", e.URI, "--config", filepath.Join(t.TempDir(), "none.toml"),
+	empty := filepath.Join(t.TempDir(), "arizukod.toml")
+	writeFile(t, empty, "")
+	stdout, stderr, _ := runCLI(t, []string{"doctor", "--engine-socket", e.URI, "--config", empty,
 		"--check", "engine", "--check", "subids", "--check", "cgroups", "--check", "limits"})
 	lines := map[string]string{}
 	for _, l := range strings.Split(stdout, "\n") {
@@ -272,5 +278,58 @@ func TestDoctorRootless(t *testing.T) {
 	}
 	if !strings.HasPrefix(lines["cgroups"], "ok") && !strings.Contains(stdout, "fix: ") {
 		t.Errorf("a failed cgroups check without its fix:\n%s", stdout)
+	}
+}
+
+// TestCheckCgroups: the cgroup whose controllers count is the root's for a rootful engine
+// and the user's systemd service's for a rootless one (the owner of the engine's socket);
+// each missing controller the limits need is named.
+func TestCheckCgroups(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the rootless cases chown the engine's socket to nobody")
+	}
+	nobody, err := user.Lookup("nobody")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(t.TempDir(), "podman.sock")
+	writeFile(t, sock, "")
+	uid, _ := strconv.Atoi(nobody.Uid)
+	if err := os.Chown(sock, uid, -1); err != nil {
+		t.Fatal(err)
+	}
+	userCg := filepath.Join("user.slice", "user-"+nobody.Uid+".slice", "user@"+nobody.Uid+".service", "cgroup.controllers")
+	for _, tc := range []struct {
+		name     string
+		rootless bool
+		files    map[string]string
+		want     string // the detail, or the error with "error: " before it
+	}{
+		{"v1 rootful", false, map[string]string{"memory/tasks": ""}, "cgroups v1: a rootful engine applies the limits there"},
+		{"v1 rootless", true, map[string]string{"memory/tasks": ""}, "error: cgroups v1 (no $CG/cgroup.controllers): a rootless engine cannot apply the memory, CPU and pids limits; boot with systemd.unified_cgroup_hierarchy=1"},
+		{"v2 rootful", false, map[string]string{"cgroup.controllers": "cpuset cpu io memory hugetlb pids rdma misc\n"}, "cgroups v2; the root cgroup (rootful engine) has the memory, pids, cpu controllers"},
+		{"v2 rootful without pids", false, map[string]string{"cgroup.controllers": "cpuset cpu io memory\n"}, "error: the root cgroup (rootful engine) lacks the pids controller(s) (it has: cpuset cpu io memory): the limits cannot apply there"},
+		{"v2 rootless delegated", true, map[string]string{"cgroup.controllers": "cpuset cpu io memory pids\n", userCg: "cpu memory pids\n"}, "cgroups v2; nobody's systemd service (rootless engine) has the memory, pids, cpu controllers"},
+		{"v2 rootless not delegated", true, map[string]string{"cgroup.controllers": "cpuset cpu io memory pids\n", userCg: "\n"}, "error: nobody's systemd service (rootless engine) lacks the memory, pids, cpu controller(s) (it has: ): the limits cannot apply there"},
+		{"v2 rootless no user service", true, map[string]string{"cgroup.controllers": "cpuset cpu io memory pids\n"}, "error: no cgroup delegated to nobody's systemd service (rootless engine): open $CG/" + userCg + ": no such file or directory"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cg := t.TempDir()
+			for name, content := range tc.files {
+				writeFile(t, filepath.Join(cg, name), content)
+			}
+			old := cgroupRoot
+			cgroupRoot = cg
+			defer func() { cgroupRoot = old }()
+			o := &doctorOpts{opened: true, info: runtime.Info{Name: "podman", Rootless: tc.rootless, Socket: "unix://" + sock}}
+			detail, err := checkCgroups(context.Background(), o)
+			got := detail
+			if err != nil {
+				got = "error: " + err.Error()
+			}
+			if got = strings.ReplaceAll(got, cg, "$CG"); got != tc.want {
+				t.Errorf("got  %s\nwant %s", got, tc.want)
+			}
+		})
 	}
 }

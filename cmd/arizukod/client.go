@@ -251,8 +251,8 @@ func verbOperand(fs *flag.FlagSet, args []string, needOperand ...string) (verb, 
 
 // unknownVerb is the usage error of a verb a command does not have.
 func unknownVerb(fs *flag.FlagSet, verb string) error {
-	if verb == "" {
-		fmt.Fprintf(fs.Output(), "arizukod %s: give a verb\n", fs.Name())
+	if verb == "" || strings.HasPrefix(verb, "-") {
+		fmt.Fprintf(fs.Output(), "arizukod %s: give a verb first\n", fs.Name())
 	} else {
 		fmt.Fprintf(fs.Output(), "arizukod %s: unknown verb %q\n", fs.Name(), verb)
 	}

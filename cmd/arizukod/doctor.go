@@ -11,6 +11,7 @@ import (
 
 	"github.com/arizuko/arizukod/config"
 	"github.com/arizuko/arizukod/mountsec"
+	"github.com/arizuko/arizukod/runtime"
 )
 
 // check is one doctor check: what it looks at, and the command that fixes a failure on
@@ -26,6 +27,20 @@ type doctorOpts struct {
 	dataDir    string
 	configPath string
 	host       host
+
+	opened bool // the engine was asked, once for every check
+	eng    runtime.Engine
+	info   runtime.Info
+	engErr error
+}
+
+// engine is the engine the flags name, asked once: every check sees the same answer.
+func (o *doctorOpts) engine(ctx context.Context) (runtime.Engine, runtime.Info, error) {
+	if !o.opened {
+		o.opened = true
+		o.eng, o.info, o.engErr = o.ef.open(ctx)
+	}
+	return o.eng, o.info, o.engErr
 }
 
 // config is the configuration the daemon would read.
@@ -125,7 +140,7 @@ func checkConfig(_ context.Context, o *doctorOpts) (string, error) {
 }
 
 func checkEngine(ctx context.Context, o *doctorOpts) (string, error) {
-	_, info, err := o.ef.open(ctx)
+	_, info, err := o.engine(ctx)
 	if err != nil {
 		return "", err
 	}

@@ -16,7 +16,7 @@ import (
 // checkLimits says whether the engine applies the memory, CPU and pids limits, and, when
 // it cannot, whether turns run anyway (allow_unlimited = true) or are refused.
 func checkLimits(ctx context.Context, o *doctorOpts) (string, error) {
-	_, info, err := o.ef.open(ctx)
+	_, info, err := o.engine(ctx)
 	if err != nil {
 		return "", fmt.Errorf("no engine to ask: %w", err)
 	}
@@ -43,18 +43,21 @@ var (
 const minSubids = 65536
 
 // engineUser is the user whose engine runs the turns: the owner of a rootless engine's
-// socket, else nobody ("" : the engine is rootful). Without an engine to ask, a user other
-// than root is taken to run rootless Podman.
+// socket, or nil for a rootful engine. Without an engine to ask, a user other than root
+// is taken to run rootless Podman; root cannot tell.
 func engineUser(ctx context.Context, o *doctorOpts) (*user.User, error) {
 	uid := os.Geteuid()
-	if _, info, err := o.ef.open(ctx); err == nil {
-		if !info.Rootless {
-			return nil, nil
-		}
+	_, info, err := o.engine(ctx)
+	switch {
+	case err == nil && !info.Rootless:
+		return nil, nil
+	case err == nil:
 		var st syscall.Stat_t
 		if syscall.Stat(strings.TrimPrefix(info.Socket, "unix://"), &st) == nil {
 			uid = int(st.Uid)
 		}
+	case uid == 0:
+		return nil, fmt.Errorf("no engine to ask whose it is: %w", err)
 	}
 	if uid == 0 {
 		return nil, nil
@@ -117,16 +120,15 @@ var limitControllers = []string{"memory", "pids", "cpu"}
 // controllers the limits need: on cgroups v2, the root's for a rootful engine, the
 // delegated ones of the user's systemd service for a rootless one.
 func checkCgroups(ctx context.Context, o *doctorOpts) (string, error) {
-	if _, err := os.Stat(filepath.Join(cgroupRoot, "cgroup.controllers")); err != nil {
-		u, uerr := engineUser(ctx, o)
-		if uerr == nil && u == nil {
-			return "cgroups v1: a rootful engine applies the limits there", nil
-		}
-		return "", fmt.Errorf("cgroups v1 (no %s/cgroup.controllers): a rootless engine cannot apply the memory, CPU and pids limits; boot with systemd.unified_cgroup_hierarchy=1", cgroupRoot)
-	}
 	u, err := engineUser(ctx, o)
 	if err != nil {
 		return "", err
+	}
+	if _, err := os.Stat(filepath.Join(cgroupRoot, "cgroup.controllers")); err != nil {
+		if u == nil {
+			return "cgroups v1: a rootful engine applies the limits there", nil
+		}
+		return "", fmt.Errorf("cgroups v1 (no %s/cgroup.controllers): a rootless engine cannot apply the memory, CPU and pids limits; boot with systemd.unified_cgroup_hierarchy=1", cgroupRoot)
 	}
 	dir, who := cgroupRoot, "the root cgroup (rootful engine)"
 	if u != nil {

@@ -14,7 +14,7 @@ import (
 // checkImage says whether the configured agent image is on the engine, and whether the
 // Claude Code image is.
 func checkImage(ctx context.Context, o *doctorOpts) (string, error) {
-	eng, _, err := o.ef.open(ctx)
+	eng, _, err := o.engine(ctx)
 	if err != nil {
 		return "", fmt.Errorf("no engine to ask: %w", err)
 	}

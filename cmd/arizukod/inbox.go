@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -39,6 +40,7 @@ func runInbox(ctx context.Context, args []string, stdout io.Writer) error {
 	switch verb {
 	case "add":
 		if len(args) == 0 || args[0] == "" || args[0][0] == '-' {
+			fmt.Fprintln(fs.Output(), "arizukod inbox add: give the group's folder first, e.g. inbox add main --message TEXT")
 			fs.Usage()
 			return errUsage
 		}

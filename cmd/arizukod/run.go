@@ -152,8 +152,8 @@ func envDuration(name string, def time.Duration) time.Duration {
 // daemon uses instead.
 var localOnly = map[string]string{
 	"image":         "a daemon runs the image of its configuration (image in arizukod.toml, CONTAINER_IMAGE in its environment)",
-	"engine":        "a daemon uses its own engine (engine in arizukod.toml, ARIZUKO_ENGINE in its environment)",
-	"engine-socket": "a daemon uses its own engine (engine_socket in arizukod.toml, ARIZUKO_ENGINE_SOCKET in its environment)",
+	"engine":        "a daemon uses its own engine (engine in arizukod.toml)",
+	"engine-socket": "a daemon uses its own engine (engine_socket in arizukod.toml, or CONTAINER_HOST in its environment)",
 	"data-dir":      "a daemon keeps its own data directory (data_dir in arizukod.toml, DATA_DIR in its environment); --socket PATH names another daemon",
 	"skills-dir":    "a daemon mounts its own skills (skills_dir in arizukod.toml)",
 	"allowlist":     "a daemon reads its own mount allowlist (allowlist in arizukod.toml)",
