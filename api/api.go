@@ -68,7 +68,7 @@ type EngineHealth struct {
 
 // Server serves the API.
 type Server struct {
-	// Networks are the named networks a group's container_config.network may name
+	// Networks are the named networks a group's containerConfig.network may name
 	// (limits.allowed_networks); set before serving.
 	Networks []string
 	// Location is where cron schedules are read when a task resumes (nil: time.Local).
@@ -157,6 +157,10 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	enc.Encode(v)
 }
 
+// renamedFields are the snake_case names earlier versions of the API took, with their
+// camelCase names now.
+var renamedFields = map[string]string{"chat_jid": "chatJid", "container_config": "containerConfig"}
+
 // decode reads a JSON body into v strictly: unknown fields, wrong types, trailing data and
 // oversized bodies are errors that name the field.
 func decode(w http.ResponseWriter, r *http.Request, v any) bool {
@@ -196,6 +200,10 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 		writeErr(w, http.StatusBadRequest, "", "empty body: send a JSON object")
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		name := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+		if now, ok := renamedFields[name]; ok {
+			writeErr(w, http.StatusBadRequest, name, "unknown field %q: the API's fields are camelCase: send %s", name, now)
+			return false
+		}
 		writeErr(w, http.StatusBadRequest, name, "unknown field %q", name)
 	default:
 		writeErr(w, http.StatusBadRequest, "", "bad JSON body: %v", err)

@@ -406,8 +406,8 @@ func badRequests(finished, running string) []badRequest {
 	}
 	network := func(name string, n any) badRequest {
 		b, _ := json.Marshal(n)
-		return badRequest{name: "container_config network " + name, method: http.MethodPost, path: "/v1/groups",
-			body: `{"folder":"newg","container_config":{"network":` + string(b) + `}}`, code: 400, field: "container_config.network"}
+		return badRequest{name: "containerConfig network " + name, method: http.MethodPost, path: "/v1/groups",
+			body: `{"folder":"newg","containerConfig":{"network":` + string(b) + `}}`, code: 400, field: "containerConfig.network"}
 	}
 	return []badRequest{
 		run("folder a number", `{"folder":5,`+msgs+`}`, 400, "folder"),
@@ -481,11 +481,11 @@ func badRequests(finished, running string) []badRequest {
 		{name: "group without folder", method: "POST", path: "/v1/groups", body: `{}`, code: 400, field: "folder"},
 		{name: "group folder traversal", method: "POST", path: "/v1/groups", body: `{"folder":"../x"}`, code: 400, field: "folder"},
 		{name: "group without parent", method: "POST", path: "/v1/groups", body: `{"folder":"orphan/child"}`, code: 400, field: "folder"},
-		{name: "container_config unknown field", method: "POST", path: "/v1/groups", body: `{"folder":"newg","container_config":{"privileged":true}}`, code: 400, field: "container_config"},
-		{name: "container_config negative timeout", method: "POST", path: "/v1/groups", body: `{"folder":"newg","container_config":{"timeout":-1}}`, code: 400, field: "container_config.timeout"},
-		{name: "container_config bad memory", method: "POST", path: "/v1/groups", body: `{"folder":"newg","container_config":{"memory":"lots"}}`, code: 400, field: "container_config.memory"},
-		{name: "container_config a string", method: "POST", path: "/v1/groups", body: `{"folder":"newg","container_config":"x"}`, code: 400, field: "container_config"},
-		{name: "container_config deliver_result a string", method: "POST", path: "/v1/groups", body: `{"folder":"newg","container_config":{"deliver_result":"no"}}`, code: 400, field: "container_config.deliver_result"},
+		{name: "containerConfig unknown field", method: "POST", path: "/v1/groups", body: `{"folder":"newg","containerConfig":{"privileged":true}}`, code: 400, field: "containerConfig"},
+		{name: "containerConfig negative timeout", method: "POST", path: "/v1/groups", body: `{"folder":"newg","containerConfig":{"timeout":-1}}`, code: 400, field: "containerConfig.timeout"},
+		{name: "containerConfig bad memory", method: "POST", path: "/v1/groups", body: `{"folder":"newg","containerConfig":{"memory":"lots"}}`, code: 400, field: "containerConfig.memory"},
+		{name: "containerConfig a string", method: "POST", path: "/v1/groups", body: `{"folder":"newg","containerConfig":"x"}`, code: 400, field: "containerConfig"},
+		{name: "containerConfig deliver_result a string", method: "POST", path: "/v1/groups", body: `{"folder":"newg","containerConfig":{"deliver_result":"no"}}`, code: 400, field: "containerConfig.deliver_result"},
 		network("host", "host"),
 		network("container id", "container:4f1c2a9b"),
 		network("another container's name", "container:arizuko-main-1700000000000"),
@@ -500,8 +500,8 @@ func badRequests(finished, running string) []badRequest {
 		network("junk", "a b;c"),
 		network("a number", 5),
 		network("an object", map[string]string{"mode": "host"}),
-		{name: "container_config sidecar on the host network", method: "POST", path: "/v1/groups", body: `{"folder":"newg","container_config":{"sidecars":[{"name":"a","image":"i","network":"host"}]}}`, code: 400, field: "container_config.sidecars"},
-		{name: "container_config sidecar quadlet on a namespace", method: "POST", path: "/v1/groups", body: `{"folder":"newg","container_config":{"sidecars":[{"name":"a","quadlet":"[Container]\nImage=i\nNetwork=ns:/proc/1/ns/net\n"}]}}`, code: 400, field: "container_config.sidecars"},
+		{name: "containerConfig sidecar on the host network", method: "POST", path: "/v1/groups", body: `{"folder":"newg","containerConfig":{"sidecars":[{"name":"a","image":"i","network":"host"}]}}`, code: 400, field: "containerConfig.sidecars"},
+		{name: "containerConfig sidecar quadlet on a namespace", method: "POST", path: "/v1/groups", body: `{"folder":"newg","containerConfig":{"sidecars":[{"name":"a","quadlet":"[Container]\nImage=i\nNetwork=ns:/proc/1/ns/net\n"}]}}`, code: 400, field: "containerConfig.sidecars"},
 		{name: "grants unknown tool", method: "PUT", path: "/v1/groups/main/grants", body: `{"rules":["no_such_tool"]}`, code: 400, field: "rules"},
 		{name: "grants unterminated", method: "PUT", path: "/v1/groups/main/grants", body: `{"rules":["send_message(to="]}`, code: 400, field: "rules"},
 		{name: "grants missing", method: "PUT", path: "/v1/groups/main/grants", body: `{}`, code: 400, field: "rules"},
@@ -519,10 +519,10 @@ func badRequests(finished, running string) []badRequest {
 		{name: "operator route with an owner", method: "POST", path: "/v1/routes", body: `{"seq":1,"match":"","target":"main","owner":"main"}`, code: 400, field: "owner"},
 		{name: "delete route not a number", method: "DELETE", path: "/v1/routes/x", code: 400, field: "id"},
 		{name: "delete unknown route", method: "DELETE", path: "/v1/routes/999999", code: 404, field: "id"},
-		{name: "inbox chat_jid with a newline", method: "POST", path: "/v1/groups/main/messages", body: `{` + msgs + `,"chat_jid":"tg:1\n"}`, code: 400, field: "chat_jid"},
+		{name: "inbox chatJid with a newline", method: "POST", path: "/v1/groups/main/messages", body: `{` + msgs + `,"chatJid":"tg:1\n"}`, code: 400, field: "chatJid"},
 		{name: "inbox message time", method: "POST", path: "/v1/groups/main/messages", body: `{"messages":[{"content":"x","time":"2030-01-02T15:04:05Z"}]}`, code: 400, field: "messages[0].time"},
 		run("chatJid too long", `{"folder":"main",`+msgs+`,"chatJid":"`+long+`"}`, 400, "chatJid"),
-		{name: "route chat_jid too long", method: "POST", path: "/v1/messages", body: `{"platform":"test","chat_jid":"` + long + `","content":"x"}`, code: 400, field: "chat_jid"},
+		{name: "route chatJid too long", method: "POST", path: "/v1/messages", body: `{"platform":"test","chatJid":"` + long + `","content":"x"}`, code: 400, field: "chatJid"},
 		{name: "route without content", method: "POST", path: "/v1/messages", body: `{"platform":"test"}`, code: 400, field: "content"},
 		{name: "route matches nothing", method: "POST", path: "/v1/messages", body: `{"platform":"nowhere","room":"r","content":"hi"}`, code: 422},
 

@@ -21,7 +21,7 @@ type Group struct {
 	Name            string          `json:"name,omitempty"`
 	Description     string          `json:"description,omitempty"`
 	Tier            int             `json:"tier"`
-	ContainerConfig json.RawMessage `json:"container_config,omitempty"`
+	ContainerConfig json.RawMessage `json:"containerConfig,omitempty"`
 }
 
 func wireGroup(g *store.Group) Group {
@@ -34,7 +34,7 @@ type PutGroupRequest struct {
 	Folder          string          `json:"folder"`
 	Name            string          `json:"name"`
 	Description     string          `json:"description"`
-	ContainerConfig json.RawMessage `json:"container_config"`
+	ContainerConfig json.RawMessage `json:"containerConfig"`
 }
 
 func (s *Server) putGroup(w http.ResponseWriter, r *http.Request) {
@@ -49,12 +49,12 @@ func (s *Server) putGroup(w http.ResponseWriter, r *http.Request) {
 	}
 	if len(req.ContainerConfig) > 0 && string(req.ContainerConfig) != "null" {
 		if _, err := turn.ParseContainerConfig(req.ContainerConfig, s.Networks); err != nil {
-			field := "container_config"
+			field := "containerConfig"
 			var ce *turn.ConfigError
 			if errors.As(err, &ce) && ce.Field != "" {
 				field += "." + ce.Field
 			}
-			writeErr(w, http.StatusBadRequest, field, "container_config: %v", err)
+			writeErr(w, http.StatusBadRequest, field, "containerConfig: %v", err)
 			return
 		}
 	} else {
@@ -111,7 +111,7 @@ func (s *Server) getGroup(w http.ResponseWriter, r *http.Request) {
 type InboxRequest struct {
 	Messages  []contract.Message `json:"messages"`
 	SenderJID string             `json:"senderJid"`
-	ChatJID   string             `json:"chat_jid"`
+	ChatJID   string             `json:"chatJid"`
 }
 
 func (s *Server) appendInbox(w http.ResponseWriter, r *http.Request) {
@@ -121,7 +121,7 @@ func (s *Server) appendInbox(w http.ResponseWriter, r *http.Request) {
 	}
 	var req InboxRequest
 	if !decode(w, r, &req) || !messagesField(w, "messages", req.Messages) ||
-		!jidField(w, "senderJid", req.SenderJID) || !jidField(w, "chat_jid", req.ChatJID) {
+		!jidField(w, "senderJid", req.SenderJID) || !jidField(w, "chatJid", req.ChatJID) {
 		return
 	}
 	for i, m := range req.Messages {
@@ -256,7 +256,7 @@ func (s *Server) unpark(w http.ResponseWriter, r *http.Request) {
 type InboundMessage struct {
 	Platform string `json:"platform"`
 	Room     string `json:"room"`
-	ChatJID  string `json:"chat_jid"`
+	ChatJID  string `json:"chatJid"`
 	Sender   string `json:"sender"`
 	Verb     string `json:"verb"`
 	Content  string `json:"content"`
@@ -271,7 +271,7 @@ func (s *Server) inbound(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusBadRequest, "content", "content: required")
 		return
 	}
-	if !jidField(w, "chat_jid", req.ChatJID) || !jidField(w, "sender", req.Sender) {
+	if !jidField(w, "chatJid", req.ChatJID) || !jidField(w, "sender", req.Sender) {
 		return
 	}
 	msg := ipc.InboundMessage{Platform: req.Platform, Room: req.Room, ChatJID: req.ChatJID, Sender: req.Sender, Verb: req.Verb, Content: req.Content}
@@ -283,7 +283,7 @@ func (s *Server) inbound(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !ok {
-		writeErr(w, http.StatusUnprocessableEntity, "", "no route matches this message (platform=%q room=%q chat_jid=%q sender=%q verb=%q)", req.Platform, req.Room, req.ChatJID, req.Sender, req.Verb)
+		writeErr(w, http.StatusUnprocessableEntity, "", "no route matches this message (platform=%q room=%q chatJid=%q sender=%q verb=%q)", req.Platform, req.Room, req.ChatJID, req.Sender, req.Verb)
 		return
 	}
 	if _, err := groupfolder.Parse(target); err != nil {

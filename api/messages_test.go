@@ -51,8 +51,8 @@ func TestInboxKeepsChatAndSender(t *testing.T) {
 	srv, st := messagesServer(t)
 	ctx := context.Background()
 	for _, c := range []struct{ path, body string }{
-		{"/v1/messages", `{"platform":"telegram","chat_jid":"tg:-100","sender":"tg:1","content":"routed"}`},
-		{"/v1/groups/main/messages", `{"senderJid":"tg:2","chat_jid":"tg:-200","messages":[{"content":"posted"},` +
+		{"/v1/messages", `{"platform":"telegram","chatJid":"tg:-100","sender":"tg:1","content":"routed"}`},
+		{"/v1/groups/main/messages", `{"senderJid":"tg:2","chatJid":"tg:-200","messages":[{"content":"posted"},` +
 			`{"content":"own sender and chat","senderJid":"tg:3","chatJid":"tg:-300"},{"content":"no chat"}]}`},
 		{"/v1/groups/main/messages", `{"messages":[{"content":"nothing known"}]}`},
 	} {
@@ -117,13 +117,15 @@ func TestMessageFieldsRefused(t *testing.T) {
 	tests := []struct {
 		name, path, body, field string
 	}{
-		{"inbox chat too long", "/v1/groups/main/messages", `{"chat_jid":"` + long + `","messages":[{"content":"x"}]}`, "chat_jid"},
-		{"inbox chat with a newline", "/v1/groups/main/messages", `{"chat_jid":"tg:1\n","messages":[{"content":"x"}]}`, "chat_jid"},
+		{"inbox chat too long", "/v1/groups/main/messages", `{"chatJid":"` + long + `","messages":[{"content":"x"}]}`, "chatJid"},
+		{"inbox chat with a newline", "/v1/groups/main/messages", `{"chatJid":"tg:1\n","messages":[{"content":"x"}]}`, "chatJid"},
 		{"inbox sender with NUL", "/v1/groups/main/messages", `{"senderJid":"a\u0000b","messages":[{"content":"x"}]}`, "senderJid"},
 		{"inbox message chat too long", "/v1/groups/main/messages", `{"messages":[{"content":"x","chatJid":"` + long + `"}]}`, "messages[0].chatJid"},
 		{"inbox message time", "/v1/groups/main/messages", `{"messages":[{"content":"x","time":"2030-01-02T15:04:05Z"}]}`, "messages[0].time"},
-		{"inbox chatJid is not the name", "/v1/groups/main/messages", `{"chatJid":"tg:1","messages":[{"content":"x"}]}`, "chatJid"},
-		{"inbound chat too long", "/v1/messages", `{"platform":"telegram","chat_jid":"` + long + `","content":"x"}`, "chat_jid"},
+		{"inbox chat_jid is the old name", "/v1/groups/main/messages", `{"chat_jid":"tg:1","messages":[{"content":"x"}]}`, "chat_jid"},
+		{"inbound chat_jid is the old name", "/v1/messages", `{"platform":"telegram","chat_jid":"tg:1","content":"x"}`, "chat_jid"},
+		{"group container_config is the old name", "/v1/groups", `{"folder":"newg","container_config":{}}`, "container_config"},
+		{"inbound chat too long", "/v1/messages", `{"platform":"telegram","chatJid":"` + long + `","content":"x"}`, "chatJid"},
 		{"inbound sender with a tab", "/v1/messages", `{"platform":"telegram","sender":"a\tb","content":"x"}`, "sender"},
 		{"run chat too long", "/v1/runs", `{"folder":"main","chatJid":"` + long + `","messages":[{"content":"x"}]}`, "chatJid"},
 		{"run message time not RFC 3339", "/v1/runs", `{"folder":"main","messages":[{"content":"x","time":"yesterday"}]}`, "messages[0].time"},
@@ -136,6 +138,9 @@ func TestMessageFieldsRefused(t *testing.T) {
 			json.NewDecoder(bytes.NewReader([]byte(body))).Decode(&e)
 			if code != http.StatusBadRequest || e.Field != tt.field || !strings.Contains(e.Error, tt.field) {
 				t.Errorf("HTTP %d %s, want 400 naming %s", code, body, tt.field)
+			}
+			if strings.HasSuffix(tt.name, "the old name") && !strings.Contains(e.Error, "camelCase") {
+				t.Errorf("%s: %q does not give the field's name now", tt.name, e.Error)
 			}
 		})
 	}

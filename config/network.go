@@ -25,7 +25,7 @@ var ErrNetwork = errors.New("network not allowed")
 var reservedNetworks = []string{"host", "private", "default", "container", "ns", "slirp", NetworkNone, NetworkBridge, NetworkSlirp4netns, NetworkPasta}
 
 // CheckNetwork is the one rule for the network of every container arizukod makes: the
-// daemon's limits.network, a group's container_config.network, a sidecar's network, and
+// daemon's limits.network, a group's containerConfig.network, a sidecar's network, and
 // the runner's last look before it asks the engine. It returns the network as the
 // engines name it: "" is "none", "slirp" is "slirp4netns". Accepted are "none",
 // "bridge", "slirp4netns" (or "slirp"), "pasta", and a named network listed in allowed

@@ -138,7 +138,7 @@ func testClaudeAgent(t *testing.T, e enginetest.Engine) {
 		t.Fatal(err)
 	}
 	code, body, err := d.Do(http.MethodPost, "/v1/messages", "application/json",
-		[]byte(`{"platform":"telegram","chat_jid":"tg:42","sender":"tg:7","content":"please use send_reply"}`))
+		[]byte(`{"platform":"telegram","chatJid":"tg:42","sender":"tg:7","content":"please use send_reply"}`))
 	if err != nil || code != http.StatusAccepted {
 		t.Fatalf("POST /v1/messages: %d %s %v", code, body, err)
 	}

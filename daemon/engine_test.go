@@ -1,7 +1,10 @@
 package daemon_test
 
 import (
+	"context"
+	"errors"
 	"net/http"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -61,6 +64,21 @@ func TestEngineRestart(t *testing.T) {
 			}
 		}
 		t.Logf("engine stopped: /health degraded %s later (queued %d): %q", noticed.Round(time.Millisecond), h.Queued, h.Engine.Error)
+
+		// `arizukod run` through this daemon does not wait silently behind the queue: it sends
+		// no turn and says why, with the fix. (The context only guards against a hang.)
+		before := len(d.Runs(t, "folder=beta"))
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		out, err := exec.CommandContext(ctx, d.Bin, "run", "--socket", d.Socket, "--folder", "beta", "--message", "reply cli").CombinedOutput()
+		cancel()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(string(out), "the turn was not sent: the daemon has no container engine") ||
+			!strings.Contains(string(out), "fix: ") {
+			t.Errorf("arizukod run while the engine is away: %v\n%s", err, out)
+		}
+		if after := len(d.Runs(t, "folder=beta")); after != before {
+			t.Errorf("arizukod run while the engine is away made a run: %d runs of beta, were %d", after, before)
+		}
 
 		restarted := time.Now()
 		p.Start()

@@ -163,7 +163,7 @@ func (h *turnHooks) startModel(ctx context.Context, mg *modelGateway, run *store
 		if policy.Credential != "" {
 			c, err := gateway.GroupCredential(policy.Credential, mg.credentialsDir, os.Getenv)
 			if err != nil {
-				return nil, fmt.Errorf("container_config.model.credential: %w", err)
+				return nil, fmt.Errorf("containerConfig.model.credential: %w", err)
 			}
 			cfg.Credential = c
 		}
@@ -176,7 +176,7 @@ func (h *turnHooks) startModel(ctx context.Context, mg *modelGateway, run *store
 					return err
 				}
 				if used >= limit {
-					return fmt.Errorf("folder %s used %d of its %d tokens today (container_config.model.tokens_per_day); it resets at midnight", run.Folder, used, limit)
+					return fmt.Errorf("folder %s used %d of its %d tokens today (containerConfig.model.tokens_per_day); it resets at midnight", run.Folder, used, limit)
 				}
 				return nil
 			}

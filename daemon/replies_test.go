@@ -70,7 +70,7 @@ func testReplies(t *testing.T, e enginetest.Engine) {
 	// (2) A batch of two senders in one request: the agent sees each message's sender,
 	// chat and time, and the turn answers the batch's chat.
 	code, body, err := d.Do(http.MethodPost, "/v1/groups/main/messages", "application/json",
-		[]byte(`{"chat_jid":"tg:-200","messages":[{"content":"from alice","senderJid":"tg:1"},{"content":"messages","senderJid":"tg:2"}]}`))
+		[]byte(`{"chatJid":"tg:-200","messages":[{"content":"from alice","senderJid":"tg:1"},{"content":"messages","senderJid":"tg:2"}]}`))
 	if err != nil || code != http.StatusAccepted {
 		t.Fatalf("POST /v1/groups/main/messages: %d %s %v", code, body, err)
 	}

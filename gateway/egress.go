@@ -196,7 +196,7 @@ func (e *Egress) resolve(ctx context.Context, hostport string) (string, error) {
 		return "", errRefused{fmt.Sprintf("%q is not host:port", hostport)}
 	}
 	if !e.listed(host, port) {
-		return "", errRefused{fmt.Sprintf("%s is not on this group's egress list (container_config.egress)", net.JoinHostPort(host, port))}
+		return "", errRefused{fmt.Sprintf("%s is not on this group's egress list (containerConfig.egress)", net.JoinHostPort(host, port))}
 	}
 	var addrs []netip.Addr
 	if ip, err := netip.ParseAddr(host); err == nil {

@@ -261,7 +261,7 @@ func (m *Model) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		m.mu.Unlock()
 		if over {
 			m.refuse(w, r, http.StatusForbidden, "permission_error",
-				fmt.Sprintf("budget reached: this turn made its %d model requests (container_config.model.requests_per_turn)", m.cfg.RequestsPerTurn), true)
+				fmt.Sprintf("budget reached: this turn made its %d model requests (containerConfig.model.requests_per_turn)", m.cfg.RequestsPerTurn), true)
 			return
 		}
 		if m.cfg.Budget != nil {

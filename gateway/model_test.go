@@ -169,7 +169,7 @@ func TestModelRefuses(t *testing.T) {
 	}
 }
 
-var errBudget = budgetError("folder main used 1200 of its 1000 tokens today (container_config.model.tokens_per_day)")
+var errBudget = budgetError("folder main used 1200 of its 1000 tokens today (containerConfig.model.tokens_per_day)")
 
 type budgetError string
 

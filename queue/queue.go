@@ -37,7 +37,6 @@ type Store interface {
 	ListCursors(ctx context.Context) ([]store.Cursor, error)
 	PendingFolders(ctx context.Context) ([]string, error)
 	CreateInboxRun(ctx context.Context, folder string, limit int, build func([]store.InboxMessage) (store.Run, error)) (*store.Run, error)
-	AppendLog(ctx context.Context, runID string, level store.LogLevel, message string) error
 }
 
 // Runner runs and adopts turns.

@@ -1,7 +1,7 @@
 // Package store owns all of arizukod's durable state: one SQLite database
 // (modernc.org/sqlite, no cgo) with its schema, embedded migrations
 // (migrations/NNNN_name.sql) and typed, transactional methods over it: runs and
-// the run queue, run session logs, groups, agent sessions, group inboxes and
+// the run queue, groups, agent sessions, group inboxes and
 // their cursors, the outbox, grant rules, routes and scheduled tasks.
 //
 // The store is deliberately dumb. It validates only what it stores (required

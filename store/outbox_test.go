@@ -62,30 +62,3 @@ func TestOutbox(t *testing.T) {
 		})
 	}
 }
-
-func TestSessionLog(t *testing.T) {
-	s := openTest(t)
-	ctx := context.Background()
-	r := mustCreateRun(t, s, Run{Folder: "main"})
-	for _, l := range []struct {
-		level LogLevel
-		msg   string
-	}{{LevelInfo, "container created"}, {LevelWarn, "slow start"}, {LevelError, "exit 1"}} {
-		if err := s.AppendLog(ctx, r.ID, l.level, l.msg); err != nil {
-			t.Fatal(err)
-		}
-	}
-	log, err := s.ListLog(ctx, r.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(log) != 3 || log[0].Message != "container created" || log[2].Level != LevelError || log[0].RunID != r.ID {
-		t.Errorf("ListLog = %+v", log)
-	}
-	if err := s.AppendLog(ctx, "r_none", LevelInfo, "x"); !errors.Is(err, ErrNotFound) {
-		t.Errorf("unknown run: %v, want ErrNotFound", err)
-	}
-	if err := s.AppendLog(ctx, r.ID, "trace", "x"); !errors.Is(err, ErrInvalid) {
-		t.Errorf("bad level: %v, want ErrInvalid", err)
-	}
-}

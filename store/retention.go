@@ -47,7 +47,7 @@ const (
 		WHERE state <> 'pending' AND ((?1 > 0 AND at < ?1) OR (?2 > 0 AND n > ?2))`
 )
 
-// Prune removes, in one transaction, the finished runs (with their session log and egress
+// Prune removes, in one transaction, the finished runs (with their egress
 // counts), the consumed inbox messages and the outbox items its rules let go. Inbox and
 // outbox ids are never reused, so a cursor or a caller's since-id stays meaningful.
 func (s *Store) Prune(ctx context.Context, r PruneRules) (Pruned, error) {

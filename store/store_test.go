@@ -106,7 +106,7 @@ func TestOpenMigratesFromEmpty(t *testing.T) {
 	if last := ms[len(ms)-1]; version != last.version || name != last.name {
 		t.Errorf("schema at %d %s, want %d %s", version, name, last.version, last.name)
 	}
-	for _, table := range []string{"runs", "session_log", "groups", "sessions", "inbox", "cursors",
+	for _, table := range []string{"runs", "groups", "sessions", "inbox", "cursors",
 		"outbox", "grant_sets", "grants", "routes", "tasks"} {
 		var n int
 		if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM sqlite_schema WHERE type = 'table' AND name = ?`, table).Scan(&n); err != nil {
@@ -115,6 +115,11 @@ func TestOpenMigratesFromEmpty(t *testing.T) {
 		if n != 1 {
 			t.Errorf("table %s missing", table)
 		}
+	}
+	// Dropped by 0007: nothing wrote it.
+	var n int
+	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM sqlite_schema WHERE name LIKE 'session_log%'`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("session_log: %d schema objects (%v), want none", n, err)
 	}
 }
 

@@ -38,11 +38,14 @@ func runDaemon(ctx context.Context, socket, folder, message, session, sender, ch
 		d := api.Duration(timeout)
 		req.Timeout = &d
 	}
+	if err := engineReady(ctx, c); err != nil {
+		return err
+	}
 	run, err := c.CreateRun(ctx, req)
 	if err != nil {
 		return err
 	}
-	run, err = c.WaitRun(ctx, run.ID)
+	run, err = waitRun(ctx, c, run)
 	if err != nil {
 		return err
 	}
@@ -113,8 +116,7 @@ func cmdRuns(ctx context.Context, args []string) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(r)
 	}
-	fs.Usage()
-	return errUsage
+	return unknownVerb(fs, verb)
 }
 
 func cmdGroups(ctx context.Context, args []string) error {
@@ -172,8 +174,7 @@ func cmdGroups(ctx context.Context, args []string) error {
 		}
 		return enc.Encode(out)
 	}
-	fs.Usage()
-	return errUsage
+	return unknownVerb(fs, verb)
 }
 
 // cmdRoutes manages the operator's routes: the first layer of routing, consulted before any
@@ -236,8 +237,7 @@ func cmdRoutes(ctx context.Context, args []string) error {
 		}
 		return enc.Encode(r)
 	}
-	fs.Usage()
-	return errUsage
+	return unknownVerb(fs, verb)
 }
 
 // verbOperand splits a command's arguments into its verb ("list" when the first argument is
@@ -250,10 +250,22 @@ func verbOperand(fs *flag.FlagSet, args []string, needOperand ...string) (verb, 
 	}
 	if slices.Contains(needOperand, verb) {
 		if len(rest) == 0 || strings.HasPrefix(rest[0], "-") {
+			fmt.Fprintf(fs.Output(), "arizukod %s %s: give what it acts on, as the usage shows\n", fs.Name(), verb)
 			fs.Usage()
 			return "", "", nil, errUsage
 		}
 		operand, rest = rest[0], rest[1:]
 	}
 	return verb, operand, rest, nil
+}
+
+// unknownVerb is the usage error of a verb a command does not have.
+func unknownVerb(fs *flag.FlagSet, verb string) error {
+	if verb == "" || strings.HasPrefix(verb, "-") {
+		fmt.Fprintf(fs.Output(), "arizukod %s: give a verb first\n", fs.Name())
+	} else {
+		fmt.Fprintf(fs.Output(), "arizukod %s: unknown verb %q\n", fs.Name(), verb)
+	}
+	fs.Usage()
+	return errUsage
 }

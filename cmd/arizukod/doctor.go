@@ -8,39 +8,102 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/arizuko/arizukod/config"
+	"github.com/arizuko/arizukod/mountsec"
+	"github.com/arizuko/arizukod/runtime"
 )
 
-// check is one doctor check: what it looks at, and the command that fixes a failure.
+// check is one doctor check: what it looks at, and the command that fixes a failure on
+// this host (systemd or not).
 type check struct {
 	name string
 	run  func(ctx context.Context, o *doctorOpts) (detail string, err error)
-	fix  string
+	fix  func(h host) string
 }
 
 type doctorOpts struct {
-	ef      engineFlags
-	dataDir string
+	ef         engineFlags
+	dataDir    string
+	configPath string
+	host       host
+
+	opened bool // the engine was asked, once for every check
+	eng    runtime.Engine
+	info   runtime.Info
+	engErr error
 }
 
+// engine is the engine the flags name, asked once: every check sees the same answer.
+func (o *doctorOpts) engine(ctx context.Context) (runtime.Engine, runtime.Info, error) {
+	if !o.opened {
+		o.opened = true
+		o.eng, o.info, o.engErr = o.ef.open(ctx)
+	}
+	return o.eng, o.info, o.engErr
+}
+
+// config is the configuration the daemon would read.
+func (o *doctorOpts) config() (*config.Config, error) {
+	cfg, err := config.Load(o.host.mode, o.configPath, os.Getenv)
+	if err != nil {
+		return nil, fmt.Errorf("the configuration does not load (the config check says why): %w", err)
+	}
+	return cfg, nil
+}
+
+func fixed(s string) func(host) string { return func(host) string { return s } }
+
 var checks = []check{
-	{"engine", checkEngine, "systemctl --user enable --now podman.socket   (rootful: systemctl enable --now podman.socket)"},
-	{"data-dir", checkDataDir, "mkdir -p DIR && chown $(id -u):$(id -g) DIR   (or set --data-dir / $DATA_DIR)"},
-	{"journald", checkJournald, "systemctl start systemd-journald   (without journald, logs go to stderr)"},
-	{"sidecars", checkSidecars, "run arizukod under systemd (system or user manager) with the engine's CLI in PATH, for sidecars as transient units"},
-	{"limits", checkLimits, "give the engine its cgroups (arizukod.toml(5), [limits]), or set allow_unlimited = true in [limits] of arizukod.toml to run turns without the memory, CPU and pids limits"},
-	{"image", checkImage, "arizukod image build claude   (Claude Code; then image = \"localhost/arizuko-claude:VERSION\" in arizukod.toml)   or: arizukod image import-static --tag localhost/arizuko-agent:latest /usr/libexec/arizuko/agent"},
-	{"model", checkModel, "echo KEY > /etc/arizuko/anthropic-api-key && chmod 0640 it, and [model] api_key_file = \"/etc/arizuko/anthropic-api-key\" in arizukod.toml   (or ANTHROPIC_API_KEY in the daemon's environment or env file)"},
+	{"config", checkConfig, fixed("correct the key the error names (every key: arizukod.toml(5)); arizukod serve refuses to start until it loads")},
+	{"engine", checkEngine, host.engineFix},
+	{"data-dir", checkDataDir, fixed("mkdir -p DIR && chown $(id -u):$(id -g) DIR   (or name another: data_dir in arizukod.toml, $DATA_DIR, --data-dir)")},
+	{"journald", checkJournald, func(h host) string {
+		if h.systemd {
+			return "systemctl start systemd-journald   (without journald, logs go to stderr)"
+		}
+		return "no systemd here: arizukod logs to stderr instead, which is enough; nothing to do"
+	}},
+	{"sidecars", checkSidecars, fixed("run arizukod under systemd (system or user manager) with the engine's CLI in PATH, for sidecars as transient units")},
+	{"subids", checkSubids, fixed("usermod --add-subuids 100000-165535 --add-subgids 100000-165535 USER   (then: podman system migrate)")},
+	{"cgroups", checkCgroups, func(h host) string {
+		if h.systemd {
+			return "mkdir -p /etc/systemd/system/user@.service.d && printf '[Service]\\nDelegate=cpu cpuset io memory pids\\n' > /etc/systemd/system/user@.service.d/delegate.conf && systemctl daemon-reload, then log the engine's user in again   (or set allow_unlimited = true in [limits] of arizukod.toml)"
+		}
+		return "no systemd here to delegate cgroups: run a rootful engine, or set allow_unlimited = true in [limits] of arizukod.toml to run turns without the limits"
+	}},
+	{"limits", checkLimits, fixed("give the engine its cgroups (arizukod.toml(5), [limits]), or set allow_unlimited = true in [limits] of arizukod.toml to run turns without the memory, CPU and pids limits")},
+	{"image", checkImage, fixed("arizukod image build claude   (Claude Code; then image = \"localhost/arizuko-claude:VERSION\" in arizukod.toml)   or: arizukod image import-static --tag localhost/arizuko-agent:latest /usr/libexec/arizuko/agent")},
+	{"allowlist", checkAllowlist, fixed("correct the entry the error names (the format: arizukod.toml(5), allowlist), or remove the file: without it groups get no extra mounts")},
+	{"model", checkModel, fixed("echo KEY > /etc/arizuko/anthropic-api-key && chmod 0640 it, and [model] api_key_file = \"/etc/arizuko/anthropic-api-key\" in arizukod.toml   (or ANTHROPIC_API_KEY in the daemon's environment or env file)")},
+	{"upstream", checkUpstream, fixed("let this host reach the model API over HTTPS (DNS, firewall, HTTPS_PROXY in the daemon's environment), or set upstream in [model] of arizukod.toml")},
+}
+
+func checkNames() []string {
+	names := make([]string, len(checks))
+	for i, c := range checks {
+		names[i] = c.name
+	}
+	return names
 }
 
 func cmdDoctor(ctx context.Context, args []string) error {
-	fs := newFlags("doctor", "[--check NAME]...")
-	var o doctorOpts
+	fs := newFlags("doctor", "[--check NAME]... [--config FILE] [--data-dir DIR] [--engine-socket URI]")
+	o := doctorOpts{host: probeHost()}
 	var only multiFlag
 	o.ef.register(fs)
-	fs.StringVar(&o.dataDir, "data-dir", defaultDataDir(), "data directory ($DATA_DIR)")
-	fs.Var(&only, "check", "run only this check (repeatable): engine, data-dir, journald, sidecars, limits, image, model")
+	fs.StringVar(&o.dataDir, "data-dir", "", "data directory (default: the configuration's data_dir, or $DATA_DIR)")
+	fs.StringVar(&o.configPath, "config", "", "the configuration file the daemon reads (default: as arizukod serve)")
+	fs.Var(&only, "check", "run only this check (repeatable): "+strings.Join(checkNames(), ", "))
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	for _, name := range only {
+		if !slices.Contains(checkNames(), name) {
+			fmt.Fprintf(fs.Output(), "arizukod doctor: --check %q: no such check; the checks are %s\n", name, strings.Join(checkNames(), ", "))
+			fs.Usage()
+			return errUsage
+		}
 	}
 	failed := 0
 	for _, c := range checks {
@@ -52,7 +115,7 @@ func cmdDoctor(ctx context.Context, args []string) error {
 		cancel()
 		if err != nil {
 			failed++
-			fmt.Printf("FAIL  %-9s %v\n      fix: %s\n", c.name, indent(err.Error()), c.fix)
+			fmt.Printf("FAIL  %-9s %v\n      fix: %s\n", c.name, indent(err.Error()), c.fix(o.host))
 			continue
 		}
 		fmt.Printf("ok    %-9s %s\n", c.name, detail)
@@ -65,8 +128,19 @@ func cmdDoctor(ctx context.Context, args []string) error {
 
 func indent(s string) string { return strings.ReplaceAll(s, "\n", "\n      ") }
 
+func checkConfig(_ context.Context, o *doctorOpts) (string, error) {
+	cfg, err := config.Load(o.host.mode, o.configPath, os.Getenv)
+	if err != nil {
+		return "", err
+	}
+	if cfg.Source == config.SourceDefaults {
+		return "no configuration file: the defaults of a " + o.host.mode.String() + " service", nil
+	}
+	return cfg.Source + " loads", nil
+}
+
 func checkEngine(ctx context.Context, o *doctorOpts) (string, error) {
-	_, info, err := o.ef.open(ctx)
+	_, info, err := o.engine(ctx)
 	if err != nil {
 		return "", err
 	}
@@ -78,20 +152,28 @@ func checkEngine(ctx context.Context, o *doctorOpts) (string, error) {
 }
 
 func checkDataDir(_ context.Context, o *doctorOpts) (string, error) {
-	fi, err := os.Stat(o.dataDir)
+	dir := o.dataDir
+	if dir == "" {
+		cfg, err := o.config()
+		if err != nil {
+			return "", err
+		}
+		dir = cfg.DataDir
+	}
+	fi, err := os.Stat(dir)
 	if err != nil {
 		return "", err
 	}
 	if !fi.IsDir() {
-		return "", fmt.Errorf("%s is not a directory", o.dataDir)
+		return "", fmt.Errorf("%s is not a directory", dir)
 	}
-	f, err := os.CreateTemp(o.dataDir, ".doctor-*")
+	f, err := os.CreateTemp(dir, ".doctor-*")
 	if err != nil {
-		return "", fmt.Errorf("%s is not writable: %w", o.dataDir, err)
+		return "", fmt.Errorf("%s is not writable: %w", dir, err)
 	}
 	f.Close()
 	os.Remove(f.Name())
-	return o.dataDir + " is writable", nil
+	return dir + " is writable", nil
 }
 
 func checkJournald(context.Context, *doctorOpts) (string, error) {
@@ -100,6 +182,22 @@ func checkJournald(context.Context, *doctorOpts) (string, error) {
 		return "", errors.New("no journald socket at " + sock)
 	}
 	return "journald socket at " + sock, nil
+}
+
+// checkAllowlist says whether the mount allowlist the daemon reads parses.
+func checkAllowlist(_ context.Context, o *doctorOpts) (string, error) {
+	cfg, err := o.config()
+	if err != nil {
+		return "", err
+	}
+	a, err := mountsec.LoadAllowlist(cfg.Allowlist, mountsec.Options{Protected: []string{cfg.DataDir}})
+	if errors.Is(err, mountsec.ErrNoAllowlist) {
+		return fmt.Sprintf("no allowlist at %s: groups get no extra mounts", cfg.Allowlist), nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%s parses: %d allowed root(s)", cfg.Allowlist, len(a.Roots)), nil
 }
 
 // multiFlag collects a repeatable string flag.

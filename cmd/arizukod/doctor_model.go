@@ -7,7 +7,6 @@ import (
 	"os"
 
 	"github.com/arizuko/arizukod/agentimage"
-	"github.com/arizuko/arizukod/config"
 	"github.com/arizuko/arizukod/gateway"
 	"github.com/arizuko/arizukod/mountsec"
 )
@@ -15,14 +14,15 @@ import (
 // checkImage says whether the configured agent image is on the engine, and whether the
 // Claude Code image is.
 func checkImage(ctx context.Context, o *doctorOpts) (string, error) {
-	eng, _, err := o.ef.open(ctx)
+	eng, _, err := o.engine(ctx)
 	if err != nil {
 		return "", fmt.Errorf("no engine to ask: %w", err)
 	}
-	image := defaultImage()
-	if cfg, err := config.Load(serviceMode(), "", os.Getenv); err == nil && os.Getenv("CONTAINER_IMAGE") == "" {
-		image = cfg.Image
+	cfg, err := o.config()
+	if err != nil {
+		return "", err
 	}
+	image := cfg.Image
 	ok, err := eng.ImageExists(ctx, image)
 	if err != nil {
 		return "", err
@@ -42,8 +42,8 @@ func present(ok bool) string {
 }
 
 // checkModel says where the model gateway's credential comes from, without printing it.
-func checkModel(context.Context, *doctorOpts) (string, error) {
-	cfg, err := config.Load(serviceMode(), "", os.Getenv)
+func checkModel(_ context.Context, o *doctorOpts) (string, error) {
+	cfg, err := o.config()
 	if err != nil {
 		return "", err
 	}

@@ -20,11 +20,12 @@ verbs:
                             make image REF from one static binary, which becomes its entrypoint`
 
 func cmdImage(ctx context.Context, args []string) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 {
+		fmt.Fprintf(os.Stderr, "arizukod image: give a verb\n\n%s\n", imageUsage)
+		return errUsage
+	}
+	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprintln(os.Stderr, imageUsage)
-		if len(args) == 0 {
-			return errUsage
-		}
 		return nil
 	}
 	switch args[0] {
@@ -67,10 +68,10 @@ func imageBuild(ctx context.Context, args []string) error {
 	cache := fs.String("cache-dir", defaultCacheDir(), "where the Debian rootfs and Claude Code's package are kept between builds")
 	ef.register(fs)
 	if len(args) == 0 || args[0] != "claude" {
-		fs.Usage()
 		if len(args) > 0 {
-			fmt.Fprintf(fs.Output(), "\narizukod image build: unknown image %q: the one image it builds is claude\n", args[0])
+			fmt.Fprintf(fs.Output(), "arizukod image build: unknown image %q: the one image it builds is claude\n", args[0])
 		}
+		fs.Usage()
 		return errUsage
 	}
 	if err := parseFlags(fs, args[1:]); err != nil {

@@ -46,6 +46,7 @@ func runInbox(ctx context.Context, args []string, stdout io.Writer) error {
 	switch verb {
 	case "add":
 		if len(args) == 0 || args[0] == "" || args[0][0] == '-' {
+			fmt.Fprintln(fs.Output(), "arizukod inbox add: give the group's folder first, e.g. inbox add main --message TEXT")
 			fs.Usage()
 			return errUsage
 		}
@@ -58,9 +59,7 @@ func runInbox(ctx context.Context, args []string, stdout io.Writer) error {
 		fs.Usage()
 		return flag.ErrHelp
 	default:
-		fmt.Fprintf(fs.Output(), "arizukod inbox: %q is not list, add or route\n", verb)
-		fs.Usage()
-		return errUsage
+		return unknownVerb(fs, verb)
 	}
 	if err := parseFlags(fs, args); err != nil {
 		return err

@@ -93,7 +93,7 @@ func TestInboxCommand(t *testing.T) {
 		{[]string{"--help"}, func(err error) bool { return errors.Is(err, flag.ErrHelp) }},
 		{[]string{"add", "main"}, func(err error) bool { return err != nil && !errors.Is(err, errUsage) }},
 		{[]string{"add", "main", "--message", "m", "--chat", "tg:\t1"}, func(err error) bool {
-			return errors.As(err, &apiErr) && apiErr.Code == http.StatusBadRequest && apiErr.Field == "chat_jid"
+			return errors.As(err, &apiErr) && apiErr.Code == http.StatusBadRequest && apiErr.Field == "chatJid"
 		}},
 	} {
 		err := runInbox(ctx, append(tt.args, "--socket", socket), io.Discard)

@@ -79,6 +79,9 @@ func runMain(ctx context.Context, args []string) int {
 		return 130
 	}
 	fmt.Fprintf(os.Stderr, "arizukod %s: %v\n", args[0], err)
+	if hint := explain(err); hint != "" {
+		fmt.Fprintln(os.Stderr, hint)
+	}
 	return 1
 }
 

@@ -1,13 +1,18 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
+	"net/http"
+	"net/url"
 	"os"
 	"time"
 
+	"github.com/arizuko/arizukod/api"
 	"github.com/arizuko/arizukod/contract"
 	"github.com/arizuko/arizukod/groupfolder"
 	"github.com/arizuko/arizukod/runtime"
@@ -53,14 +58,19 @@ func cmdRun(ctx context.Context, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if *folder == "" || *message == "" {
+		fmt.Fprintln(fs.Output(), "arizukod run: give --folder (the group, e.g. main) and --message (the turn's message)")
+		fs.Usage()
+		return errUsage
+	}
 	f, err := groupfolder.Parse(*folder)
 	if err != nil {
 		return fmt.Errorf("--folder: %w", err)
 	}
-	if *message == "" {
-		return errors.New("--message: required")
-	}
 	if !*local {
+		if err := refuseLocalFlags(fs); err != nil {
+			return err
+		}
 		var t time.Duration
 		if *timeout != runtime.DefaultTimeout {
 			t = *timeout
@@ -136,4 +146,99 @@ func envDuration(name string, def time.Duration) time.Duration {
 		}
 	}
 	return def
+}
+
+// localOnly are the flags of `arizukod run` that only a --local turn honours, with what a
+// daemon uses instead.
+var localOnly = map[string]string{
+	"image":         "a daemon runs the image of its configuration (image in arizukod.toml, CONTAINER_IMAGE in its environment)",
+	"engine":        "a daemon uses its own engine (engine in arizukod.toml)",
+	"engine-socket": "a daemon uses its own engine (engine_socket in arizukod.toml, or CONTAINER_HOST in its environment)",
+	"data-dir":      "a daemon keeps its own data directory (data_dir in arizukod.toml, DATA_DIR in its environment); --socket PATH names another daemon",
+	"skills-dir":    "a daemon mounts its own skills (skills_dir in arizukod.toml)",
+	"allowlist":     "a daemon reads its own mount allowlist (allowlist in arizukod.toml)",
+}
+
+// refuseLocalFlags refuses a turn through the daemon that was given a flag only --local
+// honours, rather than dropping it without a word.
+func refuseLocalFlags(fs *flag.FlagSet) error {
+	var err error
+	fs.Visit(func(f *flag.Flag) {
+		if instead, ok := localOnly[f.Name]; ok && err == nil {
+			fmt.Fprintf(fs.Output(), "arizukod run: --%s applies to --local turns only: %s.\nAdd --local to run this turn here with --%s, or leave --%s out.\n",
+				f.Name, instead, f.Name, f.Name)
+			err = errUsage
+		}
+	})
+	return err
+}
+
+var (
+	// errNoEngine: the daemon answers, but no container engine answers it.
+	errNoEngine = errors.New("the daemon has no container engine")
+	// errTurnsRefused: the daemon refuses every turn (the limits cannot be applied).
+	errTurnsRefused = errors.New("the daemon refuses turns")
+)
+
+// engineReady asks the daemon whether a turn could start now. A turn sent to a daemon
+// without an engine would wait in the queue until one answers; it is not sent.
+func engineReady(ctx context.Context, c *api.Client) error {
+	h, err := daemonHealth(ctx, c)
+	if err != nil {
+		return err
+	}
+	if err := healthProblem(h); err != nil {
+		return fmt.Errorf("the turn was not sent: %w", err)
+	}
+	return nil
+}
+
+// daemonHealth is GET /health, whose answer is a report also when it is 503 (degraded).
+func daemonHealth(ctx context.Context, c *api.Client) (api.HealthReport, error) {
+	var h api.HealthReport
+	err := c.Do(ctx, http.MethodGet, "/health", nil, &h)
+	var apiErr *api.Error
+	if errors.As(err, &apiErr) && apiErr.Code == http.StatusServiceUnavailable && json.Unmarshal([]byte(apiErr.Msg), &h) == nil {
+		return h, nil
+	}
+	return h, err
+}
+
+// healthProblem says why no turn can start on a daemon with health h, and how to fix it.
+func healthProblem(h api.HealthReport) error {
+	switch {
+	case h.Status != "degraded":
+		return nil
+	case !h.Engine.Up:
+		return fmt.Errorf("%w: %s\n  fix: %s\n  (the daemon finds the engine again by itself; arizukod doctor --check engine says more)",
+			errNoEngine, cmp.Or(h.Engine.Error, "none answers"), probeHost().engineFix())
+	case h.Engine.Limits != "":
+		return fmt.Errorf("%w: %s", errTurnsRefused, h.Engine.Limits)
+	}
+	return nil
+}
+
+// waitRun waits for run (just created) to end. While it is queued it asks the daemon why:
+// a run queued behind an engine that went away fails with the reason instead of waiting on.
+func waitRun(ctx context.Context, c *api.Client, r api.Run) (api.Run, error) {
+	for {
+		switch r.State {
+		case "exited", "error", "killed":
+			return r, nil
+		case "queued":
+			h, err := daemonHealth(ctx, c)
+			if err != nil {
+				return r, err
+			}
+			if err := healthProblem(h); err != nil {
+				return r, fmt.Errorf("run %s is queued: %w\n  it starts once that is fixed; arizukod runs kill %s drops it", r.ID, err, r.ID)
+			}
+		}
+		if err := ctx.Err(); err != nil {
+			return r, err
+		}
+		if err := c.Do(ctx, http.MethodGet, "/v1/runs/"+url.PathEscape(r.ID)+"?wait=20s", nil, &r); err != nil {
+			return r, err
+		}
+	}
 }
