@@ -144,7 +144,7 @@ func TestInboxList(t *testing.T) {
 	srv, st := messagesServer(t)
 	ctx := context.Background()
 	if code, body := serve(t, srv, http.MethodPost, "/v1/groups/main/messages",
-		`{"senderJid":"cli:ann","chat_jid":"cli:ann","messages":[{"content":"one"},{"content":"two"}]}`); code != http.StatusAccepted {
+		`{"senderJid":"cli:ann","chatJid":"cli:ann","messages":[{"content":"one"},{"content":"two"}]}`); code != http.StatusAccepted {
 		t.Fatalf("append: %d %s", code, body)
 	}
 	if _, err := st.Park(ctx, "main", "agent image missing"); err != nil {
