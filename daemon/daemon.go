@@ -12,7 +12,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"os"
 	"sync"
 	"time"
@@ -22,7 +21,6 @@ import (
 
 	"github.com/arizuko/arizukod/api"
 	"github.com/arizuko/arizukod/config"
-	"github.com/arizuko/arizukod/gateway"
 	"github.com/arizuko/arizukod/groupfolder"
 	"github.com/arizuko/arizukod/logging"
 	"github.com/arizuko/arizukod/mountsec"
@@ -86,11 +84,14 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 	if fi, err := os.Stat(cfg.SkillsDir); err == nil && fi.IsDir() {
 		skills = os.DirFS(cfg.SkillsDir)
 	}
-	model, err := newModelGateway(cfg, layout, log)
+	model, err := turn.NewModelGateway(turn.ModelOptions{
+		Upstream: cfg.Model.Upstream, APIKeyFile: cfg.Model.APIKeyFile, OAuthTokenFile: cfg.Model.OAuthTokenFile,
+		CredentialsDir: cfg.Model.CredentialsDir, EnvFile: cfg.EnvFile,
+	}, layout, log)
 	if err != nil {
 		return err
 	}
-	if v := model.credential.Value; v != "" {
+	if v := model.Secret(); v != "" {
 		// Wherever it came from, the model credential is redacted like the env file's values.
 		secrets["MODEL_CREDENTIAL"] = v
 	}
@@ -134,10 +135,9 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 	} else if len(stopped) > 0 {
 		log.Info("stopped leftover sidecars", "units", stopped)
 	}
-	hooks := &turnHooks{layout: layout, store: d.store, builder: builder, sidecars: sidecars, model: model,
-		queue: func() *queue.Queue { return d.queue }, loc: cfg.Location, log: log}
+	builder.Services = &turn.Services{Store: d.store, Sidecars: sidecars, Model: model, Location: cfg.Location, Logger: log}
 	d.queue, err = queue.New(queue.Config{
-		Store: d.store, Runner: d.runner, Builder: builder, Hooks: hooks, EngineUp: d.up, CheckEngine: d.checkEngine,
+		Store: d.store, Runner: d.runner, Turns: builder, EngineUp: d.up, CheckEngine: d.checkEngine,
 		MaxRunning: cfg.MaxRunning, RetryMax: cfg.RetryMax, RetryBackoff: cfg.RetryBackoff,
 		Logger: log, OnChange: d.notifyStatus,
 	})
@@ -232,49 +232,6 @@ func writeEnvFile(ctx context.Context, cfg *config.Config, layout groupfolder.La
 		return nil, err
 	}
 	return secrets, nil
-}
-
-// newModelGateway reads what every turn's model gateway shares: the upstream, the daemon's
-// credential (none is not an error: each turn's gateway then answers with what to set)
-// and the token secret.
-func newModelGateway(cfg *config.Config, layout groupfolder.Layout, log *slog.Logger) (modelGateway, error) {
-	up, err := url.Parse(cfg.Model.Upstream)
-	if err != nil {
-		return modelGateway{}, fmt.Errorf("model.upstream: %w", err)
-	}
-	fromFile := map[string]string{}
-	if cfg.EnvFile != "" {
-		if vars, err := mountsec.ReadEnvFile(cfg.EnvFile); err == nil {
-			fromFile = vars
-		}
-	}
-	cred, err := gateway.LoadCredential(gateway.CredentialSources{
-		APIKeyFile: cfg.Model.APIKeyFile, OAuthTokenFile: cfg.Model.OAuthTokenFile,
-		Getenv: func(k string) string {
-			if v := os.Getenv(k); v != "" {
-				return v
-			}
-			return fromFile[k]
-		},
-	})
-	switch {
-	case errors.Is(err, gateway.ErrNoCredential):
-		log.Warn("no model credential: turns cannot reach the model until one is configured", "hint", err.Error())
-	case err != nil:
-		return modelGateway{}, fmt.Errorf("model credential: %w", err)
-	default:
-		log.Info("model gateway", "upstream", up.String(), "credential", cred.String())
-	}
-	secret, err := layout.TokenSecretPath()
-	if err != nil {
-		return modelGateway{}, err
-	}
-	tokens, err := gateway.OpenTokens(secret)
-	if err != nil {
-		return modelGateway{}, err
-	}
-	return modelGateway{upstream: up, credential: cred, credentialsDir: cfg.Model.CredentialsDir,
-		tokens: tokens, transport: gateway.NewTransport()}, nil
 }
 
 func (d *Daemon) up() bool {

@@ -35,6 +35,18 @@ const (
 	FieldStatus     = "ARIZUKO_STATUS"
 	FieldExitCode   = "ARIZUKO_EXIT_CODE"
 	FieldDurationMS = "ARIZUKO_DURATION_MS"
+	FieldState      = "ARIZUKO_STATE"
+	FieldFailure    = "ARIZUKO_FAILURE"
+	FieldError      = "ARIZUKO_ERROR"
+	FieldStream     = "ARIZUKO_STREAM"
+	// A turn's model usage, from its model gateway.
+	FieldModel            = "ARIZUKO_MODEL"
+	FieldModelRequests    = "ARIZUKO_MODEL_REQUESTS"
+	FieldModelRefused     = "ARIZUKO_MODEL_REFUSED"
+	FieldInputTokens      = "ARIZUKO_INPUT_TOKENS"
+	FieldOutputTokens     = "ARIZUKO_OUTPUT_TOKENS"
+	FieldCacheReadTokens  = "ARIZUKO_CACHE_READ_TOKENS"
+	FieldCacheWriteTokens = "ARIZUKO_CACHE_WRITE_TOKENS"
 )
 
 // DefaultIdentifier is the SYSLOG_IDENTIFIER when Options leave it empty.

@@ -33,15 +33,15 @@ func TestAgentCallsSidecar(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	f := groupfolder.Folder("main")
-	h, err := fx.m.Start(ctx, f, "run-e2e", []sidecar.Config{{Name: "echo", Image: sidecarImage}})
+	dirs, err := fx.layout.Ensure(f, os.Getuid(), os.Getgid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := fx.m.Start(ctx, f, dirs.SidecarSockets, "run-e2e", []sidecar.Config{{Name: "echo", Image: sidecarImage}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer fx.stop(h)
-	dirs, err := fx.layout.Paths(f)
-	if err != nil {
-		t.Fatal(err)
-	}
 	if err := session.Seed(ctx, dirs.Session, session.Options{Folder: string(f), Sidecars: h.Names()}); err != nil {
 		t.Fatal(err)
 	}

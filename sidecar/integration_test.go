@@ -128,7 +128,12 @@ func (fx *fixture) start(folder string, cs ...sidecar.Config) (*sidecar.Handle, 
 	fx.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	return fx.m.Start(ctx, groupfolder.Folder(folder), "run-"+fx.e.Name, cs)
+	f := groupfolder.Folder(folder)
+	dirs, err := fx.layout.Ensure(f, os.Getuid(), os.Getgid())
+	if err != nil {
+		return nil, err
+	}
+	return fx.m.Start(ctx, f, dirs.SidecarSockets, "run-"+fx.e.Name, cs)
 }
 
 func (fx *fixture) stop(h *sidecar.Handle) {

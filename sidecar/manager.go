@@ -188,7 +188,8 @@ func (h *Handle) Names() []string {
 // Start starts the sidecars of a turn of f, one after the other, each until its socket
 // answers. When one fails, those already started are stopped and the error (ErrStart,
 // with what the sidecar logged last) fails the turn. No sidecars is a Handle with none.
-func (m *Manager) Start(ctx context.Context, f groupfolder.Folder, runID string, cs []Config) (*Handle, error) {
+// socketDir is f's sidecar socket directory, as Layout.Ensure made it for the turn.
+func (m *Manager) Start(ctx context.Context, f groupfolder.Folder, socketDir, runID string, cs []Config) (*Handle, error) {
 	h := &Handle{m: m}
 	if len(cs) == 0 {
 		return h, nil
@@ -196,17 +197,13 @@ func (m *Manager) Start(ctx context.Context, f groupfolder.Folder, runID string,
 	if err := Validate(cs, m.o.Networks); err != nil {
 		return nil, err
 	}
-	dirs, err := m.o.Layout.Ensure(f, os.Getuid(), os.Getgid())
-	if err != nil {
-		return nil, fmt.Errorf("sidecars of %s: %w", f, err)
-	}
 	info := m.info()
 	user := ""
 	if !info.Rootless {
 		user = fmt.Sprintf("%d:%d", os.Getuid(), os.Getgid())
 	}
 	for _, c := range cs {
-		u, err := NewUnit(f, c, UnitOptions{Instance: m.o.Instance, RunID: runID, SocketDir: dirs.SidecarSockets, User: user, Rlimits: m.o.Rlimits, Networks: m.o.Networks})
+		u, err := NewUnit(f, c, UnitOptions{Instance: m.o.Instance, RunID: runID, SocketDir: socketDir, User: user, Rlimits: m.o.Rlimits, Networks: m.o.Networks})
 		if err != nil {
 			return nil, errors.Join(err, h.Stop(ctx))
 		}

@@ -8,10 +8,8 @@
 package turn
 
 import (
-	"bytes"
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -21,7 +19,6 @@ import (
 
 	"github.com/arizuko/arizukod/config"
 	"github.com/arizuko/arizukod/contract"
-	"github.com/arizuko/arizukod/gateway"
 	"github.com/arizuko/arizukod/groupfolder"
 	"github.com/arizuko/arizukod/memory"
 	"github.com/arizuko/arizukod/mountsec"
@@ -38,116 +35,6 @@ var (
 	// ErrBadContainerConfig says the group's stored container config is unusable.
 	ErrBadContainerConfig = errors.New("bad container config")
 )
-
-// ContainerConfig is a group's container settings, stored as JSON with the group (seed 003).
-type ContainerConfig struct {
-	AdditionalMounts []mountsec.MountRequest `json:"additional_mounts,omitempty"`
-	// Timeout is the run timeout in milliseconds; 0 keeps the daemon's.
-	Timeout int64   `json:"timeout,omitempty"`
-	Network string  `json:"network,omitempty"`
-	Memory  string  `json:"memory,omitempty"`
-	CPUs    float64 `json:"cpus,omitempty"`
-	Pids    int64   `json:"pids,omitempty"`
-	// Sidecars are the group's MCP sidecars, started around each of its turns.
-	Sidecars []sidecar.Config `json:"sidecars,omitempty"`
-	// Model is the group's own model policy; nil uses the daemon's credential, any model
-	// and no budget.
-	Model *ModelPolicy `json:"model,omitempty"`
-	// Egress lists the HOST:PORTs the group's agent may reach through the egress proxy.
-	Egress []string `json:"egress,omitempty"`
-}
-
-// ModelPolicy is what a group's turns may do through the model gateway.
-type ModelPolicy struct {
-	// Credential names the group's own credential in the credentials directory.
-	Credential string `json:"credential,omitempty"`
-	// Models, when not empty, are the only models its agent may ask for.
-	Models []string `json:"models,omitempty"`
-	// TokensPerDay bounds input, output and cache-write tokens over the calendar day.
-	TokensPerDay int64 `json:"tokens_per_day,omitempty"`
-	// RequestsPerTurn bounds the model requests of one turn.
-	RequestsPerTurn int64 `json:"requests_per_turn,omitempty"`
-}
-
-// ConfigError is a mistake in a container config. It matches ErrBadContainerConfig
-// (errors.Is); Field names the key it is about ("network", "sidecars", "model.models";
-// "" for the whole document), for an answer that names it.
-type ConfigError struct {
-	Field string
-	Err   error
-}
-
-func (e *ConfigError) Error() string { return ErrBadContainerConfig.Error() + ": " + e.Err.Error() }
-func (e *ConfigError) Unwrap() error { return e.Err }
-
-// Is reports whether target is ErrBadContainerConfig.
-func (e *ConfigError) Is(target error) bool { return target == ErrBadContainerConfig }
-
-func badField(field, format string, args ...any) error {
-	return &ConfigError{Field: field, Err: fmt.Errorf(format, args...)}
-}
-
-// ParseContainerConfig decodes and checks a container config; unknown fields are
-// errors. networks are the named networks the operator allowed
-// (limits.allowed_networks): the network, and each sidecar's, must pass
-// config.CheckNetwork with them. The returned config's Network is as CheckNetwork
-// names it ("" is "none").
-func ParseContainerConfig(raw []byte, networks []string) (ContainerConfig, error) {
-	var c ContainerConfig
-	if len(bytes.TrimSpace(raw)) == 0 {
-		return c, nil
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&c); err != nil {
-		return c, badField("", "%v", err)
-	}
-	switch {
-	case c.Timeout < 0:
-		return c, badField("timeout", "timeout: must not be negative")
-	case c.CPUs < 0 || c.CPUs > 1024:
-		return c, badField("cpus", "cpus: %v is out of range", c.CPUs)
-	case c.Pids < 0:
-		return c, badField("pids", "pids: must not be negative")
-	}
-	if c.Memory != "" {
-		if _, err := config.ParseMemory(c.Memory); err != nil {
-			return c, badField("memory", "memory: %v", err)
-		}
-	}
-	if c.Network != "" {
-		network, err := config.CheckNetwork(c.Network, networks)
-		if err != nil {
-			return c, &ConfigError{Field: "network", Err: err}
-		}
-		c.Network = network
-	}
-	if err := sidecar.Validate(c.Sidecars, networks); err != nil {
-		return c, &ConfigError{Field: "sidecars", Err: err}
-	}
-	if err := gateway.CheckEgress(c.Egress); err != nil {
-		return c, &ConfigError{Field: "egress", Err: err}
-	}
-	if m := c.Model; m != nil {
-		switch {
-		case m.TokensPerDay < 0:
-			return c, badField("model.tokens_per_day", "model.tokens_per_day: must not be negative")
-		case m.RequestsPerTurn < 0:
-			return c, badField("model.requests_per_turn", "model.requests_per_turn: must not be negative")
-		}
-		if m.Credential != "" {
-			if err := gateway.CheckCredentialName(m.Credential); err != nil {
-				return c, badField("model.credential", "model.%v", err)
-			}
-		}
-		for i, name := range m.Models {
-			if name == "" || len(name) > 128 {
-				return c, badField("model.models", "model.models[%d]: a model name of 1 to 128 characters", i)
-			}
-		}
-	}
-	return c, nil
-}
 
 // Store is what the builder reads.
 type Store interface {
@@ -176,6 +63,8 @@ type Builder struct {
 	SettingsEnv map[string]string
 	Now         func() time.Time
 	Logger      *slog.Logger
+	// Services are started around each turn Run runs; nil starts none.
+	Services *Services
 }
 
 // Request is one turn to build.
@@ -190,6 +79,16 @@ type Request struct {
 	Timeout   time.Duration
 	// Isolated turns (scheduled tasks) start a fresh session.
 	Isolated bool
+	// Attempt is the run's attempt, part of its model token.
+	Attempt int
+	// Recorded says the run is a row of the store: its outbox rows, model usage and
+	// egress are recorded against it.
+	Recorded bool
+	// Adopt, when set, adopts a running container instead of creating one.
+	Adopt *Adoption
+	// Wake is called with a folder after an MCP tool put a message into its inbox; nil
+	// when nothing waits for inbox messages.
+	Wake func(folder string)
 }
 
 // Plan is a group's container config with its mounts judged.
@@ -220,53 +119,60 @@ func (b *Builder) Plan(ctx context.Context, f groupfolder.Folder) (Plan, error) 
 	return p, nil
 }
 
-// Build prepares the turn: plan, prompt, session, grants. A rejected mount is an error
-// (ErrRejectedMount) naming the mount and the rule: the turn fails closed.
+// Build prepares the turn without starting anything: plan, directories, prompt, session,
+// grants. A rejected mount is an error (ErrRejectedMount) naming the mount and the rule:
+// the turn fails closed.
 func (b *Builder) Build(ctx context.Context, req Request) (runtime.Turn, error) {
+	t, _, _, err := b.build(ctx, req)
+	return t, err
+}
+
+// build is Build, with the plan it read and the directories it made, for the services.
+func (b *Builder) build(ctx context.Context, req Request) (runtime.Turn, Plan, groupfolder.Dirs, error) {
 	f := req.Folder
+	var dirs groupfolder.Dirs
 	plan, err := b.Plan(ctx, f)
 	if err != nil {
-		return runtime.Turn{}, err
+		return runtime.Turn{}, plan, dirs, err
 	}
 	if len(plan.Rejected) > 0 {
 		r := plan.Rejected[0]
-		return runtime.Turn{}, fmt.Errorf("%w (%d of %d refused): %v", ErrRejectedMount, len(plan.Rejected), len(plan.Config.AdditionalMounts), r.Err)
+		return runtime.Turn{}, plan, dirs, fmt.Errorf("%w (%d of %d refused): %v", ErrRejectedMount, len(plan.Rejected), len(plan.Config.AdditionalMounts), r.Err)
 	}
 	limits, err := b.limits(plan.Config)
 	if err != nil {
-		return runtime.Turn{}, err
+		return runtime.Turn{}, plan, dirs, err
 	}
 	var extra []runtime.Mount
 	for _, m := range plan.Mounts {
 		if err := mountsec.Recheck(m); err != nil {
-			return runtime.Turn{}, fmt.Errorf("%w: %v", ErrRejectedMount, err)
+			return runtime.Turn{}, plan, dirs, fmt.Errorf("%w: %v", ErrRejectedMount, err)
 		}
 		extra = append(extra, runtime.Mount{Source: m.HostPath, Target: m.ContainerPath, ReadOnly: m.ReadOnly})
 	}
-	dirs, err := b.Layout.Ensure(f, os.Getuid(), os.Getgid())
-	if err != nil {
-		return runtime.Turn{}, err
+	if dirs, err = b.Layout.Ensure(f, os.Getuid(), os.Getgid()); err != nil {
+		return runtime.Turn{}, plan, dirs, err
 	}
 	prompt, err := b.Prompt(ctx, f, req.SenderJID)
 	if err != nil {
-		return runtime.Turn{}, err
+		return runtime.Turn{}, plan, dirs, err
 	}
 	sessionID := req.SessionID
 	if sessionID == "" && !req.Isolated && b.Store != nil {
 		if sessionID, err = b.Store.GetSession(ctx, string(f)); err != nil {
-			return runtime.Turn{}, err
+			return runtime.Turn{}, plan, dirs, err
 		}
 	}
 	grants, err := b.grants(ctx, f)
 	if err != nil {
-		return runtime.Turn{}, err
+		return runtime.Turn{}, plan, dirs, err
 	}
 	err = session.Seed(ctx, dirs.Session, session.Options{
 		Folder: string(f), Env: b.SettingsEnv, Skills: b.Skills, Sidecars: sidecar.Names(plan.Config.Sidecars),
 		Owner: &session.Owner{UID: os.Getuid(), GID: os.Getgid()}, Logger: b.Logger,
 	})
 	if err != nil {
-		return runtime.Turn{}, fmt.Errorf("seed session of %s: %w", f, err)
+		return runtime.Turn{}, plan, dirs, fmt.Errorf("seed session of %s: %w", f, err)
 	}
 	timeout := req.Timeout
 	if timeout <= 0 && plan.Config.Timeout > 0 {
@@ -287,7 +193,7 @@ func (b *Builder) Build(ctx context.Context, req Request) (runtime.Turn, error) 
 		Limits:      limits,
 		ExtraMounts: extra,
 		Timeout:     timeout,
-	}, nil
+	}, plan, dirs, nil
 }
 
 // Prompt is the system prompt a turn of f from sender gets.

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/arizuko/arizukod/groupfolder"
 	"github.com/arizuko/arizukod/mountsec"
 	"github.com/arizuko/arizukod/runtime"
+	"github.com/arizuko/arizukod/sidecar"
 	"github.com/arizuko/arizukod/store"
 	"github.com/arizuko/arizukod/turn"
 )
@@ -24,6 +26,8 @@ type localFlags struct {
 	allowlist string
 	// limits are the [limits] of the configuration file the daemon would read; open sets them.
 	limits config.Limits
+	// cfg is that configuration file; open sets it.
+	cfg *config.Config
 }
 
 func (l *localFlags) register(fs *flag.FlagSet) {
@@ -41,7 +45,7 @@ func (l *localFlags) open(ctx context.Context) (*turn.Builder, *store.Store, err
 	if err != nil {
 		return nil, nil, err
 	}
-	l.limits = cfg.Limits
+	l.limits, l.cfg = cfg.Limits, cfg
 	abs, err := filepath.Abs(l.dataDir)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--data-dir: %w", err)
@@ -73,4 +77,26 @@ func (l *localFlags) open(ctx context.Context) (*turn.Builder, *store.Store, err
 	lim := l.limits
 	return &turn.Builder{Layout: layout, Store: st, Allowlist: allow, AllowlistErr: allowErr, Skills: skills, Networks: lim.AllowedNetworks,
 		Limits: runtime.Limits{MemoryBytes: lim.MemoryBytes, NanoCPUs: lim.NanoCPUs, PidsLimit: lim.PidsLimit, Network: lim.Network}}, st, nil
+}
+
+// services are what the daemon starts around each of its turns, for the turns of b run
+// here: the group's sidecars on eng, its MCP server, model gateway and egress proxy. The
+// returned func releases them once the turns are over. Unlike the daemon it stops no
+// leftover sidecars: a daemon on the same data directory may be running them.
+func (l *localFlags) services(ctx context.Context, b *turn.Builder, st *store.Store, eng runtime.Engine, info runtime.Info) (*turn.Services, func(), error) {
+	log := slog.Default()
+	cfg := l.cfg
+	model, err := turn.NewModelGateway(turn.ModelOptions{
+		Upstream: cfg.Model.Upstream, APIKeyFile: cfg.Model.APIKeyFile, OAuthTokenFile: cfg.Model.OAuthTokenFile,
+		CredentialsDir: cfg.Model.CredentialsDir, EnvFile: cfg.EnvFile,
+	}, b.Layout, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	sidecars, err := sidecar.New(ctx, sidecar.Options{Engine: eng, Info: info, Layout: b.Layout,
+		Instance: instanceLabel(b.Layout.DataDir), StopGrace: cfg.StopGrace, Networks: l.limits.AllowedNetworks, Logger: log})
+	if err != nil {
+		return nil, nil, err
+	}
+	return &turn.Services{Store: st, Sidecars: sidecars, Model: model, Location: cfg.Location, Logger: log}, sidecars.Close, nil
 }

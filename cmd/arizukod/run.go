@@ -94,15 +94,18 @@ func cmdRun(ctx context.Context, args []string) error {
 	// The result is printed before the container's removal, which happens off the turn's
 	// critical path; wait for it before exiting.
 	defer runner.Close()
-	runID := fmt.Sprintf("local-%d", time.Now().UnixMilli())
-	t, err := builder.Build(ctx, turn.Request{
-		RunID: runID, Folder: f, SenderJID: *sender, ChatJID: *chat, SessionID: *session,
-		Messages: []contract.Message{{Role: "user", Content: *message}},
-	})
+	services, release, err := lf.services(ctx, builder, st, eng, info)
 	if err != nil {
 		return err
 	}
-	res, err := runner.Run(ctx, t)
+	defer release()
+	builder.Services = services
+	// The run is no row of the store: the daemon's queue never sees it, and its outbox rows,
+	// model usage and egress are not recorded.
+	res, err := builder.Run(ctx, turn.Request{
+		RunID: fmt.Sprintf("local-%d", time.Now().UnixMilli()), Folder: f, SenderJID: *sender, ChatJID: *chat, SessionID: *session,
+		Messages: []contract.Message{{Role: "user", Content: *message}},
+	}, runner, turn.Watch{})
 	if err != nil {
 		return err
 	}
