@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/arizuko/arizukod/ipc/policy"
 	"io/fs"
 	"os"
 	"path"
@@ -45,7 +46,7 @@ type (
 )
 
 func viewGroup(g store.Group) groupView {
-	return groupView{Folder: g.Folder, Parent: g.Parent, Name: g.Name, Description: g.Description, Tier: FolderTier(g.Folder)}
+	return groupView{Folder: g.Folder, Parent: g.Parent, Name: g.Name, Description: g.Description, Tier: policy.FolderTier(g.Folder)}
 }
 
 func msTime(ms int64) string {
@@ -72,7 +73,7 @@ func viewRoutes(rs []store.Route) []routeView {
 // tools act: a root group's tree, any other group's own folder and those
 // below it. Every tier is scoped the same way; see scope for the one way out.
 func (s *Server) manages(folder string) bool {
-	return InSubtree(s.folder, folder)
+	return policy.InSubtree(s.folder, folder)
 }
 
 // scope lets a call of tool act on folder, named by its parameter param:
@@ -93,7 +94,7 @@ func (s *Server) scope(ctx context.Context, tool string, a args, param, folder s
 		s.log.Info("ipc: granted outside the subtree", "tool", tool, "to", folder)
 		return nil
 	}
-	return &DeniedError{Tool: tool, Tier: s.tier, Reason: fmt.Sprintf(
+	return &policy.DeniedError{Tool: tool, Tier: s.tier, Reason: fmt.Sprintf(
 		"%s acts only inside %s's subtree (%s and the groups below it), and %s %s is outside it; "+
 			"only the operator can allow this, with a grant rule naming the folder, such as %s(%s=%s)",
 		tool, s.folder, s.folder, param, folder, tool, param, folder)}
@@ -277,7 +278,7 @@ func (s *Server) delegateToChild(ctx context.Context, a args) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !IsChild(s.folder, child) {
+	if !policy.IsChild(s.folder, child) {
 		return nil, badArg("child", "%s is not a direct child of %s", child, s.folder)
 	}
 	if _, err := s.registered(ctx, "child", child); err != nil {
@@ -287,7 +288,7 @@ func (s *Server) delegateToChild(ctx context.Context, a args) (any, error) {
 }
 
 func (s *Server) delegateToParent(ctx context.Context, a args) (any, error) {
-	parent, ok := Parent(s.folder)
+	parent, ok := policy.Parent(s.folder)
 	if !ok {
 		return nil, fail("%s is a root group: it has no parent to delegate to", s.folder)
 	}
@@ -330,7 +331,7 @@ func (s *Server) create(ctx context.Context, folder string, a args) (*store.Grou
 	case !errors.Is(err, store.ErrNotFound):
 		return nil, err
 	}
-	parent, _ := Parent(folder)
+	parent, _ := policy.Parent(folder)
 	g, err := s.store.UpsertGroup(ctx, store.Group{Folder: folder, Parent: parent, Name: a.str("name"), Description: a.str("description")})
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, badArg("folder", "the parent group %s is not registered; register it first", parent)
@@ -564,7 +565,7 @@ func (s *Server) routeDefaults(a args) error {
 // canonicalMatch parses a match expression and returns its canonical form,
 // which is what the store keeps.
 func canonicalMatch(arg, text string) (string, error) {
-	m, err := ParseMatch(text)
+	m, err := policy.ParseMatch(text)
 	if err != nil {
 		return "", badArg(arg, "%v", err)
 	}
@@ -605,7 +606,7 @@ func (s *Server) setRoutes(ctx context.Context, a args) (any, error) {
 			return nil, err
 		}
 		if !s.manages(target) {
-			return nil, &DeniedError{Tool: "set_routes", Tier: s.tier, Reason: fmt.Sprintf(
+			return nil, &policy.DeniedError{Tool: "set_routes", Tier: s.tier, Reason: fmt.Sprintf(
 				"set_routes sets routes to %s and the groups below it only, and %starget %s is outside them; "+
 					"a route out of the subtree takes add_route and an operator's grant naming the target", s.folder, arg, target)}
 		}
@@ -662,7 +663,7 @@ func (s *Server) deleteRoute(ctx context.Context, a args) (any, error) {
 		if r.Owner != "" {
 			owner = "group " + r.Owner
 		}
-		return nil, &DeniedError{Tool: "delete_route", Tier: s.tier, Reason: fmt.Sprintf(
+		return nil, &policy.DeniedError{Tool: "delete_route", Tier: s.tier, Reason: fmt.Sprintf(
 			"route %d was added by %s; %s deletes only routes it or a group below it added", id, owner, s.folder)}
 	}
 	if err := s.store.DeleteRoute(ctx, id); err != nil {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/arizuko/arizukod/ipc/policy"
 	"log/slog"
 	"net"
 	"os"
@@ -154,7 +155,7 @@ func Start(ctx context.Context, cfg ServerConfig) (*Server, error) {
 	case cfg.NextRun == nil:
 		return nil, fmt.Errorf("%w: next run: nil", ErrConfig)
 	}
-	s := &Server{cfg: cfg, folder: string(f), tier: FolderTier(string(f)), store: cfg.Store, log: cfg.Logger, now: cfg.Now,
+	s := &Server{cfg: cfg, folder: string(f), tier: policy.FolderTier(string(f)), store: cfg.Store, log: cfg.Logger, now: cfg.Now,
 		conns: make(map[net.Conn]struct{})}
 	if s.log == nil {
 		s.log = slog.Default()
@@ -169,7 +170,7 @@ func Start(ctx context.Context, cfg ServerConfig) (*Server, error) {
 		server.WithToolFilter(s.filterListing),
 		server.WithInstructions("Tools of arizukod for the group "+s.folder+": messaging, delegation, groups, scheduled tasks and routes. What you may call depends on the group's tier and grant rules; a refused call says why."),
 	)
-	for _, name := range Tools() {
+	for _, name := range policy.Tools() {
 		spec := specs[name]
 		s.mcp.AddTool(spec.mcpTool(), s.handler(spec))
 	}
@@ -435,7 +436,7 @@ func (s *Server) filterListing(ctx context.Context, tools []mcp.Tool) []mcp.Tool
 	}
 	out := make([]mcp.Tool, 0, len(tools))
 	for _, t := range tools {
-		if Allowed(t.Name, s.tier, rules) && ruleProblem(rules, t.Name) == "" {
+		if policy.Allowed(t.Name, s.tier, rules) && policy.RuleProblem(rules, t.Name) == "" {
 			out = append(out, t)
 		}
 	}
@@ -445,18 +446,18 @@ func (s *Server) filterListing(ctx context.Context, tools []mcp.Tool) []mcp.Tool
 // grants reads the caller's grant rules: DefaultRules when none were ever
 // set, no rules at all (everything denied) when they were set to none. A
 // rule list that does not parse denies every call; refusal then says why.
-func (s *Server) grants(ctx context.Context) (rules Rules, refusal string, err error) {
+func (s *Server) grants(ctx context.Context) (rules policy.Rules, refusal string, err error) {
 	list, err := s.store.GetGrants(ctx, s.folder)
 	if errors.Is(err, store.ErrNotFound) {
-		return DefaultRules(), "", nil
+		return policy.DefaultRules(), "", nil
 	}
 	if err != nil {
 		return nil, "", err
 	}
 	if len(list) == 0 {
-		return Rules{}, "", nil
+		return policy.Rules{}, "", nil
 	}
-	rules, err = ParseRules(list)
+	rules, err = policy.ParseRules(list)
 	if err != nil {
 		refusal = fmt.Sprintf("the grant rules of %s do not parse, so every call is denied: %v", s.folder, err)
 		s.warnOnce(refusal)
@@ -497,8 +498,8 @@ func (s *Server) handler(spec *toolSpec) server.ToolHandlerFunc {
 // the defaults, the grant rules (re-read from the store) with the final
 // arguments, then the tool. Refusals and failures are tool errors.
 func (s *Server) call(ctx context.Context, spec *toolSpec, raw any) (*mcp.CallToolResult, string) {
-	if !TierAllows(spec.name, s.tier) {
-		return s.deny(&DeniedError{Tool: spec.name, Tier: s.tier, ByTier: true, Reason: tierRefusal(spec.name, s.tier)})
+	if !policy.TierAllows(spec.name, s.tier) {
+		return s.deny(&policy.DeniedError{Tool: spec.name, Tier: s.tier, ByTier: true, Reason: policy.TierRefusal(spec.name, s.tier)})
 	}
 	m, err := decodeArgs(raw)
 	if err != nil {
@@ -519,20 +520,20 @@ func (s *Server) call(ctx context.Context, spec *toolSpec, raw any) (*mcp.CallTo
 		return mcp.NewToolResultError("internal error: the grant rules could not be read; the daemon logged the cause"), "internal error"
 	}
 	if refusal == "" {
-		refusal = ruleProblem(rules, spec.name)
+		refusal = policy.RuleProblem(rules, spec.name)
 	}
 	if refusal != "" {
-		return s.deny(&DeniedError{Tool: spec.name, Tier: s.tier, Reason: refusal})
+		return s.deny(&policy.DeniedError{Tool: spec.name, Tier: s.tier, Reason: refusal})
 	}
-	if err := CheckCall(spec.name, s.tier, rules, a); err != nil {
-		var de *DeniedError
+	if err := policy.CheckCall(spec.name, s.tier, rules, a); err != nil {
+		var de *policy.DeniedError
 		errors.As(err, &de)
 		return s.deny(de)
 	}
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	out, err := spec.run(s, ctx, a)
-	var scoped *DeniedError
+	var scoped *policy.DeniedError
 	if errors.As(err, &scoped) {
 		return s.deny(scoped)
 	}
@@ -555,7 +556,7 @@ func (s *Server) call(ctx context.Context, spec *toolSpec, raw any) (*mcp.CallTo
 	return mcp.NewToolResultStructured(out, string(b)), "ok"
 }
 
-func (s *Server) deny(de *DeniedError) (*mcp.CallToolResult, string) {
+func (s *Server) deny(de *policy.DeniedError) (*mcp.CallToolResult, string) {
 	s.log.Warn("ipc: tool call denied", "tool", de.Tool, "tier", de.Tier, "reason", de.Reason)
 	return mcp.NewToolResultError("denied: " + de.Reason), "denied"
 }

@@ -1,4 +1,4 @@
-package ipc
+package policy
 
 import (
 	"fmt"
@@ -96,8 +96,8 @@ func Tools() []string {
 	return names
 }
 
-// tierRefusal explains why tier may not call a known tool.
-func tierRefusal(tool string, tier int) string {
+// TierRefusal explains why tier may not call a known tool, for a DeniedError.
+func TierRefusal(tool string, tier int) string {
 	limit := maxTier[tool]
 	tiers := "tier 0"
 	if limit > 0 {

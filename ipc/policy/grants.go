@@ -1,4 +1,4 @@
-package ipc
+package policy
 
 import (
 	"encoding/json"
@@ -326,7 +326,7 @@ func CheckCall(tool string, tier int, rules Rules, params map[string]any) error 
 		return &DeniedError{Tool: tool, Tier: tier, Reason: fmt.Sprintf("unknown tool %q", tool)}
 	}
 	if !TierAllows(tool, tier) {
-		return &DeniedError{Tool: tool, Tier: tier, ByTier: true, Reason: tierRefusal(tool, tier)}
+		return &DeniedError{Tool: tool, Tier: tier, ByTier: true, Reason: TierRefusal(tool, tier)}
 	}
 	d := rules.Decide(tool, params)
 	if d.Allowed {

@@ -1,4 +1,4 @@
-package ipc
+package policy
 
 import (
 	"context"
@@ -262,7 +262,7 @@ func forwardGranted(ctx context.Context, src RouteSource, r RouteEntry) (bool, e
 		return false, fmt.Errorf("ipc: grant rules of %s: %w", r.Owner, err)
 	}
 	rules, err := ParseRules(list)
-	if err != nil || ruleProblem(rules, "add_route") != "" {
+	if err != nil || RuleProblem(rules, "add_route") != "" {
 		return false, nil
 	}
 	params := map[string]any{"seq": json.Number(strconv.FormatInt(r.Seq, 10)), "match": r.Match.String(), "target": r.Target}
