@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"time"
 
@@ -33,7 +34,10 @@ type runResult struct {
 	LogFile      string `json:"logFile,omitempty"`
 }
 
-func cmdRun(ctx context.Context, args []string) error {
+func cmdRun(ctx context.Context, args []string) error { return runCommand(ctx, args, os.Stdout) }
+
+// runCommand is `arizukod run`; a local turn's result JSON goes to out.
+func runCommand(ctx context.Context, args []string, out io.Writer) error {
 	fs := newFlags("run", "--folder F --message TEXT [--local] [flags]")
 	var (
 		ef      engineFlags
@@ -114,15 +118,15 @@ func cmdRun(ctx context.Context, args []string) error {
 			return err
 		}
 	}
-	out := runResult{
+	r := runResult{
 		RunID: res.RunID, Folder: string(f), Container: res.Container,
 		Status: string(res.Output.Status), Result: res.Output.Result, NewSessionID: res.Output.NewSessionID,
 		Error: res.Output.Error, Failure: string(res.Failure), Terminal: res.Terminal,
 		ExitCode: res.ExitCode, DurationMs: res.Duration.Milliseconds(), LogFile: res.LogFile,
 	}
-	enc := json.NewEncoder(os.Stdout)
+	enc := json.NewEncoder(out)
 	enc.SetIndent("", "  ")
-	if err := enc.Encode(out); err != nil {
+	if err := enc.Encode(r); err != nil {
 		return err
 	}
 	if res.Output.Status != contract.StatusOK {
