@@ -36,7 +36,7 @@ func TestAPI(t *testing.T) {
 	start := time.Now()
 	d.Start(t)
 	t.Logf("daemon healthy %s after start", time.Since(start).Round(time.Millisecond))
-	for _, f := range []string{"main", "kill", "steer", "sess", "inbox", "fatal", "misconf", "routed"} {
+	for _, f := range []string{"main", "kill", "steer", "sess", "inbox", "fatal", "misconf", "routed", "witness"} {
 		d.AddGroup(t, f)
 	}
 	var finished api.Run
@@ -286,7 +286,10 @@ func testInboxFatal(t *testing.T, d *daemontest.Daemon) {
 	t.Logf("fatal: 3 attempts, parked %s after the message with %q", parkedAfter.Round(time.Millisecond), c.ParkedReason)
 
 	more := d.AppendInbox(t, "fatal", "reply recovered")
-	time.Sleep(1500 * time.Millisecond)
+	// Every pass of the queue looks at all folders with pending messages: once a message
+	// appended later to another folder got its turn, a pass has seen fatal's too.
+	witness := d.AppendInbox(t, "witness", "reply witness")
+	waitCursor(t, st, "witness", time.Minute, func(c store.Cursor) bool { return c.LastDoneID == witness[0] })
 	if n := len(inboxRuns(t, st, "fatal")); n != 3 {
 		t.Fatalf("a parked folder made a run: %d inbox runs", n)
 	}
@@ -307,8 +310,8 @@ func testInboxFatal(t *testing.T, d *daemontest.Daemon) {
 func testInboxMisconfig(t *testing.T, d *daemontest.Daemon) {
 	st := d.OpenStore(t)
 	ids := d.AppendInbox(t, "misconf", "exit 126")
+	// A parked cursor is never retried: the store makes no inbox run of a parked folder.
 	c := waitCursor(t, st, "misconf", time.Minute, store.Cursor.Parked)
-	time.Sleep(1500 * time.Millisecond) // longer than retry_backoff: no retry may follow
 	runs := inboxRuns(t, st, "misconf")
 	final := waitFinal(t, d, runs)
 	if len(runs) != 1 || final[0].Failure != "misconfig" || !final[0].Terminal || final[0].ExitCode == nil || *final[0].ExitCode != 126 {
