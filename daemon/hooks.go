@@ -15,7 +15,7 @@ import (
 	"github.com/arizuko/arizukod/groupfolder"
 	"github.com/arizuko/arizukod/ipc"
 	"github.com/arizuko/arizukod/queue"
-	"github.com/arizuko/arizukod/runtime"
+	"github.com/arizuko/arizukod/runtime/runner"
 	"github.com/arizuko/arizukod/scheduler"
 	"github.com/arizuko/arizukod/sidecar"
 	"github.com/arizuko/arizukod/store"
@@ -54,7 +54,7 @@ type turnHooks struct {
 
 // Before starts the sidecars, the MCP server, the model gateway and the egress proxy, and
 // hands the agent its model token; the returned func stops them all.
-func (h *turnHooks) Before(ctx context.Context, run *store.Run, f groupfolder.Folder, t *runtime.Turn) (func(), error) {
+func (h *turnHooks) Before(ctx context.Context, run *store.Run, f groupfolder.Folder, t *runner.Turn) (func(), error) {
 	plan, err := h.builder.Plan(ctx, f)
 	if err != nil {
 		return nil, err

@@ -19,7 +19,8 @@ import (
 
 	"github.com/arizuko/arizukod/contract"
 	"github.com/arizuko/arizukod/groupfolder"
-	"github.com/arizuko/arizukod/runtime"
+	"github.com/arizuko/arizukod/runtime/engine"
+	"github.com/arizuko/arizukod/runtime/runner"
 	"github.com/arizuko/arizukod/store"
 	"github.com/arizuko/arizukod/turn"
 )
@@ -42,23 +43,23 @@ type Store interface {
 
 // Runner runs and adopts turns.
 type Runner interface {
-	Run(ctx context.Context, t runtime.Turn) (runtime.Result, error)
-	Adopt(ctx context.Context, t runtime.Turn, container string, startedAt time.Time) (runtime.Result, error)
+	Run(ctx context.Context, t runner.Turn) (runner.Result, error)
+	Adopt(ctx context.Context, t runner.Turn, container string, startedAt time.Time) (runner.Result, error)
 	Steer(ctx context.Context, f groupfolder.Folder, containerID string, msgs []contract.Message) error
-	RemoveLeftovers(ctx context.Context, keep func(runtime.Container) bool) ([]string, error)
+	RemoveLeftovers(ctx context.Context, keep func(engine.Container) bool) ([]string, error)
 	RetryRemovals(ctx context.Context)
 }
 
 // Builder builds a run's turn.
 type Builder interface {
-	Build(ctx context.Context, req turn.Request) (runtime.Turn, error)
+	Build(ctx context.Context, req turn.Request) (runner.Turn, error)
 }
 
 // Hooks lets the daemon wrap each turn, for the per-turn MCP server, model gateway and
 // sidecars: Before runs before the container starts, may add to the turn's environment
 // what the agent needs to reach them, and returns what to do after it exits.
 type Hooks interface {
-	Before(ctx context.Context, run *store.Run, f groupfolder.Folder, t *runtime.Turn) (after func(), err error)
+	Before(ctx context.Context, run *store.Run, f groupfolder.Folder, t *runner.Turn) (after func(), err error)
 }
 
 // Config is the queue's wiring and policy.
@@ -298,7 +299,7 @@ func (q *Queue) execute(ctx context.Context, run *store.Run, adoptContainer stri
 	log := q.log.With("ARIZUKO_RUN_ID", run.ID, "ARIZUKO_FOLDER", run.Folder)
 	f, err := groupfolder.Parse(run.Folder)
 	if err != nil {
-		q.finish(ctx, run, runtime.Result{Failure: runtime.FailMisconfig, Terminal: true,
+		q.finish(ctx, run, runner.Result{Failure: runner.FailMisconfig, Terminal: true,
 			Output: contract.Output{Status: contract.StatusFatal, Error: err.Error()}}, log)
 		return
 	}
@@ -370,7 +371,7 @@ func (q *Queue) execute(ctx context.Context, run *store.Run, adoptContainer stri
 			log.Error("record input sent", "err", err)
 		}
 	}
-	var res runtime.Result
+	var res runner.Result
 	if adoptContainer != "" {
 		res, err = q.cfg.Runner.Adopt(ctx, t, adoptContainer, time.UnixMilli(run.StartedAt))
 	} else {
@@ -380,11 +381,11 @@ func (q *Queue) execute(ctx context.Context, run *store.Run, adoptContainer stri
 		q.finish(ctx, run, killedOr(ctx, misconfig("run: %v", err)), log)
 		return
 	}
-	if res.Failure == runtime.FailDetached {
+	if res.Failure == runner.FailDetached {
 		log.Info("turn detached: the daemon is stopping; the next start adopts it", "ARIZUKO_CONTAINER", res.Container)
 		return
 	}
-	if res.Failure == runtime.FailNoInput && run.Attempt <= q.cfg.RetryMax {
+	if res.Failure == runner.FailNoInput && run.Attempt <= q.cfg.RetryMax {
 		// Nothing the agent did depended on the turn: run it again from the start, in a
 		// new container. A kill requested meanwhile refuses the requeue and ends it below.
 		if err := q.cfg.Store.RequeueRun(context.WithoutCancel(ctx), run.ID); err == nil {
@@ -392,10 +393,10 @@ func (q *Queue) execute(ctx context.Context, run *store.Run, adoptContainer stri
 			return
 		}
 	}
-	if res.Failure == runtime.FailEngine && container == "" && ctx.Err() != nil {
+	if res.Failure == runner.FailEngine && container == "" && ctx.Err() != nil {
 		res = killedOr(ctx, res)
 	}
-	if res.Failure == runtime.FailEngine {
+	if res.Failure == runner.FailEngine {
 		up := q.cfg.CheckEngine(context.WithoutCancel(ctx))
 		switch {
 		case container != "" && !up:
@@ -424,13 +425,13 @@ func (q *Queue) execute(ctx context.Context, run *store.Run, adoptContainer stri
 
 // killedBeforeStart ends a run killed before it was in flight here without preparing it:
 // a new one never gets a container; an adopted container is stopped, collected and removed.
-func (q *Queue) killedBeforeStart(ctx context.Context, run *store.Run, f groupfolder.Folder, adoptContainer string) runtime.Result {
-	killed := killedOr(ctx, runtime.Result{})
+func (q *Queue) killedBeforeStart(ctx context.Context, run *store.Run, f groupfolder.Folder, adoptContainer string) runner.Result {
+	killed := killedOr(ctx, runner.Result{})
 	if adoptContainer == "" {
 		return killed
 	}
-	res, err := q.cfg.Runner.Adopt(ctx, runtime.Turn{RunID: run.ID, Folder: f}, adoptContainer, time.UnixMilli(run.StartedAt))
-	if err != nil || res.Failure == runtime.FailNoInput {
+	res, err := q.cfg.Runner.Adopt(ctx, runner.Turn{RunID: run.ID, Folder: f}, adoptContainer, time.UnixMilli(run.StartedAt))
+	if err != nil || res.Failure == runner.FailNoInput {
 		return killed
 	}
 	return res
@@ -438,25 +439,25 @@ func (q *Queue) killedBeforeStart(ctx context.Context, run *store.Run, f groupfo
 
 // killedOr is res, unless the run was killed (ctx is cancelled only by Kill): a failure
 // while the turn was being prepared is then the kill's doing, and the run ends killed.
-func killedOr(ctx context.Context, res runtime.Result) runtime.Result {
+func killedOr(ctx context.Context, res runner.Result) runner.Result {
 	if ctx.Err() == nil {
 		return res
 	}
-	return runtime.Result{Failure: runtime.FailKilled,
+	return runner.Result{Failure: runner.FailKilled,
 		Output: contract.Output{Status: contract.StatusFatal, Error: "run killed on request before its container started"}}
 }
 
-func misconfig(format string, args ...any) runtime.Result {
-	return runtime.Result{Failure: runtime.FailMisconfig, Terminal: true,
+func misconfig(format string, args ...any) runner.Result {
+	return runner.Result{Failure: runner.FailMisconfig, Terminal: true,
 		Output: contract.Output{Status: contract.StatusFatal, Error: fmt.Sprintf(format, args...)}}
 }
 
 // finish records the end of a run with its cursor and session, and logs it.
-func (q *Queue) finish(ctx context.Context, run *store.Run, res runtime.Result, log *slog.Logger) {
+func (q *Queue) finish(ctx context.Context, run *store.Run, res runner.Result, log *slog.Logger) {
 	ctx = context.WithoutCancel(ctx)
 	o := outcome(run, res, q.cfg.RetryMax, q.retryBackoff(run.Attempt))
 	var code *int
-	if res.Container != "" && res.Failure != runtime.FailLost && res.Failure != runtime.FailEngine {
+	if res.Container != "" && res.Failure != runner.FailLost && res.Failure != runner.FailEngine {
 		c := res.ExitCode
 		code = &c
 	}
@@ -505,7 +506,7 @@ func (q *Queue) retryBackoff(attempt int) time.Duration {
 // outcome maps a runner Result to what the store records, with the cursor rule of seed
 // 000: ok and error advance the cursor, fatal rolls it back for a retry with backoff,
 // misconfiguration parks the folder (a retry would not help), a kill counts as handled.
-func outcome(run *store.Run, res runtime.Result, retryMax int, backoff time.Duration) store.Outcome {
+func outcome(run *store.Run, res runner.Result, retryMax int, backoff time.Duration) store.Outcome {
 	o := store.Outcome{
 		Status:       store.Status(res.Output.Status),
 		Failure:      storeFailure(res.Failure),
@@ -516,9 +517,9 @@ func outcome(run *store.Run, res runtime.Result, retryMax int, backoff time.Dura
 		SaveSession:  run.Kind != store.KindTask && res.Output.Status != contract.StatusFatal,
 	}
 	switch {
-	case res.Failure == runtime.FailKilled:
+	case res.Failure == runner.FailKilled:
 		o.State = store.RunKilled
-	case res.Failure != runtime.FailNone && res.Failure != runtime.FailTimeout || res.Output.Status == contract.StatusFatal:
+	case res.Failure != runner.FailNone && res.Failure != runner.FailTimeout || res.Output.Status == contract.StatusFatal:
 		o.State = store.RunError
 	default:
 		o.State = store.RunExited
@@ -530,7 +531,7 @@ func outcome(run *store.Run, res runtime.Result, retryMax int, backoff time.Dura
 		return o
 	}
 	switch {
-	case res.Failure == runtime.FailKilled, o.Status == store.StatusOK, o.Status == store.StatusError:
+	case res.Failure == runner.FailKilled, o.Status == store.StatusOK, o.Status == store.StatusError:
 		o.Cursor = store.CursorUpdate{Op: store.CursorAdvance}
 	case res.Terminal:
 		o.Cursor = store.CursorUpdate{Op: store.CursorPark, Reason: o.Error}
@@ -540,21 +541,21 @@ func outcome(run *store.Run, res runtime.Result, retryMax int, backoff time.Dura
 	return o
 }
 
-func storeFailure(f runtime.Failure) store.Failure {
+func storeFailure(f runner.Failure) store.Failure {
 	switch f {
-	case runtime.FailNone:
+	case runner.FailNone:
 		return store.FailureNone
-	case runtime.FailTimeout:
+	case runner.FailTimeout:
 		return store.FailureTimeout
-	case runtime.FailOOM:
+	case runner.FailOOM:
 		return store.FailureOOM
-	case runtime.FailMisconfig:
+	case runner.FailMisconfig:
 		return store.FailureMisconfig
-	case runtime.FailKilled:
+	case runner.FailKilled:
 		return store.FailureKilled
-	case runtime.FailLost:
+	case runner.FailLost:
 		return store.FailureLost
-	case runtime.FailNoOutput, runtime.FailBadOutput, runtime.FailNoInput:
+	case runner.FailNoOutput, runner.FailBadOutput, runner.FailNoInput:
 		return store.Failure(f)
 	}
 	return store.FailureEngine
@@ -575,7 +576,7 @@ func (q *Queue) reconcile(ctx context.Context) error {
 			adopt[r.Container] = true
 		}
 	}
-	removed, err := q.cfg.Runner.RemoveLeftovers(ctx, func(c runtime.Container) bool { return adopt[c.Name] })
+	removed, err := q.cfg.Runner.RemoveLeftovers(ctx, func(c engine.Container) bool { return adopt[c.Name] })
 	if err != nil {
 		return err
 	}
@@ -641,7 +642,7 @@ func (q *Queue) Steer(ctx context.Context, id string, msgs []contract.Message) e
 		return ErrNotRunning
 	}
 	err := q.cfg.Runner.Steer(ctx, folder, container, msgs)
-	if errors.Is(err, runtime.ErrNoSuchContainer) || errors.Is(err, runtime.ErrNotRunning) {
+	if errors.Is(err, engine.ErrNoSuchContainer) || errors.Is(err, runner.ErrNotRunning) {
 		// The run ended (or was killed) between the lookup and the signal.
 		return fmt.Errorf("%w: %v", ErrNotRunning, err)
 	}

@@ -9,7 +9,8 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/arizuko/arizukod/runtime"
+	"github.com/arizuko/arizukod/runtime/detect"
+	"github.com/arizuko/arizukod/runtime/engine"
 )
 
 // engineFlags are the flags of every command that talks to a container engine.
@@ -23,11 +24,11 @@ func (e *engineFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&e.socket, "engine-socket", os.Getenv("ARIZUKO_ENGINE_SOCKET"), "engine API URI, e.g. unix:///run/podman/podman.sock (default: CONTAINER_HOST, the rootless and rootful podman sockets, DOCKER_HOST, /var/run/docker.sock)")
 }
 
-func (e *engineFlags) open(ctx context.Context) (runtime.Engine, runtime.Info, error) {
+func (e *engineFlags) open(ctx context.Context) (engine.Engine, engine.Info, error) {
 	if e.kind != "" && e.kind != "podman" && e.kind != "docker" {
-		return nil, runtime.Info{}, fmt.Errorf("--engine %q: must be podman or docker", e.kind)
+		return nil, engine.Info{}, fmt.Errorf("--engine %q: must be podman or docker", e.kind)
 	}
-	return runtime.Detect(ctx, e.kind, e.socket)
+	return detect.Detect(ctx, e.kind, e.socket)
 }
 
 // defaultDataDir is $DATA_DIR, else /var/lib/arizuko for root, else $XDG_DATA_HOME/arizuko.

@@ -12,7 +12,6 @@ import (
 	"github.com/arizuko/arizukod/config"
 	"github.com/arizuko/arizukod/groupfolder"
 	"github.com/arizuko/arizukod/mountsec"
-	"github.com/arizuko/arizukod/runtime"
 	"github.com/arizuko/arizukod/store"
 	"github.com/arizuko/arizukod/turn"
 )
@@ -72,5 +71,5 @@ func (l *localFlags) open(ctx context.Context) (*turn.Builder, *store.Store, err
 	}
 	lim := l.limits
 	return &turn.Builder{Layout: layout, Store: st, Allowlist: allow, AllowlistErr: allowErr, Skills: skills, Networks: lim.AllowedNetworks,
-		Limits: runtime.Limits{MemoryBytes: lim.MemoryBytes, NanoCPUs: lim.NanoCPUs, PidsLimit: lim.PidsLimit, Network: lim.Network}}, st, nil
+		Limits: lim.Limits}, st, nil
 }

@@ -9,7 +9,8 @@ import (
 
 	"github.com/arizuko/arizukod/groupfolder"
 	"github.com/arizuko/arizukod/mountsec"
-	"github.com/arizuko/arizukod/runtime"
+	"github.com/arizuko/arizukod/runtime/engine"
+	"github.com/arizuko/arizukod/runtime/runner"
 )
 
 // errRejected makes the exit status 1 after the table has been printed.
@@ -40,11 +41,11 @@ func cmdMounts(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	var extra []runtime.Mount
+	var extra []engine.Mount
 	for _, m := range plan.Mounts {
-		extra = append(extra, runtime.Mount{Source: m.HostPath, Target: m.ContainerPath, ReadOnly: m.ReadOnly})
+		extra = append(extra, engine.Mount{Source: m.HostPath, Target: m.ContainerPath, ReadOnly: m.ReadOnly})
 	}
-	table := runtime.MountTable(f, dirs, runtime.MountOptions{SkillsDir: lf.skillsDir, EnvFile: envFileIfPresent(b.Layout)}, extra)
+	table := runner.MountTable(f, dirs, runner.MountOptions{SkillsDir: lf.skillsDir, EnvFile: envFileIfPresent(b.Layout)}, extra)
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "HOST PATH\tCONTAINER PATH\tMODE\tORIGIN")
 	for _, m := range table {

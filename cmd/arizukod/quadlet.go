@@ -16,7 +16,8 @@ import (
 	"github.com/arizuko/arizukod/groupfolder"
 	"github.com/arizuko/arizukod/internal/atomicfile"
 	"github.com/arizuko/arizukod/quadlet"
-	"github.com/arizuko/arizukod/runtime"
+	"github.com/arizuko/arizukod/runtime/engine"
+	"github.com/arizuko/arizukod/runtime/runner"
 	"github.com/arizuko/arizukod/sidecar"
 	"github.com/arizuko/arizukod/turn"
 )
@@ -24,7 +25,7 @@ import (
 // quadletRunID is the io.arizuko.run label of the containers `arizukod quadlet` writes.
 const quadletRunID = "quadlet"
 
-// agentTmpfs is the /tmp of an agent container, as runtime.Runner mounts it.
+// agentTmpfs is the /tmp of an agent container, as runner.Runner mounts it.
 const agentTmpfs = "/tmp:rw,nosuid,nodev,size=256m,mode=1777"
 
 // cmdQuadlet writes Podman Quadlet .container units that reproduce a turn of a group: the
@@ -157,21 +158,21 @@ func quadletUnits(ctx context.Context, b *turn.Builder, f groupfolder.Folder, o 
 	return units, nil
 }
 
-// agentContainer is the container runtime.Runner makes for a turn of f, as a unit.
+// agentContainer is the container runner.Runner makes for a turn of f, as a unit.
 func agentContainer(layout groupfolder.Layout, f groupfolder.Folder, dirs groupfolder.Dirs, plan turn.Plan, o quadletOptions, instance string) (*quadlet.Container, error) {
 	cc := plan.Config
-	memory := int64(runtime.DefaultMemory)
+	memory := engine.DefaultLimits().MemoryBytes
 	if cc.Memory != "" {
 		var err error
 		if memory, err = config.ParseMemory(cc.Memory); err != nil {
 			return nil, fmt.Errorf("memory: %w", err)
 		}
 	}
-	cpus := float64(runtime.DefaultNanoCPUs) / 1e9
+	cpus := float64(engine.DefaultLimits().NanoCPUs) / 1e9
 	if cc.CPUs > 0 {
 		cpus = cc.CPUs
 	}
-	pids := int64(runtime.DefaultPidsLimit)
+	pids := engine.DefaultLimits().PidsLimit
 	if cc.Pids > 0 {
 		pids = cc.Pids
 	}
@@ -179,13 +180,13 @@ func agentContainer(layout groupfolder.Layout, f groupfolder.Folder, dirs groupf
 	if cc.Network != "" {
 		network = cc.Network
 	}
-	timeout := runtime.DefaultTimeout
+	timeout := config.DefaultRunTimeout
 	if cc.Timeout > 0 {
 		timeout = time.Duration(cc.Timeout) * time.Millisecond
 	}
-	var extra []runtime.Mount
+	var extra []engine.Mount
 	for _, m := range plan.Mounts {
-		extra = append(extra, runtime.Mount{Source: m.HostPath, Target: m.ContainerPath, ReadOnly: m.ReadOnly})
+		extra = append(extra, engine.Mount{Source: m.HostPath, Target: m.ContainerPath, ReadOnly: m.ReadOnly})
 	}
 	c := &quadlet.Container{
 		Description:   fmt.Sprintf("arizuko agent of %s", f),
@@ -197,7 +198,7 @@ func agentContainer(layout groupfolder.Layout, f groupfolder.Folder, dirs groupf
 			"HOME":                     "/root",
 			"ARIZUKO_FOLDER":           string(f),
 			"ARIZUKO_RUN_ID":           quadletRunID,
-			"ARIZUKO_QUERY_TIMEOUT_MS": strconv.FormatInt(runtime.QueryTimeout(timeout).Milliseconds(), 10),
+			"ARIZUKO_QUERY_TIMEOUT_MS": strconv.FormatInt(runner.QueryTimeout(timeout).Milliseconds(), 10),
 		},
 		Tmpfs:           []string{agentTmpfs},
 		Network:         []string{network},
@@ -208,18 +209,18 @@ func agentContainer(layout groupfolder.Layout, f groupfolder.Folder, dirs groupf
 		Memory:          strconv.FormatInt(memory, 10),
 		PidsLimit:       strconv.FormatInt(pids, 10),
 		Label: map[string]string{
-			runtime.LabelInstance: instance,
-			runtime.LabelFolder:   string(f),
-			runtime.LabelRun:      quadletRunID,
-			runtime.LabelRole:     "agent",
+			engine.LabelInstance: instance,
+			engine.LabelFolder:   string(f),
+			engine.LabelRun:      quadletRunID,
+			engine.LabelRole:     "agent",
 		},
 		Pull:       "never",
 		PodmanArgs: []string{"--cpus=" + strconv.FormatFloat(cpus, 'f', -1, 64)},
 	}
-	for _, r := range runtime.DefaultRlimits() {
+	for _, r := range engine.DefaultRlimits() {
 		c.Ulimit = append(c.Ulimit, fmt.Sprintf("%s=%d:%d", r.Type, r.Soft, r.Hard))
 	}
-	for _, m := range runtime.MountTable(f, dirs, runtime.MountOptions{SkillsDir: o.skillsDir, EnvFile: envFileIfPresent(layout)}, extra) {
+	for _, m := range runner.MountTable(f, dirs, runner.MountOptions{SkillsDir: o.skillsDir, EnvFile: envFileIfPresent(layout)}, extra) {
 		c.Mount = append(c.Mount, quadlet.BindMount(m.Source, m.Target, m.ReadOnly))
 	}
 	return c, nil

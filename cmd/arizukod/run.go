@@ -8,9 +8,10 @@ import (
 	"os"
 	"time"
 
+	"github.com/arizuko/arizukod/config"
 	"github.com/arizuko/arizukod/contract"
 	"github.com/arizuko/arizukod/groupfolder"
-	"github.com/arizuko/arizukod/runtime"
+	"github.com/arizuko/arizukod/runtime/runner"
 	"github.com/arizuko/arizukod/turn"
 )
 
@@ -42,7 +43,7 @@ func cmdRun(ctx context.Context, args []string) error {
 		folder  = fs.String("folder", "", "group folder, e.g. main or main/research (required)")
 		message = fs.String("message", "", "the message of the turn (required)")
 		image   = fs.String("image", defaultImage(), "agent image; runs never pull ($CONTAINER_IMAGE)")
-		timeout = fs.Duration("timeout", envDuration("RUNED_RUN_TIMEOUT", runtime.DefaultTimeout), "run timeout ($RUNED_RUN_TIMEOUT)")
+		timeout = fs.Duration("timeout", envDuration("RUNED_RUN_TIMEOUT", config.DefaultRunTimeout), "run timeout ($RUNED_RUN_TIMEOUT)")
 		sender  = fs.String("sender", "", "sender JID of the message")
 		chat    = fs.String("chat", "", "the chat the turn answers, where send_reply without a chat_jid goes")
 		session = fs.String("session", "", "session id to continue (default: the group's last)")
@@ -62,7 +63,7 @@ func cmdRun(ctx context.Context, args []string) error {
 	}
 	if !*local {
 		var t time.Duration
-		if *timeout != runtime.DefaultTimeout {
+		if *timeout != config.DefaultRunTimeout {
 			t = *timeout
 		}
 		return runDaemon(ctx, *socket, string(f), *message, *session, *sender, *chat, t)
@@ -76,7 +77,7 @@ func cmdRun(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	runner, err := runtime.NewRunner(runtime.Config{
+	r, err := runner.New(runner.Config{
 		Engine:    eng,
 		Info:      info,
 		Layout:    builder.Layout,
@@ -93,7 +94,7 @@ func cmdRun(ctx context.Context, args []string) error {
 	}
 	// The result is printed before the container's removal, which happens off the turn's
 	// critical path; wait for it before exiting.
-	defer runner.Close()
+	defer r.Close()
 	runID := fmt.Sprintf("local-%d", time.Now().UnixMilli())
 	t, err := builder.Build(ctx, turn.Request{
 		RunID: runID, Folder: f, SenderJID: *sender, ChatJID: *chat, SessionID: *session,
@@ -102,7 +103,7 @@ func cmdRun(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	res, err := runner.Run(ctx, t)
+	res, err := r.Run(ctx, t)
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package runtime
+package runner
 
 import (
 	"bytes"
@@ -14,9 +14,10 @@ import (
 
 	"github.com/arizuko/arizukod/contract"
 	"github.com/arizuko/arizukod/groupfolder"
+	"github.com/arizuko/arizukod/runtime/engine"
 )
 
-// scriptedEngine is an Engine whose one container behaves as a test scripts it: what its
+// scriptedEngine is an engine.Engine whose one container behaves as a test scripts it: what its
 // stdin does with the input, what it prints, how it exits. The real engines are in
 // runner_e2e_test.go; this one makes the moments between start and stdin exact.
 type scriptedEngine struct {
@@ -25,7 +26,7 @@ type scriptedEngine struct {
 	stdin  string
 	stdout string
 	exit   int
-	state  State // what Inspect says before the container ran (Adopt)
+	state  engine.State // what Inspect says before the container ran (Adopt)
 	// runs makes the container run until it is stopped.
 	runs    bool
 	stopped chan struct{}
@@ -36,12 +37,14 @@ type scriptedEngine struct {
 	removed bool
 }
 
-func (e *scriptedEngine) Info(context.Context) (Info, error)                { return Info{Name: "scripted"}, nil }
+func (e *scriptedEngine) Info(context.Context) (engine.Info, error) {
+	return engine.Info{Name: "scripted"}, nil
+}
 func (e *scriptedEngine) ImageExists(context.Context, string) (bool, error) { return true, nil }
 func (e *scriptedEngine) ImportImage(context.Context, string, io.Reader, []string) error {
 	return nil
 }
-func (e *scriptedEngine) Create(context.Context, Spec) (string, error) {
+func (e *scriptedEngine) Create(context.Context, engine.Spec) (string, error) {
 	return "c0ffee0000000000", nil
 }
 func (e *scriptedEngine) Start(context.Context, string) error          { return nil }
@@ -56,40 +59,37 @@ func (e *scriptedEngine) Remove(context.Context, string) error {
 	e.removed = true
 	return nil
 }
-func (e *scriptedEngine) List(context.Context, map[string]string) ([]Container, error) {
+func (e *scriptedEngine) List(context.Context, map[string]string) ([]engine.Container, error) {
 	return nil, nil
 }
-func (e *scriptedEngine) Wait(context.Context, string) (State, error) {
+func (e *scriptedEngine) Wait(context.Context, string) (engine.State, error) {
 	if e.runs {
 		<-e.stopped
 	}
-	return State{ExitCode: e.exit, Status: "exited", StartedAt: time.Now()}, nil
+	return engine.State{ExitCode: e.exit, Status: "exited", StartedAt: time.Now()}, nil
 }
-func (e *scriptedEngine) Inspect(context.Context, string) (State, error) {
-	if e.state != (State{}) {
+func (e *scriptedEngine) Inspect(context.Context, string) (engine.State, error) {
+	if e.state != (engine.State{}) {
 		return e.state, nil
 	}
-	return State{ExitCode: e.exit, Status: "exited", StartedAt: time.Now()}, nil
+	return engine.State{ExitCode: e.exit, Status: "exited", StartedAt: time.Now()}, nil
 }
 func (e *scriptedEngine) Logs(_ context.Context, _ string, stdout, _ io.Writer) error {
 	_, err := io.WriteString(stdout, e.stdout)
 	return err
 }
 
-func (e *scriptedEngine) Attach(context.Context, string) (*Attachment, error) {
+func (e *scriptedEngine) Attach(context.Context, string) (*engine.Attachment, error) {
 	e.closed = make(chan struct{})
 	var once sync.Once
-	return &Attachment{
-		Stdin: scriptedStdin{e},
-		copyOut: func(stdout, _ io.Writer) error {
-			if e.runs {
-				<-e.stopped
-			}
-			_, err := io.WriteString(stdout, e.stdout)
-			return err
-		},
-		closeFn: func() error { once.Do(func() { close(e.closed) }); return nil },
-	}, nil
+	copyOut := func(stdout, _ io.Writer) error {
+		if e.runs {
+			<-e.stopped
+		}
+		_, err := io.WriteString(stdout, e.stdout)
+		return err
+	}
+	return engine.NewAttachment(scriptedStdin{e}, copyOut, func() error { once.Do(func() { close(e.closed) }); return nil }), nil
 }
 
 type scriptedStdin struct{ e *scriptedEngine }
@@ -180,17 +180,17 @@ func TestAdoptInputNeverReached(t *testing.T) {
 	eof := answer(contract.StatusFatal, "read stdin: EOF")
 	cases := []struct {
 		name        string
-		state       State
+		state       engine.State
 		out         string
 		inputSent   bool
 		wantFailure Failure
 		wantStatus  contract.Status
 	}{
-		{"never started", State{Status: "created"}, "", false, FailNoInput, contract.StatusFatal},
-		{"never started, input recorded", State{Status: "created"}, "", true, FailNoInput, contract.StatusFatal},
-		{"EOF, input not recorded", State{}, eof, false, FailNoInput, contract.StatusFatal},
-		{"EOF, input recorded", State{}, eof, true, FailNone, contract.StatusFatal},
-		{"ok, input not recorded", State{}, answer(contract.StatusOK, "done"), false, FailNone, contract.StatusOK},
+		{"never started", engine.State{Status: "created"}, "", false, FailNoInput, contract.StatusFatal},
+		{"never started, input recorded", engine.State{Status: "created"}, "", true, FailNoInput, contract.StatusFatal},
+		{"EOF, input not recorded", engine.State{}, eof, false, FailNoInput, contract.StatusFatal},
+		{"EOF, input recorded", engine.State{}, eof, true, FailNone, contract.StatusFatal},
+		{"ok, input not recorded", engine.State{}, answer(contract.StatusOK, "done"), false, FailNone, contract.StatusOK},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -210,7 +210,7 @@ func TestAdoptInputNeverReached(t *testing.T) {
 	}
 }
 
-func scriptedRunner(t *testing.T, e Engine) *Runner {
+func scriptedRunner(t *testing.T, e engine.Engine) *Runner {
 	t.Helper()
 	layout, err := groupfolder.NewLayout(t.TempDir())
 	if err != nil {
@@ -219,7 +219,7 @@ func scriptedRunner(t *testing.T, e Engine) *Runner {
 	if _, err := layout.Ensure("main", os.Getuid(), os.Getgid()); err != nil {
 		t.Fatal(err)
 	}
-	r, err := NewRunner(Config{Engine: e, Layout: layout, Image: "img", Instance: "test", StopGrace: time.Millisecond})
+	r, err := New(Config{Engine: e, Layout: layout, Image: "img", Instance: "test", StopGrace: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
