@@ -73,6 +73,7 @@ type Engine struct {
 	down       error
 	seq        int
 	containers map[string]*container // by ID
+	all        []*container          // every container created, removed ones included
 	specs      []engine.Spec
 }
 
@@ -188,8 +189,10 @@ func (e *Engine) Create(_ context.Context, spec engine.Spec) (string, error) {
 	}
 	e.seq++
 	id := fmt.Sprintf("%064x", e.seq)
+	c := newContainer(id, spec, s)
 	e.specs = append(e.specs, spec)
-	e.containers[id] = newContainer(id, spec, s)
+	e.containers[id] = c
+	e.all = append(e.all, c)
 	return id, nil
 }
 
@@ -327,10 +330,23 @@ func (e *Engine) Specs() []engine.Spec {
 	return slices.Clone(e.specs)
 }
 
-// Stdin is what the container named name (or with that ID) read on its stdin.
+// record is the last container created with that name or ID, removed or not.
+func (e *Engine) record(name string) *container {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for i := len(e.all) - 1; i >= 0; i-- {
+		if c := e.all[i]; c.id == name || c.spec.Name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// Stdin is what the container named name (or with that ID) read on its stdin, removed
+// or not.
 func (e *Engine) Stdin(name string) string {
-	c, err := e.get(name)
-	if err != nil {
+	c := e.record(name)
+	if c == nil {
 		return ""
 	}
 	c.mu.Lock()
@@ -338,10 +354,11 @@ func (e *Engine) Stdin(name string) string {
 	return c.stdin.String()
 }
 
-// Signals are the signals the container named name (or with that ID) got, in order.
+// Signals are the signals the container named name (or with that ID) got, in order,
+// removed or not.
 func (e *Engine) Signals(name string) []string {
-	c, err := e.get(name)
-	if err != nil {
+	c := e.record(name)
+	if c == nil {
 		return nil
 	}
 	c.mu.Lock()
