@@ -2,12 +2,9 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"flag"
 	"fmt"
 	"os"
-	"path/filepath"
 
 	"github.com/arizuko/arizukod/runtime/detect"
 	"github.com/arizuko/arizukod/runtime/engine"
@@ -29,34 +26,4 @@ func (e *engineFlags) open(ctx context.Context) (engine.Engine, engine.Info, err
 		return nil, engine.Info{}, fmt.Errorf("--engine %q: must be podman or docker", e.kind)
 	}
 	return detect.Detect(ctx, e.kind, e.socket)
-}
-
-// defaultDataDir is $DATA_DIR, else /var/lib/arizuko for root, else $XDG_DATA_HOME/arizuko.
-func defaultDataDir() string {
-	if d := os.Getenv("DATA_DIR"); d != "" {
-		return d
-	}
-	if os.Geteuid() == 0 {
-		return "/var/lib/arizuko"
-	}
-	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
-		return filepath.Join(d, "arizuko")
-	}
-	home, _ := os.UserHomeDir()
-	return filepath.Join(home, ".local/share/arizuko")
-}
-
-// defaultImage is $CONTAINER_IMAGE, else the example agent.
-func defaultImage() string {
-	if v := os.Getenv("CONTAINER_IMAGE"); v != "" {
-		return v
-	}
-	return "localhost/arizuko-agent:latest"
-}
-
-// instanceLabel names the containers of one data directory, so two daemons on one engine
-// never clean up each other's.
-func instanceLabel(dataDir string) string {
-	sum := sha256.Sum256([]byte(filepath.Clean(dataDir)))
-	return hex.EncodeToString(sum[:6])
 }

@@ -8,10 +8,8 @@ import (
 	"os"
 	"time"
 
-	"github.com/arizuko/arizukod/config"
 	"github.com/arizuko/arizukod/contract"
 	"github.com/arizuko/arizukod/groupfolder"
-	"github.com/arizuko/arizukod/runtime/runner"
 	"github.com/arizuko/arizukod/turn"
 )
 
@@ -42,8 +40,7 @@ func cmdRun(ctx context.Context, args []string) error {
 		local   = fs.Bool("local", false, "run the turn in this process, without a daemon (otherwise: through the daemon's socket)")
 		folder  = fs.String("folder", "", "group folder, e.g. main or main/research (required)")
 		message = fs.String("message", "", "the message of the turn (required)")
-		image   = fs.String("image", defaultImage(), "agent image; runs never pull ($CONTAINER_IMAGE)")
-		timeout = fs.Duration("timeout", envDuration("RUNED_RUN_TIMEOUT", config.DefaultRunTimeout), "run timeout ($RUNED_RUN_TIMEOUT)")
+		timeout = fs.Duration("timeout", 0, "run timeout (default: the daemon's, run_timeout of the configuration, $RUNED_RUN_TIMEOUT)")
 		sender  = fs.String("sender", "", "sender JID of the message")
 		chat    = fs.String("chat", "", "the chat the turn answers, where send_reply without a chat_jid goes")
 		session = fs.String("session", "", "session id to continue (default: the group's last)")
@@ -62,11 +59,7 @@ func cmdRun(ctx context.Context, args []string) error {
 		return errors.New("--message: required")
 	}
 	if !*local {
-		var t time.Duration
-		if *timeout != config.DefaultRunTimeout {
-			t = *timeout
-		}
-		return runDaemon(ctx, *socket, string(f), *message, *session, *sender, *chat, t)
+		return runDaemon(ctx, *socket, string(f), *message, *session, *sender, *chat, *timeout)
 	}
 	builder, st, err := lf.open(ctx)
 	if err != nil {
@@ -77,18 +70,7 @@ func cmdRun(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	r, err := runner.New(runner.Config{
-		Engine:    eng,
-		Info:      info,
-		Layout:    builder.Layout,
-		Instance:  instanceLabel(builder.Layout.DataDir),
-		Image:     *image,
-		Timeout:   *timeout,
-		SkillsDir: lf.skillsDir,
-		// The operator's word from arizukod.toml, as the daemon has it.
-		Networks:       lf.limits.AllowedNetworks,
-		AllowUnlimited: lf.limits.AllowUnlimited,
-	})
+	r, err := lf.runner(eng, info, *timeout)
 	if err != nil {
 		return err
 	}
@@ -127,14 +109,4 @@ func cmdRun(ctx context.Context, args []string) error {
 		return errTurnFailed
 	}
 	return nil
-}
-
-// envDuration reads a Go duration from the environment, falling back to def.
-func envDuration(name string, def time.Duration) time.Duration {
-	if v := os.Getenv(name); v != "" {
-		if d, err := time.ParseDuration(v); err == nil {
-			return d
-		}
-	}
-	return def
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/arizuko/arizukod/groupfolder"
+	"github.com/arizuko/arizukod/mountsec"
 	"github.com/arizuko/arizukod/runtime/engine"
 )
 
@@ -14,6 +15,27 @@ type MountOptions struct {
 	SkillsDir string
 	WebDir    string
 	EnvFile   string
+}
+
+// NewMountOptions are the mount options of a data directory: the skills and web
+// directories given, and the filtered env file when the layout has one.
+func NewMountOptions(l groupfolder.Layout, skillsDir, webDir string) MountOptions {
+	o := MountOptions{SkillsDir: skillsDir, WebDir: webDir}
+	if env, err := l.EnvFile(); err == nil {
+		if fi, err := os.Stat(env); err == nil && fi.Mode().IsRegular() {
+			o.EnvFile = env
+		}
+	}
+	return o
+}
+
+// ExtraMounts are a group's validated additional mounts as mounts of its turns.
+func ExtraMounts(ms []mountsec.Mount) []engine.Mount {
+	var extra []engine.Mount
+	for _, m := range ms {
+		extra = append(extra, engine.Mount{Source: m.HostPath, Target: m.ContainerPath, ReadOnly: m.ReadOnly})
+	}
+	return extra
 }
 
 // MountTable is the mount table of a turn of f, in the order the engine gets it: the seed's
@@ -44,12 +66,7 @@ func MountTable(f groupfolder.Folder, d groupfolder.Dirs, o MountOptions, extra 
 
 // Mounts is MountTable for a turn of this runner, with every source checked.
 func (r *Runner) Mounts(f groupfolder.Folder, d groupfolder.Dirs, extra []engine.Mount) ([]engine.Mount, error) {
-	o := MountOptions{SkillsDir: r.cfg.SkillsDir, WebDir: r.cfg.WebDir}
-	if env, err := r.cfg.Layout.EnvFile(); err == nil {
-		if fi, err := os.Stat(env); err == nil && fi.Mode().IsRegular() {
-			o.EnvFile = env
-		}
-	}
+	o := NewMountOptions(r.cfg.Layout, r.cfg.SkillsDir, r.cfg.WebDir)
 	for _, e := range extra {
 		if !strings.HasPrefix(e.Target, "/workspace/extra/") {
 			return nil, fmt.Errorf("additional mount %s: target %q is not under /workspace/extra", e.Source, e.Target)
