@@ -280,28 +280,6 @@ func (s *Store) GetCursor(ctx context.Context, folder string) (Cursor, error) {
 	return c, nil
 }
 
-// ListCursors returns every folder's cursor, by folder: where parked inboxes
-// and their reasons are found.
-func (s *Store) ListCursors(ctx context.Context) ([]Cursor, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+cursorColumns+` FROM cursors ORDER BY folder`)
-	if err != nil {
-		return nil, fmt.Errorf("store: list cursors: %w", err)
-	}
-	defer rows.Close()
-	var out []Cursor
-	for rows.Next() {
-		c, err := scanCursor(rows)
-		if err != nil {
-			return nil, fmt.Errorf("store: list cursors: %w", err)
-		}
-		out = append(out, c)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: list cursors: %w", err)
-	}
-	return out, nil
-}
-
 // applyCursorUpdate applies u to folder's cursor; upTo is the last message id
 // CursorAdvance marks handled. It returns the cursor as it now is.
 func applyCursorUpdate(ctx context.Context, q querier, folder string, upTo int64, u CursorUpdate, now int64) (Cursor, error) {
@@ -334,74 +312,6 @@ func applyCursorUpdate(ctx context.Context, q querier, folder string, upTo int64
 		parked_reason = excluded.parked_reason, parked_at = excluded.parked_at, updated_at = excluded.updated_at`,
 		c.Folder, c.LastDoneID, c.Retries, c.LastError, c.NextAttemptAt, c.ParkedReason, nullInt(c.ParkedAt), c.UpdatedAt)
 	return c, err
-}
-
-// updateCursor applies u to folder's cursor in its own transaction.
-func (s *Store) updateCursor(ctx context.Context, folder string, upTo int64, u CursorUpdate) (Cursor, error) {
-	if folder == "" {
-		return Cursor{}, fmt.Errorf("folder: %w: empty", ErrInvalid)
-	}
-	if err := checkCursorUpdate(u); err != nil {
-		return Cursor{}, err
-	}
-	var c Cursor
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		var err error
-		c, err = applyCursorUpdate(ctx, tx, folder, upTo, u, s.nowMS())
-		return err
-	})
-	return c, err
-}
-
-// AdvanceCursor marks folder's messages up to toID handled, outside any run
-// (an operator skipping them, say). The cursor never moves back. toID must be
-// the id of one of folder's inbox messages (ErrInvalid), and no inbox run of
-// the folder may be open (ErrConflict): that run's FinishRun moves the cursor.
-func (s *Store) AdvanceCursor(ctx context.Context, folder string, toID int64) (Cursor, error) {
-	var c Cursor
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		var n int
-		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM inbox WHERE folder = ? AND id = ?`, folder, toID).Scan(&n); err != nil {
-			return err
-		}
-		if n == 0 {
-			return fmt.Errorf("to id: %w: %d is not a message of %q", ErrInvalid, toID, folder)
-		}
-		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM runs WHERE folder = ?
-			AND inbox_last IS NOT NULL AND state IN ('queued', 'running')`, folder).Scan(&n); err != nil {
-			return err
-		}
-		if n > 0 {
-			return fmt.Errorf("%w: an inbox run of %q is open", ErrConflict, folder)
-		}
-		var err error
-		c, err = applyCursorUpdate(ctx, tx, folder, toID, CursorUpdate{Op: CursorAdvance}, s.nowMS())
-		return err
-	})
-	if err != nil {
-		return Cursor{}, fmt.Errorf("store: advance cursor of %q: %w", folder, err)
-	}
-	return c, nil
-}
-
-// RecordFailure is CursorRetry outside FinishRun: it counts a failed attempt
-// at folder's pending messages, records reason, and delays the next attempt
-// by backoff, or parks the folder once Retries exceeds maxRetries.
-func (s *Store) RecordFailure(ctx context.Context, folder, reason string, backoff time.Duration, maxRetries int) (Cursor, error) {
-	c, err := s.updateCursor(ctx, folder, 0, CursorUpdate{Op: CursorRetry, Reason: reason, Backoff: backoff, MaxRetries: maxRetries})
-	if err != nil {
-		return Cursor{}, fmt.Errorf("store: record failure of %q: %w", folder, err)
-	}
-	return c, nil
-}
-
-// Park stops inbox runs of folder until Unpark, showing reason.
-func (s *Store) Park(ctx context.Context, folder, reason string) (Cursor, error) {
-	c, err := s.updateCursor(ctx, folder, 0, CursorUpdate{Op: CursorPark, Reason: reason})
-	if err != nil {
-		return Cursor{}, fmt.Errorf("store: park %q: %w", folder, err)
-	}
-	return c, nil
 }
 
 // Unpark lets inbox runs of folder resume at once: it clears the parked
