@@ -41,28 +41,6 @@ func (s *Store) AdvanceCursor(ctx context.Context, folder string, toID int64) (C
 	return c, nil
 }
 
-// ListCursors returns every folder's cursor, by folder: where parked inboxes
-// and their reasons are found.
-func (s *Store) ListCursors(ctx context.Context) ([]Cursor, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+cursorColumns+` FROM cursors ORDER BY folder`)
-	if err != nil {
-		return nil, fmt.Errorf("store: list cursors: %w", err)
-	}
-	defer rows.Close()
-	var out []Cursor
-	for rows.Next() {
-		c, err := scanCursor(rows)
-		if err != nil {
-			return nil, fmt.Errorf("store: list cursors: %w", err)
-		}
-		out = append(out, c)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: list cursors: %w", err)
-	}
-	return out, nil
-}
-
 // Park stops inbox runs of folder until Unpark, showing reason.
 func (s *Store) Park(ctx context.Context, folder, reason string) (Cursor, error) {
 	c, err := s.updateCursor(ctx, folder, 0, CursorUpdate{Op: CursorPark, Reason: reason})
@@ -81,15 +59,6 @@ func (s *Store) RecordFailure(ctx context.Context, folder, reason string, backof
 		return Cursor{}, fmt.Errorf("store: record failure of %q: %w", folder, err)
 	}
 	return c, nil
-}
-
-// ClearGrants forgets folder's grant rules, so GetGrants reports ErrNotFound
-// (defaults apply) again. Clearing a folder without rules is not an error.
-func (s *Store) ClearGrants(ctx context.Context, folder string) error {
-	if _, err := s.db.ExecContext(ctx, `DELETE FROM grant_sets WHERE folder = ?`, folder); err != nil {
-		return fmt.Errorf("store: clear grants of %q: %w", folder, err)
-	}
-	return nil
 }
 
 // DeleteGroup removes folder's registration: ErrNotFound if there is none,

@@ -237,3 +237,12 @@ func (s *Store) GetGrants(ctx context.Context, folder string) ([]string, error) 
 	}
 	return rules, nil
 }
+
+// ClearGrants forgets folder's grant rules, so GetGrants reports ErrNotFound
+// (defaults apply) again. Clearing a folder without rules is not an error.
+func (s *Store) ClearGrants(ctx context.Context, folder string) error {
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM grant_sets WHERE folder = ?`, folder); err != nil {
+		return fmt.Errorf("store: clear grants of %q: %w", folder, err)
+	}
+	return nil
+}

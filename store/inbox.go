@@ -280,6 +280,28 @@ func (s *Store) GetCursor(ctx context.Context, folder string) (Cursor, error) {
 	return c, nil
 }
 
+// ListCursors returns every folder's cursor, by folder: where parked inboxes
+// and their reasons are found.
+func (s *Store) ListCursors(ctx context.Context) ([]Cursor, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+cursorColumns+` FROM cursors ORDER BY folder`)
+	if err != nil {
+		return nil, fmt.Errorf("store: list cursors: %w", err)
+	}
+	defer rows.Close()
+	var out []Cursor
+	for rows.Next() {
+		c, err := scanCursor(rows)
+		if err != nil {
+			return nil, fmt.Errorf("store: list cursors: %w", err)
+		}
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: list cursors: %w", err)
+	}
+	return out, nil
+}
+
 // applyCursorUpdate applies u to folder's cursor; upTo is the last message id
 // CursorAdvance marks handled. It returns the cursor as it now is.
 func applyCursorUpdate(ctx context.Context, q querier, folder string, upTo int64, u CursorUpdate, now int64) (Cursor, error) {
