@@ -17,7 +17,7 @@ import (
 	"github.com/arizuko/arizukod/contract"
 	"github.com/arizuko/arizukod/internal/daemontest"
 	"github.com/arizuko/arizukod/internal/enginetest"
-	"github.com/arizuko/arizukod/runtime"
+	"github.com/arizuko/arizukod/runtime/engine"
 	"github.com/arizuko/arizukod/store"
 )
 
@@ -129,7 +129,7 @@ func testKill(t *testing.T, d *daemontest.Daemon) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := d.Eng.Inspect(ctx, run.Container); !errors.Is(err, runtime.ErrNoSuchContainer) {
+	if _, err := d.Eng.Inspect(ctx, run.Container); !errors.Is(err, engine.ErrNoSuchContainer) {
 		t.Errorf("container %s after the kill: inspect says %v, want no such container", run.Container, err)
 	}
 	if code, body, _ := d.Do(http.MethodDelete, "/v1/runs/"+run.ID, "", nil); code != http.StatusConflict {

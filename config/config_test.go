@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/arizuko/arizukod/mountsec"
+	"github.com/arizuko/arizukod/runtime/engine"
 )
 
 func env(kv ...string) func(string) string {
@@ -43,7 +44,7 @@ func systemDefaults() *Config {
 		Location:     time.Local,
 		RetryMax:     5,
 		RetryBackoff: 10 * time.Second,
-		Limits:       Limits{MemoryBytes: 1 << 30, NanoCPUs: 2e9, PidsLimit: 512, Network: "none"},
+		Limits:       Limits{Limits: engine.Limits{MemoryBytes: 1 << 30, NanoCPUs: 2e9, PidsLimit: 512, Network: "none"}},
 		Memory:       MemoryConf{DiaryMax: 14, EpisodesMax: 5},
 		Model:        ModelConf{Upstream: DefaultModelUpstream, CredentialsDir: "/etc/arizuko/credentials"},
 		Source:       SourceDefaults,

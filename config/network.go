@@ -5,16 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-)
 
-// The network modes a container may get besides a named network. Which of them an
-// engine has is the engine's business (runtime.Info.NetworkSupported); the names are
-// the same on every engine.
-const (
-	NetworkNone        = "none"
-	NetworkBridge      = "bridge"
-	NetworkSlirp4netns = "slirp4netns"
-	NetworkPasta       = "pasta"
+	"github.com/arizuko/arizukod/runtime/engine"
 )
 
 // ErrNetwork matches (errors.Is) every network CheckNetwork refuses.
@@ -22,7 +14,7 @@ var ErrNetwork = errors.New("network not allowed")
 
 // reservedNetworks are the engines' words for a network stack that is not the
 // container's own, or that is a mode rather than a network: never a named network.
-var reservedNetworks = []string{"host", "private", "default", "container", "ns", "slirp", NetworkNone, NetworkBridge, NetworkSlirp4netns, NetworkPasta}
+var reservedNetworks = []string{"host", "private", "default", "container", "ns", "slirp", engine.NetworkNone, engine.NetworkBridge, engine.NetworkSlirp4netns, engine.NetworkPasta}
 
 // CheckNetwork is the one rule for the network of every container arizukod makes: the
 // daemon's limits.network, a group's container_config.network, a sidecar's network, and
@@ -34,12 +26,12 @@ var reservedNetworks = []string{"host", "private", "default", "container", "ns",
 // that is not its own; any other name was not allowed by the operator.
 func CheckNetwork(name string, allowed []string) (string, error) {
 	switch name {
-	case "", NetworkNone:
-		return NetworkNone, nil
-	case NetworkBridge, NetworkSlirp4netns, NetworkPasta:
+	case "", engine.NetworkNone:
+		return engine.NetworkNone, nil
+	case engine.NetworkBridge, engine.NetworkSlirp4netns, engine.NetworkPasta:
 		return name, nil
 	case "slirp":
-		return NetworkSlirp4netns, nil
+		return engine.NetworkSlirp4netns, nil
 	case "host":
 		return "", fmt.Errorf("%w: \"host\" would give the agent the host's network; %s", ErrNetwork, networkHint)
 	}

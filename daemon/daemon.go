@@ -25,7 +25,9 @@ import (
 	"github.com/arizuko/arizukod/logging"
 	"github.com/arizuko/arizukod/mountsec"
 	"github.com/arizuko/arizukod/queue"
-	"github.com/arizuko/arizukod/runtime"
+	"github.com/arizuko/arizukod/runtime/detect"
+	"github.com/arizuko/arizukod/runtime/engine"
+	"github.com/arizuko/arizukod/runtime/runner"
 	"github.com/arizuko/arizukod/scheduler"
 	"github.com/arizuko/arizukod/sidecar"
 	"github.com/arizuko/arizukod/store"
@@ -38,12 +40,12 @@ type Daemon struct {
 	log     *slog.Logger
 	version string
 	store   *store.Store
-	engine  runtime.Engine
+	engine  engine.Engine
 	queue   *queue.Queue
-	runner  *runtime.Runner
+	runner  *runner.Runner
 
 	mu        sync.Mutex
-	info      runtime.Info
+	info      engine.Info
 	engineUp  bool
 	engErr    string
 	checkedAt time.Time // the last check of the engine
@@ -107,7 +109,7 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 		return err
 	}
 	defer d.store.Close()
-	d.runner, err = runtime.NewRunner(runtime.Config{
+	d.runner, err = runner.New(runner.Config{
 		Engine: d.engine, Layout: layout, Instance: cfg.Instance, Image: cfg.Image,
 		Timeout: cfg.RunTimeout, StopGrace: cfg.StopGrace, SkillsDir: existingDir(cfg.SkillsDir),
 		WebDir: existingDir(cfg.WebDir), Redact: secrets.Redact, Logger: log,
@@ -119,7 +121,7 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 	builder := &turn.Builder{
 		Layout: layout, Store: d.store, Allowlist: allow, AllowlistErr: allowErr, Skills: skills,
 		Location: cfg.Location, Networks: cfg.Limits.AllowedNetworks,
-		Limits:   runtime.Limits{MemoryBytes: cfg.Limits.MemoryBytes, NanoCPUs: cfg.Limits.NanoCPUs, PidsLimit: cfg.Limits.PidsLimit, Network: cfg.Limits.Network},
+		Limits:   cfg.Limits.Limits,
 		DiaryMax: cfg.Memory.DiaryMax, EpisodesMax: cfg.Memory.EpisodesMax, Logger: log,
 	}
 	sidecars, err := sidecar.New(ctx, sidecar.Options{Engine: d.engine, InfoFunc: d.engineInfo, Layout: layout,
@@ -200,15 +202,15 @@ func existingDir(p string) string {
 	return ""
 }
 
-func openEngine(cfg *config.Config) (runtime.Engine, error) {
+func openEngine(cfg *config.Config) (engine.Engine, error) {
 	if cfg.EngineSocket != "" {
 		kind := cfg.Engine
 		if kind == "" {
 			kind = "podman"
 		}
-		return runtime.Open(kind, cfg.EngineSocket)
+		return detect.Open(kind, cfg.EngineSocket)
 	}
-	return runtime.NewDetecting(cfg.Engine), nil
+	return detect.New(cfg.Engine), nil
 }
 
 // writeEnvFile filters the service's env file into data_dir/env/env for the containers and
@@ -240,7 +242,7 @@ func (d *Daemon) up() bool {
 	return d.engineUp
 }
 
-func (d *Daemon) engineInfo() runtime.Info {
+func (d *Daemon) engineInfo() engine.Info {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.info
@@ -349,7 +351,7 @@ func (d *Daemon) Health(ctx context.Context) api.HealthReport {
 }
 
 // limitsHealth is EngineHealth.Limits for an engine that answers.
-func limitsHealth(info runtime.Info, allowUnlimited bool) string {
+func limitsHealth(info engine.Info, allowUnlimited bool) string {
 	switch err := info.CheckLimits(allowUnlimited); {
 	case err != nil:
 		return err.Error()

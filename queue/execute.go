@@ -9,7 +9,7 @@ import (
 	"github.com/arizuko/arizukod/contract"
 	"github.com/arizuko/arizukod/groupfolder"
 	"github.com/arizuko/arizukod/logging"
-	"github.com/arizuko/arizukod/runtime"
+	"github.com/arizuko/arizukod/runtime/runner"
 	"github.com/arizuko/arizukod/store"
 	"github.com/arizuko/arizukod/turn"
 )
@@ -20,7 +20,7 @@ func (q *Queue) execute(ctx context.Context, run *store.Run, adoptContainer stri
 	log := q.log.With(logging.FieldRunID, run.ID, logging.FieldFolder, run.Folder)
 	f, err := groupfolder.Parse(run.Folder)
 	if err != nil {
-		q.finish(ctx, run, runtime.Result{Failure: runtime.FailMisconfig, Terminal: true,
+		q.finish(ctx, run, runner.Result{Failure: runner.FailMisconfig, Terminal: true,
 			Output: contract.Output{Status: contract.StatusFatal, Error: err.Error()}}, log)
 		return
 	}
@@ -85,11 +85,11 @@ func (q *Queue) execute(ctx context.Context, run *store.Run, adoptContainer stri
 		q.finish(ctx, run, killedOr(ctx, misconfig("%v", err)), log)
 		return
 	}
-	if res.Failure == runtime.FailDetached {
+	if res.Failure == runner.FailDetached {
 		log.Info("turn detached: the daemon is stopping; the next start adopts it", logging.FieldContainer, res.Container)
 		return
 	}
-	if res.Failure == runtime.FailNoInput && run.Attempt <= q.cfg.RetryMax {
+	if res.Failure == runner.FailNoInput && run.Attempt <= q.cfg.RetryMax {
 		// Nothing the agent did depended on the turn: run it again from the start, in a
 		// new container. A kill requested meanwhile refuses the requeue and ends it below.
 		if err := q.cfg.Store.RequeueRun(context.WithoutCancel(ctx), run.ID); err == nil {
@@ -97,10 +97,10 @@ func (q *Queue) execute(ctx context.Context, run *store.Run, adoptContainer stri
 			return
 		}
 	}
-	if res.Failure == runtime.FailEngine && container == "" && ctx.Err() != nil {
+	if res.Failure == runner.FailEngine && container == "" && ctx.Err() != nil {
 		res = killedOr(ctx, res)
 	}
-	if res.Failure == runtime.FailEngine {
+	if res.Failure == runner.FailEngine {
 		up := q.cfg.CheckEngine(context.WithoutCancel(ctx))
 		switch {
 		case container != "" && !up:
@@ -139,13 +139,13 @@ func (q *Queue) setContainer(id, container string) {
 
 // killedBeforeStart ends a run killed before it was in flight here without preparing it:
 // a new one never gets a container; an adopted container is stopped, collected and removed.
-func (q *Queue) killedBeforeStart(ctx context.Context, run *store.Run, f groupfolder.Folder, adoptContainer string) runtime.Result {
-	killed := killedOr(ctx, runtime.Result{})
+func (q *Queue) killedBeforeStart(ctx context.Context, run *store.Run, f groupfolder.Folder, adoptContainer string) runner.Result {
+	killed := killedOr(ctx, runner.Result{})
 	if adoptContainer == "" {
 		return killed
 	}
-	res, err := q.cfg.Runner.Adopt(ctx, runtime.Turn{RunID: run.ID, Folder: f}, adoptContainer, time.UnixMilli(run.StartedAt))
-	if err != nil || res.Failure == runtime.FailNoInput {
+	res, err := q.cfg.Runner.Adopt(ctx, runner.Turn{RunID: run.ID, Folder: f}, adoptContainer, time.UnixMilli(run.StartedAt))
+	if err != nil || res.Failure == runner.FailNoInput {
 		return killed
 	}
 	return res
@@ -153,15 +153,15 @@ func (q *Queue) killedBeforeStart(ctx context.Context, run *store.Run, f groupfo
 
 // killedOr is res, unless the run was killed (ctx is cancelled only by Kill): a failure
 // while the turn was being prepared is then the kill's doing, and the run ends killed.
-func killedOr(ctx context.Context, res runtime.Result) runtime.Result {
+func killedOr(ctx context.Context, res runner.Result) runner.Result {
 	if ctx.Err() == nil {
 		return res
 	}
-	return runtime.Result{Failure: runtime.FailKilled,
+	return runner.Result{Failure: runner.FailKilled,
 		Output: contract.Output{Status: contract.StatusFatal, Error: "run killed on request before its container started"}}
 }
 
-func misconfig(format string, args ...any) runtime.Result {
-	return runtime.Result{Failure: runtime.FailMisconfig, Terminal: true,
+func misconfig(format string, args ...any) runner.Result {
+	return runner.Result{Failure: runner.FailMisconfig, Terminal: true,
 		Output: contract.Output{Status: contract.StatusFatal, Error: fmt.Sprintf(format, args...)}}
 }

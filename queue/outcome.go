@@ -7,16 +7,16 @@ import (
 
 	"github.com/arizuko/arizukod/contract"
 	"github.com/arizuko/arizukod/logging"
-	"github.com/arizuko/arizukod/runtime"
+	"github.com/arizuko/arizukod/runtime/runner"
 	"github.com/arizuko/arizukod/store"
 )
 
 // finish records the end of a run with its cursor and session, and logs it.
-func (q *Queue) finish(ctx context.Context, run *store.Run, res runtime.Result, log *slog.Logger) {
+func (q *Queue) finish(ctx context.Context, run *store.Run, res runner.Result, log *slog.Logger) {
 	ctx = context.WithoutCancel(ctx)
 	o := outcome(run, res, q.cfg.RetryMax, q.retryBackoff(run.Attempt))
 	var code *int
-	if res.Container != "" && res.Failure != runtime.FailLost && res.Failure != runtime.FailEngine {
+	if res.Container != "" && res.Failure != runner.FailLost && res.Failure != runner.FailEngine {
 		c := res.ExitCode
 		code = &c
 	}
@@ -65,7 +65,7 @@ func (q *Queue) retryBackoff(attempt int) time.Duration {
 // outcome maps a runner Result to what the store records, with the cursor rule of seed
 // 000: ok and error advance the cursor, fatal rolls it back for a retry with backoff,
 // misconfiguration parks the folder (a retry would not help), a kill counts as handled.
-func outcome(run *store.Run, res runtime.Result, retryMax int, backoff time.Duration) store.Outcome {
+func outcome(run *store.Run, res runner.Result, retryMax int, backoff time.Duration) store.Outcome {
 	o := store.Outcome{
 		Status:       store.Status(res.Output.Status),
 		Failure:      storeFailure(res.Failure),
@@ -76,9 +76,9 @@ func outcome(run *store.Run, res runtime.Result, retryMax int, backoff time.Dura
 		SaveSession:  run.Kind != store.KindTask && res.Output.Status != contract.StatusFatal,
 	}
 	switch {
-	case res.Failure == runtime.FailKilled:
+	case res.Failure == runner.FailKilled:
 		o.State = store.RunKilled
-	case res.Failure != runtime.FailNone && res.Failure != runtime.FailTimeout || res.Output.Status == contract.StatusFatal:
+	case res.Failure != runner.FailNone && res.Failure != runner.FailTimeout || res.Output.Status == contract.StatusFatal:
 		o.State = store.RunError
 	default:
 		o.State = store.RunExited
@@ -90,7 +90,7 @@ func outcome(run *store.Run, res runtime.Result, retryMax int, backoff time.Dura
 		return o
 	}
 	switch {
-	case res.Failure == runtime.FailKilled, o.Status == store.StatusOK, o.Status == store.StatusError:
+	case res.Failure == runner.FailKilled, o.Status == store.StatusOK, o.Status == store.StatusError:
 		o.Cursor = store.CursorUpdate{Op: store.CursorAdvance}
 	case res.Terminal:
 		o.Cursor = store.CursorUpdate{Op: store.CursorPark, Reason: o.Error}
@@ -100,21 +100,21 @@ func outcome(run *store.Run, res runtime.Result, retryMax int, backoff time.Dura
 	return o
 }
 
-func storeFailure(f runtime.Failure) store.Failure {
+func storeFailure(f runner.Failure) store.Failure {
 	switch f {
-	case runtime.FailNone:
+	case runner.FailNone:
 		return store.FailureNone
-	case runtime.FailTimeout:
+	case runner.FailTimeout:
 		return store.FailureTimeout
-	case runtime.FailOOM:
+	case runner.FailOOM:
 		return store.FailureOOM
-	case runtime.FailMisconfig:
+	case runner.FailMisconfig:
 		return store.FailureMisconfig
-	case runtime.FailKilled:
+	case runner.FailKilled:
 		return store.FailureKilled
-	case runtime.FailLost:
+	case runner.FailLost:
 		return store.FailureLost
-	case runtime.FailNoOutput, runtime.FailBadOutput, runtime.FailNoInput:
+	case runner.FailNoOutput, runner.FailBadOutput, runner.FailNoInput:
 		return store.Failure(f)
 	}
 	return store.FailureEngine

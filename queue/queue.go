@@ -18,7 +18,8 @@ import (
 
 	"github.com/arizuko/arizukod/contract"
 	"github.com/arizuko/arizukod/groupfolder"
-	"github.com/arizuko/arizukod/runtime"
+	"github.com/arizuko/arizukod/runtime/engine"
+	"github.com/arizuko/arizukod/runtime/runner"
 	"github.com/arizuko/arizukod/store"
 	"github.com/arizuko/arizukod/turn"
 )
@@ -41,17 +42,17 @@ type Store interface {
 
 // Runner runs and adopts turns.
 type Runner interface {
-	Run(ctx context.Context, t runtime.Turn) (runtime.Result, error)
-	Adopt(ctx context.Context, t runtime.Turn, container string, startedAt time.Time) (runtime.Result, error)
+	Run(ctx context.Context, t runner.Turn) (runner.Result, error)
+	Adopt(ctx context.Context, t runner.Turn, container string, startedAt time.Time) (runner.Result, error)
 	Steer(ctx context.Context, f groupfolder.Folder, containerID string, msgs []contract.Message) error
-	RemoveLeftovers(ctx context.Context, keep func(runtime.Container) bool) ([]string, error)
+	RemoveLeftovers(ctx context.Context, keep func(engine.Container) bool) ([]string, error)
 	RetryRemovals(ctx context.Context)
 }
 
 // Turns runs one turn from start to end: plan, directories, the services that live as
 // long as its container, the container itself (turn.Builder.Run).
 type Turns interface {
-	Run(ctx context.Context, req turn.Request, r turn.Runner, w turn.Watch) (runtime.Result, error)
+	Run(ctx context.Context, req turn.Request, r turn.Runner, w turn.Watch) (runner.Result, error)
 }
 
 // Config is the queue's wiring and policy.
@@ -209,7 +210,7 @@ func (q *Queue) Steer(ctx context.Context, id string, msgs []contract.Message) e
 		return ErrNotRunning
 	}
 	err := q.cfg.Runner.Steer(ctx, folder, container, msgs)
-	if errors.Is(err, runtime.ErrNoSuchContainer) || errors.Is(err, runtime.ErrNotRunning) {
+	if errors.Is(err, engine.ErrNoSuchContainer) || errors.Is(err, runner.ErrNotRunning) {
 		// The run ended (or was killed) between the lookup and the signal.
 		return fmt.Errorf("%w: %v", ErrNotRunning, err)
 	}

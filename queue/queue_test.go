@@ -14,7 +14,8 @@ import (
 	"github.com/arizuko/arizukod/contract"
 	"github.com/arizuko/arizukod/groupfolder"
 	"github.com/arizuko/arizukod/queue"
-	"github.com/arizuko/arizukod/runtime"
+	"github.com/arizuko/arizukod/runtime/engine"
+	"github.com/arizuko/arizukod/runtime/runner"
 	"github.com/arizuko/arizukod/store"
 	"github.com/arizuko/arizukod/turn"
 )
@@ -28,38 +29,38 @@ type scripted struct {
 	started chan *container
 	mu      sync.Mutex
 	// leftovers are the containers the engine lists; removed what RemoveLeftovers removed.
-	leftovers []runtime.Container
+	leftovers []engine.Container
 	removed   []string
 	steered   []string
 }
 
 // container is one Run or Adopt in progress.
 type container struct {
-	turn    runtime.Turn
+	turn    runner.Turn
 	adopted string // the adopted container's name; "" for a Run
-	end     chan runtime.Result
+	end     chan runner.Result
 }
 
 func newScripted() *scripted { return &scripted{started: make(chan *container, 16)} }
 
-func (s *scripted) Run(ctx context.Context, t runtime.Turn) (runtime.Result, error) {
-	return s.wait(ctx, &container{turn: t, end: make(chan runtime.Result, 1)})
+func (s *scripted) Run(ctx context.Context, t runner.Turn) (runner.Result, error) {
+	return s.wait(ctx, &container{turn: t, end: make(chan runner.Result, 1)})
 }
 
-func (s *scripted) Adopt(ctx context.Context, t runtime.Turn, name string, _ time.Time) (runtime.Result, error) {
-	return s.wait(ctx, &container{turn: t, adopted: name, end: make(chan runtime.Result, 1)})
+func (s *scripted) Adopt(ctx context.Context, t runner.Turn, name string, _ time.Time) (runner.Result, error) {
+	return s.wait(ctx, &container{turn: t, adopted: name, end: make(chan runner.Result, 1)})
 }
 
-func (s *scripted) wait(ctx context.Context, c *container) (runtime.Result, error) {
+func (s *scripted) wait(ctx context.Context, c *container) (runner.Result, error) {
 	s.started <- c
 	select {
 	case res := <-c.end:
 		return res, nil
 	case <-ctx.Done():
-		return runtime.Result{RunID: c.turn.RunID, Container: c.name(), Failure: runtime.FailKilled,
+		return runner.Result{RunID: c.turn.RunID, Container: c.name(), Failure: runner.FailKilled,
 			Output: contract.Output{Status: contract.StatusFatal, Error: "killed"}}, nil
 	case <-c.turn.Detach:
-		return runtime.Result{RunID: c.turn.RunID, Container: c.name(), Failure: runtime.FailDetached}, nil
+		return runner.Result{RunID: c.turn.RunID, Container: c.name(), Failure: runner.FailDetached}, nil
 	}
 }
 
@@ -83,12 +84,12 @@ func (c *container) exit(status contract.Status, text string) {
 	if status != contract.StatusOK {
 		out = contract.Output{Status: status, Error: text}
 	}
-	c.end <- runtime.Result{RunID: c.turn.RunID, Container: c.name(), Output: out}
+	c.end <- runner.Result{RunID: c.turn.RunID, Container: c.name(), Output: out}
 }
 
 // fail ends the turn with a runner failure.
-func (c *container) fail(f runtime.Failure, container string) {
-	c.end <- runtime.Result{RunID: c.turn.RunID, Container: container, Failure: f,
+func (c *container) fail(f runner.Failure, container string) {
+	c.end <- runner.Result{RunID: c.turn.RunID, Container: container, Failure: f,
 		Output: contract.Output{Status: contract.StatusFatal, Error: string(f)}}
 }
 
@@ -99,7 +100,7 @@ func (s *scripted) Steer(_ context.Context, _ groupfolder.Folder, id string, _ [
 	return nil
 }
 
-func (s *scripted) RemoveLeftovers(_ context.Context, keep func(runtime.Container) bool) ([]string, error) {
+func (s *scripted) RemoveLeftovers(_ context.Context, keep func(engine.Container) bool) ([]string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var removed []string
@@ -149,7 +150,7 @@ type options struct {
 	// before runs on the store before the queue starts: what a previous daemon left.
 	before func(st *store.Store)
 	// leftovers are the containers of this instance the engine lists at the start.
-	leftovers []runtime.Container
+	leftovers []engine.Container
 }
 
 func newFixture(t *testing.T, o options, folders ...string) *fixture {
@@ -420,7 +421,7 @@ func TestMisconfigParks(t *testing.T) {
 	fx.inbox("main", "x")
 	c := fx.next()
 	c.create()
-	c.end <- runtime.Result{RunID: c.turn.RunID, Container: c.name(), Failure: runtime.FailMisconfig, Terminal: true, ExitCode: 126,
+	c.end <- runner.Result{RunID: c.turn.RunID, Container: c.name(), Failure: runner.FailMisconfig, Terminal: true, ExitCode: 126,
 		Output: contract.Output{Status: contract.StatusFatal, Error: "exit 126"}}
 	cur := fx.waitCursor("main", store.Cursor.Parked)
 	if runs := fx.runsOf("main"); len(runs) != 1 || cur.Retries != 0 || runs[0].Failure != store.FailureMisconfig || !runs[0].Terminal {
@@ -434,7 +435,7 @@ func TestNoInputRequeue(t *testing.T) {
 	fx := newFixture(t, options{}, "main")
 	id := fx.submit("main", "x")
 	c := fx.next()
-	c.fail(runtime.FailNoInput, c.name())
+	c.fail(runner.FailNoInput, c.name())
 	again := fx.next()
 	if again.turn.RunID != id {
 		t.Fatalf("started %s, want %s again", again.turn.RunID, id)
@@ -480,7 +481,7 @@ func TestDetachAndAdopt(t *testing.T) {
 
 	next := newFixture(t, options{
 		before:    func(st *store.Store) { copyRun(t, fx.st, st, id) },
-		leftovers: []runtime.Container{{Name: c.name()}, {Name: "arizuko-main-stale"}},
+		leftovers: []engine.Container{{Name: c.name()}, {Name: "arizuko-main-stale"}},
 	}, "main")
 	adopted := next.next()
 	if adopted.adopted != c.name() || adopted.turn.RunID != id {
@@ -533,7 +534,7 @@ func TestOrphan(t *testing.T) {
 	c.create()
 	fx.wait(id, func(r *store.Run) bool { return r.Container != "" })
 	fx.engine.set(false)
-	c.fail(runtime.FailEngine, c.name())
+	c.fail(runner.FailEngine, c.name())
 	fx.wait(id, func(*store.Run) bool { return fx.q.Running() == 0 })
 	if r, _ := fx.st.GetRun(context.Background(), id); r.State != store.RunRunning {
 		t.Fatalf("orphaned run: %+v, want it still running", r)
@@ -557,7 +558,7 @@ func TestEngineAwayRequeues(t *testing.T) {
 	id := fx.submit("main", "x")
 	c := fx.next()
 	fx.engine.set(false)
-	c.fail(runtime.FailEngine, "")
+	c.fail(runner.FailEngine, "")
 	if r := fx.wait(id, func(r *store.Run) bool { return r.State == store.RunQueued }); r.Attempt != 2 || r.Container != "" {
 		t.Fatalf("requeued %+v, want attempt 2 without a container", r)
 	}

@@ -4,7 +4,7 @@ import (
 	"context"
 
 	"github.com/arizuko/arizukod/logging"
-	"github.com/arizuko/arizukod/runtime"
+	"github.com/arizuko/arizukod/runtime/engine"
 )
 
 // reconcile runs once the engine first answers. The runs the store says are running were
@@ -22,7 +22,7 @@ func (q *Queue) reconcile(ctx context.Context) error {
 			adopt[r.Container] = true
 		}
 	}
-	removed, err := q.cfg.Runner.RemoveLeftovers(ctx, func(c runtime.Container) bool { return adopt[c.Name] })
+	removed, err := q.cfg.Runner.RemoveLeftovers(ctx, func(c engine.Container) bool { return adopt[c.Name] })
 	if err != nil {
 		return err
 	}

@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/arizuko/arizukod/runtime"
+	"github.com/arizuko/arizukod/runtime/runner"
 )
 
 // Runner runs a turn's container, or adopts one a previous daemon started.
 type Runner interface {
-	Run(ctx context.Context, t runtime.Turn) (runtime.Result, error)
-	Adopt(ctx context.Context, t runtime.Turn, container string, startedAt time.Time) (runtime.Result, error)
+	Run(ctx context.Context, t runner.Turn) (runner.Result, error)
+	Adopt(ctx context.Context, t runner.Turn, container string, startedAt time.Time) (runner.Result, error)
 }
 
 // Adoption is a container a previous daemon started for the run.
@@ -43,15 +43,15 @@ type Watch struct {
 // req.Adopt's adopted) by r, and the services are stopped once it is over. The caller
 // records the Result. The error is non-nil only when the turn could not be attempted: it
 // says "prepare turn" for what failed before the container, "run" for the runner's.
-func (b *Builder) Run(ctx context.Context, req Request, r Runner, w Watch) (runtime.Result, error) {
+func (b *Builder) Run(ctx context.Context, req Request, r Runner, w Watch) (runner.Result, error) {
 	t, plan, dirs, err := b.build(ctx, req)
 	if err != nil {
-		return runtime.Result{}, fmt.Errorf("prepare turn: %w", err)
+		return runner.Result{}, fmt.Errorf("prepare turn: %w", err)
 	}
 	if b.Services != nil {
 		stop, err := b.Services.start(ctx, req, plan, dirs, &t)
 		if err != nil {
-			return runtime.Result{}, fmt.Errorf("prepare turn: %w", err)
+			return runner.Result{}, fmt.Errorf("prepare turn: %w", err)
 		}
 		defer stop()
 	}
@@ -59,7 +59,7 @@ func (b *Builder) Run(ctx context.Context, req Request, r Runner, w Watch) (runt
 		w.OnReady()
 	}
 	t.OnCreated, t.OnInput, t.OnStderr, t.Detach = w.OnCreated, w.OnInput, w.OnStderr, w.Detach
-	var res runtime.Result
+	var res runner.Result
 	if a := req.Adopt; a != nil {
 		t.InputSent = a.InputSent
 		res, err = r.Adopt(ctx, t, a.Container, a.StartedAt)

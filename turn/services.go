@@ -11,7 +11,7 @@ import (
 	"github.com/arizuko/arizukod/groupfolder"
 	"github.com/arizuko/arizukod/ipc"
 	"github.com/arizuko/arizukod/logging"
-	"github.com/arizuko/arizukod/runtime"
+	"github.com/arizuko/arizukod/runtime/runner"
 	"github.com/arizuko/arizukod/scheduler"
 	"github.com/arizuko/arizukod/sidecar"
 	"github.com/arizuko/arizukod/store"
@@ -55,7 +55,7 @@ func (s *Services) location() *time.Location {
 
 // start starts the services of one turn and hands the agent what reaches them in t's
 // environment; the returned func stops them, the last started first.
-func (s *Services) start(ctx context.Context, req Request, plan Plan, dirs groupfolder.Dirs, t *runtime.Turn) (func(), error) {
+func (s *Services) start(ctx context.Context, req Request, plan Plan, dirs groupfolder.Dirs, t *runner.Turn) (func(), error) {
 	var stops []func()
 	stopAll := func() {
 		for i := len(stops) - 1; i >= 0; i-- {

@@ -22,7 +22,8 @@ import (
 	"github.com/arizuko/arizukod/groupfolder"
 	"github.com/arizuko/arizukod/memory"
 	"github.com/arizuko/arizukod/mountsec"
-	"github.com/arizuko/arizukod/runtime"
+	"github.com/arizuko/arizukod/runtime/engine"
+	"github.com/arizuko/arizukod/runtime/runner"
 	"github.com/arizuko/arizukod/session"
 	"github.com/arizuko/arizukod/sidecar"
 	"github.com/arizuko/arizukod/store"
@@ -54,7 +55,7 @@ type Builder struct {
 	Skills   fs.FS
 	Location *time.Location
 	// Limits are the daemon's defaults; a group's container config overrides them.
-	Limits runtime.Limits
+	Limits engine.Limits
 	// Networks are the named networks a group may name (limits.allowed_networks).
 	Networks    []string
 	DiaryMax    int
@@ -122,63 +123,63 @@ func (b *Builder) Plan(ctx context.Context, f groupfolder.Folder) (Plan, error) 
 // Build prepares the turn without starting anything: plan, directories, prompt, session,
 // grants. A rejected mount is an error (ErrRejectedMount) naming the mount and the rule:
 // the turn fails closed.
-func (b *Builder) Build(ctx context.Context, req Request) (runtime.Turn, error) {
+func (b *Builder) Build(ctx context.Context, req Request) (runner.Turn, error) {
 	t, _, _, err := b.build(ctx, req)
 	return t, err
 }
 
 // build is Build, with the plan it read and the directories it made, for the services.
-func (b *Builder) build(ctx context.Context, req Request) (runtime.Turn, Plan, groupfolder.Dirs, error) {
+func (b *Builder) build(ctx context.Context, req Request) (runner.Turn, Plan, groupfolder.Dirs, error) {
 	f := req.Folder
 	var dirs groupfolder.Dirs
 	plan, err := b.Plan(ctx, f)
 	if err != nil {
-		return runtime.Turn{}, plan, dirs, err
+		return runner.Turn{}, plan, dirs, err
 	}
 	if len(plan.Rejected) > 0 {
 		r := plan.Rejected[0]
-		return runtime.Turn{}, plan, dirs, fmt.Errorf("%w (%d of %d refused): %v", ErrRejectedMount, len(plan.Rejected), len(plan.Config.AdditionalMounts), r.Err)
+		return runner.Turn{}, plan, dirs, fmt.Errorf("%w (%d of %d refused): %v", ErrRejectedMount, len(plan.Rejected), len(plan.Config.AdditionalMounts), r.Err)
 	}
 	limits, err := b.limits(plan.Config)
 	if err != nil {
-		return runtime.Turn{}, plan, dirs, err
+		return runner.Turn{}, plan, dirs, err
 	}
-	var extra []runtime.Mount
+	var extra []engine.Mount
 	for _, m := range plan.Mounts {
 		if err := mountsec.Recheck(m); err != nil {
-			return runtime.Turn{}, plan, dirs, fmt.Errorf("%w: %v", ErrRejectedMount, err)
+			return runner.Turn{}, plan, dirs, fmt.Errorf("%w: %v", ErrRejectedMount, err)
 		}
-		extra = append(extra, runtime.Mount{Source: m.HostPath, Target: m.ContainerPath, ReadOnly: m.ReadOnly})
+		extra = append(extra, engine.Mount{Source: m.HostPath, Target: m.ContainerPath, ReadOnly: m.ReadOnly})
 	}
 	if dirs, err = b.Layout.Ensure(f, os.Getuid(), os.Getgid()); err != nil {
-		return runtime.Turn{}, plan, dirs, err
+		return runner.Turn{}, plan, dirs, err
 	}
 	prompt, err := b.Prompt(ctx, f, req.SenderJID)
 	if err != nil {
-		return runtime.Turn{}, plan, dirs, err
+		return runner.Turn{}, plan, dirs, err
 	}
 	sessionID := req.SessionID
 	if sessionID == "" && !req.Isolated && b.Store != nil {
 		if sessionID, err = b.Store.GetSession(ctx, string(f)); err != nil {
-			return runtime.Turn{}, plan, dirs, err
+			return runner.Turn{}, plan, dirs, err
 		}
 	}
 	grants, err := b.grants(ctx, f)
 	if err != nil {
-		return runtime.Turn{}, plan, dirs, err
+		return runner.Turn{}, plan, dirs, err
 	}
 	err = session.Seed(ctx, dirs.Session, session.Options{
 		Folder: string(f), Env: b.SettingsEnv, Skills: b.Skills, Sidecars: sidecar.Names(plan.Config.Sidecars),
 		Owner: &session.Owner{UID: os.Getuid(), GID: os.Getgid()}, Logger: b.Logger,
 	})
 	if err != nil {
-		return runtime.Turn{}, plan, dirs, fmt.Errorf("seed session of %s: %w", f, err)
+		return runner.Turn{}, plan, dirs, fmt.Errorf("seed session of %s: %w", f, err)
 	}
 	timeout := req.Timeout
 	if timeout <= 0 && plan.Config.Timeout > 0 {
 		timeout = time.Duration(plan.Config.Timeout) * time.Millisecond
 	}
-	return runtime.Turn{
+	return runner.Turn{
 		RunID:  req.RunID,
 		Folder: f,
 		TaskID: req.TaskID,
@@ -223,7 +224,7 @@ func (b *Builder) grants(ctx context.Context, f groupfolder.Folder) ([]string, e
 	return g, err
 }
 
-func (b *Builder) limits(c ContainerConfig) (runtime.Limits, error) {
+func (b *Builder) limits(c ContainerConfig) (engine.Limits, error) {
 	l := b.Limits
 	if c.Memory != "" {
 		m, err := config.ParseMemory(c.Memory)

@@ -15,7 +15,7 @@ import (
 	"github.com/arizuko/arizukod/groupfolder"
 	"github.com/arizuko/arizukod/internal/enginetest"
 	"github.com/arizuko/arizukod/mountsec"
-	"github.com/arizuko/arizukod/runtime"
+	"github.com/arizuko/arizukod/runtime/runner"
 	"github.com/arizuko/arizukod/store"
 	"github.com/arizuko/arizukod/turn"
 )
@@ -124,7 +124,7 @@ func TestAdditionalMountsFromInside(t *testing.T) {
 					if err != nil {
 						t.Fatalf("Build: %v", err)
 					}
-					r, err := runtime.NewRunner(runtime.Config{Engine: eng, Info: info, Layout: fx.layout, Image: image, Instance: "mounts-" + filepath.Base(fx.dataDir), Timeout: time.Minute})
+					r, err := runner.New(runner.Config{Engine: eng, Info: info, Layout: fx.layout, Image: image, Instance: "mounts-" + filepath.Base(fx.dataDir), Timeout: time.Minute})
 					if err != nil {
 						t.Fatal(err)
 					}

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/arizuko/arizukod/config"
 )
 
 // check is one doctor check: what it looks at, and the command that fixes a failure.
@@ -37,7 +39,7 @@ func cmdDoctor(ctx context.Context, args []string) error {
 	var o doctorOpts
 	var only multiFlag
 	o.ef.register(fs)
-	fs.StringVar(&o.dataDir, "data-dir", defaultDataDir(), "data directory ($DATA_DIR)")
+	fs.StringVar(&o.dataDir, "data-dir", "", "data directory (default: data_dir of arizukod.toml, $DATA_DIR)")
 	fs.Var(&only, "check", "run only this check (repeatable): engine, data-dir, journald, sidecars, limits, image, model")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -78,6 +80,13 @@ func checkEngine(ctx context.Context, o *doctorOpts) (string, error) {
 }
 
 func checkDataDir(_ context.Context, o *doctorOpts) (string, error) {
+	if o.dataDir == "" {
+		cfg, err := config.Load(serviceMode(), "", os.Getenv)
+		if err != nil {
+			return "", err
+		}
+		o.dataDir = cfg.DataDir
+	}
 	fi, err := os.Stat(o.dataDir)
 	if err != nil {
 		return "", err

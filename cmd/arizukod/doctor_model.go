@@ -19,10 +19,11 @@ func checkImage(ctx context.Context, o *doctorOpts) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("no engine to ask: %w", err)
 	}
-	image := defaultImage()
-	if cfg, err := config.Load(serviceMode(), "", os.Getenv); err == nil && os.Getenv("CONTAINER_IMAGE") == "" {
-		image = cfg.Image
+	cfg, err := config.Load(serviceMode(), "", os.Getenv)
+	if err != nil {
+		return "", err
 	}
+	image := cfg.Image
 	ok, err := eng.ImageExists(ctx, image)
 	if err != nil {
 		return "", err

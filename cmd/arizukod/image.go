@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/arizuko/arizukod/agentimage"
-	"github.com/arizuko/arizukod/runtime"
+	"github.com/arizuko/arizukod/runtime/engine"
 )
 
 const imageUsage = `usage: arizukod image <verb> [flags]
@@ -53,7 +53,7 @@ func imageImportStatic(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := runtime.ImportStatic(ctx, eng, *tag, fs.Arg(0)); err != nil {
+	if err := engine.ImportStatic(ctx, eng, *tag, fs.Arg(0)); err != nil {
 		return err
 	}
 	fmt.Printf("imported %s into %s %s at %s\n", *tag, info.Name, info.Version, info.Socket)

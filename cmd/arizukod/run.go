@@ -11,7 +11,6 @@ import (
 
 	"github.com/arizuko/arizukod/contract"
 	"github.com/arizuko/arizukod/groupfolder"
-	"github.com/arizuko/arizukod/runtime"
 	"github.com/arizuko/arizukod/turn"
 )
 
@@ -45,8 +44,7 @@ func runCommand(ctx context.Context, args []string, out io.Writer) error {
 		local   = fs.Bool("local", false, "run the turn in this process, without a daemon (otherwise: through the daemon's socket)")
 		folder  = fs.String("folder", "", "group folder, e.g. main or main/research (required)")
 		message = fs.String("message", "", "the message of the turn (required)")
-		image   = fs.String("image", defaultImage(), "agent image; runs never pull ($CONTAINER_IMAGE)")
-		timeout = fs.Duration("timeout", envDuration("RUNED_RUN_TIMEOUT", runtime.DefaultTimeout), "run timeout ($RUNED_RUN_TIMEOUT)")
+		timeout = fs.Duration("timeout", 0, "run timeout (default: the daemon's, run_timeout of the configuration, $RUNED_RUN_TIMEOUT)")
 		sender  = fs.String("sender", "", "sender JID of the message")
 		chat    = fs.String("chat", "", "the chat the turn answers, where send_reply without a chat_jid goes")
 		session = fs.String("session", "", "session id to continue (default: the group's last)")
@@ -65,11 +63,7 @@ func runCommand(ctx context.Context, args []string, out io.Writer) error {
 		return errors.New("--message: required")
 	}
 	if !*local {
-		var t time.Duration
-		if *timeout != runtime.DefaultTimeout {
-			t = *timeout
-		}
-		return runDaemon(ctx, *socket, string(f), *message, *session, *sender, *chat, t)
+		return runDaemon(ctx, *socket, string(f), *message, *session, *sender, *chat, *timeout)
 	}
 	builder, st, err := lf.open(ctx)
 	if err != nil {
@@ -80,24 +74,13 @@ func runCommand(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	runner, err := runtime.NewRunner(runtime.Config{
-		Engine:    eng,
-		Info:      info,
-		Layout:    builder.Layout,
-		Instance:  instanceLabel(builder.Layout.DataDir),
-		Image:     *image,
-		Timeout:   *timeout,
-		SkillsDir: lf.skillsDir,
-		// The operator's word from arizukod.toml, as the daemon has it.
-		Networks:       lf.limits.AllowedNetworks,
-		AllowUnlimited: lf.limits.AllowUnlimited,
-	})
+	r, err := lf.runner(eng, info, *timeout)
 	if err != nil {
 		return err
 	}
 	// The result is printed before the container's removal, which happens off the turn's
 	// critical path; wait for it before exiting.
-	defer runner.Close()
+	defer r.Close()
 	services, release, err := lf.services(ctx, builder, st, eng, info)
 	if err != nil {
 		return err
@@ -109,7 +92,7 @@ func runCommand(ctx context.Context, args []string, out io.Writer) error {
 	res, err := builder.Run(ctx, turn.Request{
 		RunID: fmt.Sprintf("local-%d", time.Now().UnixMilli()), Folder: f, SenderJID: *sender, ChatJID: *chat, SessionID: *session,
 		Messages: []contract.Message{{Role: "user", Content: *message}},
-	}, runner, turn.Watch{})
+	}, r, turn.Watch{})
 	if err != nil {
 		return err
 	}
@@ -118,7 +101,7 @@ func runCommand(ctx context.Context, args []string, out io.Writer) error {
 			return err
 		}
 	}
-	r := runResult{
+	result := runResult{
 		RunID: res.RunID, Folder: string(f), Container: res.Container,
 		Status: string(res.Output.Status), Result: res.Output.Result, NewSessionID: res.Output.NewSessionID,
 		Error: res.Output.Error, Failure: string(res.Failure), Terminal: res.Terminal,
@@ -126,21 +109,11 @@ func runCommand(ctx context.Context, args []string, out io.Writer) error {
 	}
 	enc := json.NewEncoder(out)
 	enc.SetIndent("", "  ")
-	if err := enc.Encode(r); err != nil {
+	if err := enc.Encode(result); err != nil {
 		return err
 	}
 	if res.Output.Status != contract.StatusOK {
 		return errTurnFailed
 	}
 	return nil
-}
-
-// envDuration reads a Go duration from the environment, falling back to def.
-func envDuration(name string, def time.Duration) time.Duration {
-	if v := os.Getenv(name); v != "" {
-		if d, err := time.ParseDuration(v); err == nil {
-			return d
-		}
-	}
-	return def
 }

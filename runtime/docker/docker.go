@@ -1,4 +1,7 @@
-package runtime
+// Package docker is the engine.Engine of the Docker Engine API (API 1.41 and later), the
+// fallback when no Podman answers. It translates an engine.Spec, with the hardening every
+// container gets, into Docker's create request; it must not decide anything about a turn.
+package docker
 
 import (
 	"context"
@@ -18,17 +21,18 @@ import (
 	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/arizuko/arizukod/config"
+	"github.com/arizuko/arizukod/runtime/engine"
 )
 
-// Docker is an Engine over the Docker Engine API: the fallback when no Podman answers.
+// Docker is an engine.Engine over the Docker Engine API: the fallback when no Podman answers.
 type Docker struct {
 	uri string
 	cli *client.Client
 }
 
-// NewDocker returns an engine for the Docker API at uri (unix:///var/run/docker.sock). The
+// New returns an engine for the Docker API at uri (unix:///var/run/docker.sock). The
 // API version is negotiated, so Docker 20.10 (API 1.41) and later work.
-func NewDocker(uri string) (*Docker, error) {
+func New(uri string) (*Docker, error) {
 	cli, err := client.NewClientWithOpts(client.WithHost(uri), client.WithAPIVersionNegotiation())
 	if err != nil {
 		return nil, fmt.Errorf("docker at %s: %w", uri, err)
@@ -43,26 +47,26 @@ func dockerErr(err error) error {
 	if client.IsErrNotFound(err) {
 		msg := err.Error()
 		if strings.Contains(msg, "image") {
-			return fmt.Errorf("%w: %v", ErrNoSuchImage, err)
+			return fmt.Errorf("%w: %v", engine.ErrNoSuchImage, err)
 		}
-		return fmt.Errorf("%w: %v", ErrNoSuchContainer, err)
+		return fmt.Errorf("%w: %v", engine.ErrNoSuchContainer, err)
 	}
 	return err
 }
 
-func (d *Docker) Info(ctx context.Context) (Info, error) {
+func (d *Docker) Info(ctx context.Context) (engine.Info, error) {
 	v, err := d.cli.ServerVersion(ctx)
 	if err != nil {
-		return Info{}, fmt.Errorf("docker at %s: %w", d.uri, err)
+		return engine.Info{}, fmt.Errorf("docker at %s: %w", d.uri, err)
 	}
 	info, err := d.cli.Info(ctx)
 	if err != nil {
-		return Info{}, fmt.Errorf("docker at %s: %w", d.uri, err)
+		return engine.Info{}, fmt.Errorf("docker at %s: %w", d.uri, err)
 	}
 	rootless := slices.ContainsFunc(info.SecurityOptions, func(s string) bool { return strings.Contains(s, "name=rootless") })
-	return Info{Name: "docker", Version: v.Version, APIVersion: v.APIVersion, Rootless: rootless, Socket: d.uri,
-		Networks: []string{config.NetworkBridge},
-		NoLimits: dockerNoLimits(info.MemoryLimit, info.CPUCfsQuota, info.PidsLimit, info.CgroupDriver)}, nil
+	return engine.Info{Name: "docker", Version: v.Version, APIVersion: v.APIVersion, Rootless: rootless, Socket: d.uri,
+		Networks: []string{engine.NetworkBridge},
+		NoLimits: noLimits(info.MemoryLimit, info.CPUCfsQuota, info.PidsLimit, info.CgroupDriver)}, nil
 }
 
 func (d *Docker) ImageExists(ctx context.Context, ref string) (bool, error) {
@@ -83,7 +87,7 @@ func (d *Docker) ImportImage(ctx context.Context, ref string, rootfs io.Reader, 
 	return err
 }
 
-func (d *Docker) Create(ctx context.Context, s Spec) (string, error) {
+func (d *Docker) Create(ctx context.Context, s engine.Spec) (string, error) {
 	cfg := &container.Config{
 		Image:        s.Image,
 		Env:          s.Env,
@@ -96,9 +100,11 @@ func (d *Docker) Create(ctx context.Context, s Spec) (string, error) {
 		AttachStdout: true,
 		AttachStderr: true,
 	}
-	network, err := engineNetwork(s)
+	// The last gate: whoever built the spec, the container never gets the host's network
+	// or another namespace's. Named networks are the caller's policy.
+	network, err := config.CheckNetwork(s.Network, []string{s.Network})
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("%w: %w", engine.ErrCreate, err)
 	}
 	hc := &container.HostConfig{
 		CapDrop:        []string{"ALL"},
@@ -131,30 +137,27 @@ func (d *Docker) Create(ctx context.Context, s Spec) (string, error) {
 	r, err := d.cli.ContainerCreate(ctx, cfg, hc, nil, nil, s.Name)
 	if err != nil {
 		err = dockerErr(err)
-		if errors.Is(err, ErrNoSuchImage) {
-			return "", fmt.Errorf("%w %s (runs never pull: import or build it first): %w", ErrNoSuchImage, s.Image, ErrCreate)
+		if errors.Is(err, engine.ErrNoSuchImage) {
+			return "", fmt.Errorf("%w %s (runs never pull: import or build it first): %w", engine.ErrNoSuchImage, s.Image, engine.ErrCreate)
 		}
 		if client.IsErrConnectionFailed(err) {
 			return "", err
 		}
-		return "", fmt.Errorf("%w: %v", ErrCreate, err)
+		return "", fmt.Errorf("%w: %v", engine.ErrCreate, err)
 	}
 	return r.ID, nil
 }
 
-func (d *Docker) Attach(ctx context.Context, id string) (*Attachment, error) {
+func (d *Docker) Attach(ctx context.Context, id string) (*engine.Attachment, error) {
 	hr, err := d.cli.ContainerAttach(ctx, id, container.AttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true})
 	if err != nil {
 		return nil, dockerErr(err)
 	}
-	return &Attachment{
-		Stdin: closeWriter{hr.Conn, hr.CloseWrite},
-		copyOut: func(stdout, stderr io.Writer) error {
-			_, err := stdcopy.StdCopy(stdout, stderr, hr.Reader)
-			return err
-		},
-		closeFn: func() error { hr.Close(); return nil },
-	}, nil
+	copyOut := func(stdout, stderr io.Writer) error {
+		_, err := stdcopy.StdCopy(stdout, stderr, hr.Reader)
+		return err
+	}
+	return engine.NewAttachment(closeWriter{hr.Conn, hr.CloseWrite}, copyOut, func() error { hr.Close(); return nil }), nil
 }
 
 type closeWriter struct {
@@ -178,23 +181,23 @@ func (d *Docker) Start(ctx context.Context, id string) error {
 	return dockerErr(d.cli.ContainerStart(ctx, id, container.StartOptions{}))
 }
 
-func (d *Docker) Wait(ctx context.Context, id string) (State, error) {
+func (d *Docker) Wait(ctx context.Context, id string) (engine.State, error) {
 	okc, errc := d.cli.ContainerWait(ctx, id, container.WaitConditionNotRunning)
 	select {
 	case <-okc:
 	case err := <-errc:
-		return State{}, dockerErr(err)
+		return engine.State{}, dockerErr(err)
 	}
 	return d.Inspect(ctx, id)
 }
 
-func (d *Docker) Inspect(ctx context.Context, id string) (State, error) {
+func (d *Docker) Inspect(ctx context.Context, id string) (engine.State, error) {
 	r, err := d.cli.ContainerInspect(ctx, id)
 	if err != nil {
-		return State{}, dockerErr(err)
+		return engine.State{}, dockerErr(err)
 	}
 	s := r.State
-	st := State{Running: s.Running, ExitCode: s.ExitCode, OOMKilled: s.OOMKilled, Status: string(s.Status), Error: s.Error}
+	st := engine.State{Running: s.Running, ExitCode: s.ExitCode, OOMKilled: s.OOMKilled, Status: string(s.Status), Error: s.Error}
 	st.StartedAt, _ = time.Parse(time.RFC3339Nano, s.StartedAt)
 	st.FinishedAt, _ = time.Parse(time.RFC3339Nano, s.FinishedAt)
 	return st, nil
@@ -211,13 +214,13 @@ func (d *Docker) Stop(ctx context.Context, id string, grace time.Duration) error
 
 func (d *Docker) Remove(ctx context.Context, id string) error {
 	err := dockerErr(d.cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true}))
-	if errors.Is(err, ErrNoSuchContainer) {
+	if errors.Is(err, engine.ErrNoSuchContainer) {
 		return nil
 	}
 	return err
 }
 
-func (d *Docker) List(ctx context.Context, labels map[string]string) ([]Container, error) {
+func (d *Docker) List(ctx context.Context, labels map[string]string) ([]engine.Container, error) {
 	f := filters.NewArgs()
 	for k, v := range labels {
 		f.Add("label", k+"="+v)
@@ -226,13 +229,13 @@ func (d *Docker) List(ctx context.Context, labels map[string]string) ([]Containe
 	if err != nil {
 		return nil, dockerErr(err)
 	}
-	out := make([]Container, 0, len(list))
+	out := make([]engine.Container, 0, len(list))
 	for _, c := range list {
 		name := ""
 		if len(c.Names) > 0 {
 			name = strings.TrimPrefix(c.Names[0], "/")
 		}
-		out = append(out, Container{ID: c.ID, Name: name, Labels: c.Labels, Running: c.State == "running", Created: time.Unix(c.Created, 0)})
+		out = append(out, engine.Container{ID: c.ID, Name: name, Labels: c.Labels, Running: c.State == "running", Created: time.Unix(c.Created, 0)})
 	}
 	return out, nil
 }

@@ -1,4 +1,4 @@
-package runtime
+package engine
 
 import (
 	"context"
@@ -81,7 +81,7 @@ type Spec struct {
 	Env         []string // KEY=VALUE
 	Mounts      []Mount
 	Tmpfs       []Tmpfs
-	Network     string // as config.CheckNetwork returns it; "" is none
+	Network     string // as config.CheckNetwork returns it: none, a mode or a named network
 	MemoryBytes int64
 	NanoCPUs    int64
 	PidsLimit   int64
@@ -121,6 +121,12 @@ type Attachment struct {
 	// copyOut demultiplexes stdout and stderr until the container's streams end.
 	copyOut func(stdout, stderr io.Writer) error
 	closeFn func() error
+}
+
+// NewAttachment is what an Engine's Attach returns: stdin, the function that copies the
+// container's stdout and stderr until both end, and the one that drops the connection.
+func NewAttachment(stdin io.WriteCloser, copyOut func(stdout, stderr io.Writer) error, close func() error) *Attachment {
+	return &Attachment{Stdin: stdin, copyOut: copyOut, closeFn: close}
 }
 
 // CopyOutput copies the container's stdout and stderr into the writers until both end.

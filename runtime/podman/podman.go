@@ -1,14 +1,14 @@
-package runtime
+// Package podman is the engine.Engine of Podman, over the libpod API through the Podman
+// bindings (Podman 4.3 and later). It translates an engine.Spec, with the hardening every
+// container gets, into a libpod spec; it must not decide anything about a turn.
+package podman
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
-	"net/http"
-	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -18,14 +18,14 @@ import (
 	"github.com/containers/podman/v5/pkg/bindings/images"
 	"github.com/containers/podman/v5/pkg/bindings/system"
 	"github.com/containers/podman/v5/pkg/specgen"
-	"github.com/docker/docker/pkg/stdcopy"
 	spec "github.com/opencontainers/runtime-spec/specs-go"
 	nettypes "go.podman.io/common/libnetwork/types"
 
 	"github.com/arizuko/arizukod/config"
+	"github.com/arizuko/arizukod/runtime/engine"
 )
 
-// Podman is an Engine over the libpod API, through the Podman bindings.
+// Podman is an engine.Engine over the libpod API, through the Podman bindings.
 type Podman struct {
 	uri string
 
@@ -33,9 +33,9 @@ type Podman struct {
 	conn context.Context // the bindings' connection, made on first use and after a failure
 }
 
-// NewPodman returns an engine for the libpod API at uri (unix:///run/podman/podman.sock,
+// New returns an engine for the libpod API at uri (unix:///run/podman/podman.sock,
 // tcp://host:port). It connects lazily, so an engine that is down now can answer later.
-func NewPodman(uri string) *Podman { return &Podman{uri: uri} }
+func New(uri string) *Podman { return &Podman{uri: uri} }
 
 // connCtx carries the caller's deadline and cancellation with the bindings' connection.
 type connCtx struct {
@@ -101,31 +101,31 @@ func podmanErr(err error) error {
 	msg := err.Error()
 	switch {
 	case strings.Contains(msg, "no such container"):
-		return fmt.Errorf("%w: %v", ErrNoSuchContainer, err)
+		return fmt.Errorf("%w: %v", engine.ErrNoSuchContainer, err)
 	case strings.Contains(msg, "image not known"), strings.Contains(msg, "no such image"):
-		return fmt.Errorf("%w: %v", ErrNoSuchImage, err)
+		return fmt.Errorf("%w: %v", engine.ErrNoSuchImage, err)
 	}
 	return err
 }
 
-func (p *Podman) Info(ctx context.Context) (Info, error) {
-	var info Info
+func (p *Podman) Info(ctx context.Context) (engine.Info, error) {
+	var info engine.Info
 	err := p.call(ctx, func(ctx context.Context) error {
 		i, err := system.Info(ctx, nil)
 		if err != nil {
 			return err
 		}
 		h := i.Host
-		info = Info{Name: "podman", Version: i.Version.Version, APIVersion: i.Version.APIVersion, Rootless: h.Security.Rootless, Socket: p.uri,
-			Networks: []string{config.NetworkBridge},
-			NoLimits: podmanNoLimits(h.Security.Rootless, h.CgroupsVersion, h.CgroupManager, h.CgroupControllers)}
+		info = engine.Info{Name: "podman", Version: i.Version.Version, APIVersion: i.Version.APIVersion, Rootless: h.Security.Rootless, Socket: p.uri,
+			Networks: []string{engine.NetworkBridge},
+			NoLimits: noLimits(h.Security.Rootless, h.CgroupsVersion, h.CgroupManager, h.CgroupControllers)}
 		// A server older than the bindings leaves out what it does not know: Podman 4.3
 		// has no pasta, so it reports none.
 		if h.Slirp4NetNS.Executable != "" {
-			info.Networks = append(info.Networks, config.NetworkSlirp4netns)
+			info.Networks = append(info.Networks, engine.NetworkSlirp4netns)
 		}
 		if h.Pasta.Executable != "" {
-			info.Networks = append(info.Networks, config.NetworkPasta)
+			info.Networks = append(info.Networks, engine.NetworkPasta)
 		}
 		return nil
 	})
@@ -149,7 +149,7 @@ func (p *Podman) ImportImage(ctx context.Context, ref string, rootfs io.Reader, 
 	})
 }
 
-func (p *Podman) Create(ctx context.Context, s Spec) (string, error) {
+func (p *Podman) Create(ctx context.Context, s engine.Spec) (string, error) {
 	g := specgen.NewSpecGenerator(s.Image, false)
 	g.Name = s.Name
 	g.Labels = s.Labels
@@ -164,18 +164,20 @@ func (p *Podman) Create(ctx context.Context, s Spec) (string, error) {
 	g.User = s.User
 	g.WorkDir = s.WorkingDir
 	g.LogConfiguration = &specgen.LogConfig{Driver: "k8s-file", Size: s.LogMaxBytes}
-	network, err := engineNetwork(s)
+	// The last gate: whoever built the spec, the container never gets the host's network
+	// or another namespace's. Named networks are the caller's policy.
+	network, err := config.CheckNetwork(s.Network, []string{s.Network})
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("%w: %w", engine.ErrCreate, err)
 	}
 	switch network {
-	case config.NetworkNone:
+	case engine.NetworkNone:
 		g.NetNS = specgen.Namespace{NSMode: specgen.NoNetwork}
-	case config.NetworkBridge:
+	case engine.NetworkBridge:
 		g.NetNS = specgen.Namespace{NSMode: specgen.Bridge}
-	case config.NetworkSlirp4netns:
+	case engine.NetworkSlirp4netns:
 		g.NetNS = specgen.Namespace{NSMode: specgen.Slirp}
-	case config.NetworkPasta:
+	case engine.NetworkPasta:
 		g.NetNS = specgen.Namespace{NSMode: specgen.Pasta}
 	default:
 		g.NetNS = specgen.Namespace{NSMode: specgen.Bridge}
@@ -217,13 +219,13 @@ func (p *Podman) Create(ctx context.Context, s Spec) (string, error) {
 		return nil
 	})
 	if err != nil {
-		if errors.Is(err, ErrNoSuchImage) {
-			return "", fmt.Errorf("%w %s (runs never pull: import or build it first): %w", ErrNoSuchImage, s.Image, ErrCreate)
+		if errors.Is(err, engine.ErrNoSuchImage) {
+			return "", fmt.Errorf("%w %s (runs never pull: import or build it first): %w", engine.ErrNoSuchImage, s.Image, engine.ErrCreate)
 		}
 		if isTransport(err) {
 			return "", err
 		}
-		return "", fmt.Errorf("%w: %v", ErrCreate, err)
+		return "", fmt.Errorf("%w: %v", engine.ErrCreate, err)
 	}
 	return id, nil
 }
@@ -232,26 +234,26 @@ func (p *Podman) Start(ctx context.Context, id string) error {
 	return p.call(ctx, func(ctx context.Context) error { return containers.Start(ctx, id, nil) })
 }
 
-func (p *Podman) Wait(ctx context.Context, id string) (State, error) {
+func (p *Podman) Wait(ctx context.Context, id string) (engine.State, error) {
 	err := p.call(ctx, func(ctx context.Context) error {
 		_, err := containers.Wait(ctx, id, new(containers.WaitOptions).WithConditions([]string{"stopped", "exited"}))
 		return err
 	})
 	if err != nil {
-		return State{}, err
+		return engine.State{}, err
 	}
 	return p.Inspect(ctx, id)
 }
 
-func (p *Podman) Inspect(ctx context.Context, id string) (State, error) {
-	var st State
+func (p *Podman) Inspect(ctx context.Context, id string) (engine.State, error) {
+	var st engine.State
 	err := p.call(ctx, func(ctx context.Context) error {
 		d, err := containers.Inspect(ctx, id, new(containers.InspectOptions).WithSize(false))
 		if err != nil {
 			return err
 		}
 		s := d.State
-		st = State{Running: s.Running, ExitCode: int(s.ExitCode), OOMKilled: s.OOMKilled, Status: s.Status, Error: s.Error, StartedAt: s.StartedAt, FinishedAt: s.FinishedAt}
+		st = engine.State{Running: s.Running, ExitCode: int(s.ExitCode), OOMKilled: s.OOMKilled, Status: s.Status, Error: s.Error, StartedAt: s.StartedAt, FinishedAt: s.FinishedAt}
 		return nil
 	})
 	return st, err
@@ -274,14 +276,14 @@ func (p *Podman) Remove(ctx context.Context, id string) error {
 		_, err := containers.Remove(ctx, id, new(containers.RemoveOptions).WithForce(true).WithVolumes(true).WithIgnore(true))
 		return err
 	})
-	if errors.Is(err, ErrNoSuchContainer) {
+	if errors.Is(err, engine.ErrNoSuchContainer) {
 		return nil
 	}
 	return err
 }
 
-func (p *Podman) List(ctx context.Context, labels map[string]string) ([]Container, error) {
-	var out []Container
+func (p *Podman) List(ctx context.Context, labels map[string]string) ([]engine.Container, error) {
+	var out []engine.Container
 	err := p.call(ctx, func(ctx context.Context) error {
 		var filter []string
 		for k, v := range labels {
@@ -296,7 +298,7 @@ func (p *Podman) List(ctx context.Context, labels map[string]string) ([]Containe
 			if len(c.Names) > 0 {
 				name = c.Names[0]
 			}
-			out = append(out, Container{ID: c.ID, Name: name, Labels: c.Labels, Running: c.State == "running", Created: c.Created})
+			out = append(out, engine.Container{ID: c.ID, Name: name, Labels: c.Labels, Running: c.State == "running", Created: c.Created})
 		}
 		return nil
 	})
@@ -321,86 +323,6 @@ func (p *Podman) Logs(ctx context.Context, id string, stdout, stderr io.Writer) 
 			}
 		}
 	})
-}
-
-// Attach speaks the libpod attach endpoint on a connection of its own. The bindings'
-// containers.Attach swaps the transport of the shared client while it dials (podman marks
-// it "one giant race condition"), which concurrent turns cannot afford, and inspects the
-// container first, which a turn does not need.
-func (p *Podman) Attach(ctx context.Context, id string) (*Attachment, error) {
-	path := "/v4.0.0/libpod/containers/" + url.PathEscape(id) + "/attach?stream=true&stdin=true&stdout=true&stderr=true"
-	return hijack(ctx, p.uri, path, p.forget)
-}
-
-// hijack sends an HTTP upgrade request on a fresh connection to the engine at uri and
-// returns the raw stream, multiplexed in Docker's 8-byte-header framing (both engines use it
-// for a container without a terminal).
-func hijack(ctx context.Context, uri, path string, onErr func(error)) (*Attachment, error) {
-	conn, err := dialEngine(ctx, uri)
-	if err != nil {
-		onErr(err)
-		return nil, err
-	}
-	if dl, ok := ctx.Deadline(); ok {
-		conn.SetDeadline(dl)
-	}
-	req, _ := http.NewRequest(http.MethodPost, "http://d"+path, nil)
-	req.Header.Set("Connection", "Upgrade")
-	req.Header.Set("Upgrade", "tcp")
-	if err := req.Write(conn); err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("attach %s: %w", path, err)
-	}
-	br := bufio.NewReader(conn)
-	resp, err := http.ReadResponse(br, req)
-	if err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("attach %s: %w", path, err)
-	}
-	if resp.StatusCode != http.StatusSwitchingProtocols && resp.StatusCode != http.StatusOK {
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		conn.Close()
-		err := fmt.Errorf("attach: engine answered %s: %s", resp.Status, strings.TrimSpace(string(body)))
-		if resp.StatusCode == http.StatusNotFound {
-			err = fmt.Errorf("%w: %v", ErrNoSuchContainer, err)
-		}
-		return nil, err
-	}
-	conn.SetDeadline(time.Time{})
-	return &Attachment{
-		Stdin: halfCloser{conn},
-		copyOut: func(stdout, stderr io.Writer) error {
-			_, err := stdcopy.StdCopy(stdout, stderr, br)
-			return err
-		},
-		closeFn: conn.Close,
-	}, nil
-}
-
-// halfCloser closes only the write side, so the container sees EOF on stdin while its
-// output keeps flowing.
-type halfCloser struct{ net.Conn }
-
-func (h halfCloser) Close() error {
-	if cw, ok := h.Conn.(interface{ CloseWrite() error }); ok {
-		return cw.CloseWrite()
-	}
-	return nil
-}
-
-func dialEngine(ctx context.Context, uri string) (net.Conn, error) {
-	u, err := url.Parse(uri)
-	if err != nil {
-		return nil, fmt.Errorf("engine URI %q: %w", uri, err)
-	}
-	var d net.Dialer
-	switch u.Scheme {
-	case "unix":
-		return d.DialContext(ctx, "unix", u.Path)
-	case "tcp":
-		return d.DialContext(ctx, "tcp", u.Host)
-	}
-	return nil, fmt.Errorf("engine URI %q: scheme %q is not supported (use unix:// or tcp://)", uri, u.Scheme)
 }
 
 func isTransport(err error) bool {

@@ -1,4 +1,4 @@
-package runtime_test
+package runner_test
 
 import (
 	"context"
@@ -15,21 +15,22 @@ import (
 	"github.com/arizuko/arizukod/contract"
 	"github.com/arizuko/arizukod/groupfolder"
 	"github.com/arizuko/arizukod/internal/enginetest"
-	"github.com/arizuko/arizukod/runtime"
+	"github.com/arizuko/arizukod/runtime/engine"
+	"github.com/arizuko/arizukod/runtime/runner"
 )
 
 // harness is one engine with a runner over a fresh data directory.
 type harness struct {
 	t      *testing.T
 	name   string
-	eng    runtime.Engine
-	info   runtime.Info
-	runner *runtime.Runner
+	eng    engine.Engine
+	info   engine.Info
+	runner *runner.Runner
 	layout groupfolder.Layout
-	cfg    runtime.Config
+	cfg    runner.Config
 }
 
-func newHarness(t *testing.T, e enginetest.Engine, mod func(*runtime.Config)) *harness {
+func newHarness(t *testing.T, e enginetest.Engine, mod func(*runner.Config)) *harness {
 	t.Helper()
 	eng, info := e.Open(t)
 	image := enginetest.EnsureAgentImage(t, e, eng)
@@ -42,7 +43,7 @@ func newHarness(t *testing.T, e enginetest.Engine, mod func(*runtime.Config)) *h
 	if err := os.MkdirAll(filepath.Join(skills, "diary"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	cfg := runtime.Config{
+	cfg := runner.Config{
 		Engine: eng, Info: info, Layout: layout, Image: image,
 		Instance:  "test-" + filepath.Base(dataDir),
 		SkillsDir: skills, StopGrace: time.Second, Timeout: time.Minute,
@@ -50,7 +51,7 @@ func newHarness(t *testing.T, e enginetest.Engine, mod func(*runtime.Config)) *h
 	if mod != nil {
 		mod(&cfg)
 	}
-	r, err := runtime.NewRunner(cfg)
+	r, err := runner.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +64,7 @@ func (h *harness) assertNoLeftovers() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	h.runner.Close()
-	list, err := h.eng.List(ctx, map[string]string{runtime.LabelInstance: h.cfg.Instance})
+	list, err := h.eng.List(ctx, map[string]string{engine.LabelInstance: h.cfg.Instance})
 	if err != nil {
 		h.t.Errorf("%s: list containers: %v", h.name, err)
 		return
@@ -74,13 +75,13 @@ func (h *harness) assertNoLeftovers() {
 	}
 }
 
-func (h *harness) turn(folder, message string, mod func(*runtime.Turn)) runtime.Result {
+func (h *harness) turn(folder, message string, mod func(*runner.Turn)) runner.Result {
 	h.t.Helper()
 	f, err := groupfolder.Parse(folder)
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	t := runtime.Turn{RunID: "r-" + strings.ReplaceAll(h.t.Name(), "/", "-"), Folder: f,
+	t := runner.Turn{RunID: "r-" + strings.ReplaceAll(h.t.Name(), "/", "-"), Folder: f,
 		Input: contract.Input{Messages: []contract.Message{{Role: "user", Content: message}}}}
 	if mod != nil {
 		mod(&t)
@@ -218,7 +219,7 @@ func TestContractEdges(t *testing.T) {
 	cases := []struct {
 		message    string
 		status     contract.Status
-		failure    runtime.Failure
+		failure    runner.Failure
 		terminal   bool
 		resultHas  string
 		errorHas   string
@@ -229,20 +230,20 @@ func TestContractEdges(t *testing.T) {
 		{message: "noise", status: contract.StatusOK, resultHas: "after noise"},
 		{message: "error bad day", status: contract.StatusError, errorHas: "bad day"},
 		{message: "fatal lost", status: contract.StatusFatal, errorHas: "lost"},
-		{message: "silent", status: contract.StatusFatal, failure: runtime.FailNoOutput, errorHas: "no output block"},
-		{message: "badjson", status: contract.StatusFatal, failure: runtime.FailBadOutput, errorHas: "not valid contract JSON"},
+		{message: "silent", status: contract.StatusFatal, failure: runner.FailNoOutput, errorHas: "no output block"},
+		{message: "badjson", status: contract.StatusFatal, failure: runner.FailBadOutput, errorHas: "not valid contract JSON"},
 		{message: "flood 8MB", status: contract.StatusOK, resultHas: "flooded 8388608 bytes"},
-		{message: "exit 126", status: contract.StatusFatal, failure: runtime.FailMisconfig, terminal: true, errorHas: "exited 126"},
-		{message: "exit 3", status: contract.StatusFatal, failure: runtime.FailNoOutput, errorHas: "exit 3"},
-		{message: "hang 5m", status: contract.StatusFatal, failure: runtime.FailTimeout, errorHas: "run timeout", timeout: 4 * time.Second},
-		{message: "flood forever", status: contract.StatusFatal, failure: runtime.FailTimeout, errorHas: "run timeout", timeout: 5 * time.Second},
+		{message: "exit 126", status: contract.StatusFatal, failure: runner.FailMisconfig, terminal: true, errorHas: "exited 126"},
+		{message: "exit 3", status: contract.StatusFatal, failure: runner.FailNoOutput, errorHas: "exit 3"},
+		{message: "hang 5m", status: contract.StatusFatal, failure: runner.FailTimeout, errorHas: "run timeout", timeout: 4 * time.Second},
+		{message: "flood forever", status: contract.StatusFatal, failure: runner.FailTimeout, errorHas: "run timeout", timeout: 5 * time.Second},
 	}
 	for _, e := range enginetest.Rootful(t) {
 		t.Run(e.Name, func(t *testing.T) {
 			h := newHarness(t, e, nil)
 			for _, c := range cases {
 				t.Run(strings.Fields(c.message)[0]+"-"+strings.Join(strings.Fields(c.message)[1:], "-"), func(t *testing.T) {
-					res := h.turn("main", c.message, func(tn *runtime.Turn) { tn.Timeout = c.timeout })
+					res := h.turn("main", c.message, func(tn *runner.Turn) { tn.Timeout = c.timeout })
 					o := res.Output
 					if o.Status != c.status || res.Failure != c.failure || res.Terminal != c.terminal {
 						t.Fatalf("got status %q failure %q terminal %v (%s); want %q %q %v", o.Status, res.Failure, res.Terminal, o.Error, c.status, c.failure, c.terminal)
@@ -267,7 +268,7 @@ func TestContractEdges(t *testing.T) {
 func TestSoftDeadline(t *testing.T) {
 	e := enginetest.Rootful(t)[0]
 	h := newHarness(t, e, nil)
-	res := h.turn("main", "sleep 5m", func(tn *runtime.Turn) { tn.Timeout = 6 * time.Second })
+	res := h.turn("main", "sleep 5m", func(tn *runner.Turn) { tn.Timeout = 6 * time.Second })
 	if res.Output.Status != contract.StatusOK || !strings.Contains(res.Output.Result, "closed early") {
 		t.Fatalf("want an answer after _close, got %+v", res)
 	}
@@ -279,7 +280,7 @@ func TestQueryTimeout(t *testing.T) {
 		{61 * time.Second, 31 * time.Second},
 		{8 * time.Second, 6 * time.Second},
 	} {
-		if got := runtime.QueryTimeout(c.in); got != c.want {
+		if got := runner.QueryTimeout(c.in); got != c.want {
 			t.Errorf("QueryTimeout(%s) = %s, want %s", c.in, got, c.want)
 		}
 	}
@@ -290,8 +291,8 @@ func TestOOM(t *testing.T) {
 	for _, e := range enginetest.Rootful(t) {
 		t.Run(e.Name, func(t *testing.T) {
 			h := newHarness(t, e, nil)
-			res := h.turn("main", "oom", func(tn *runtime.Turn) { tn.Limits.MemoryBytes = 64 << 20 })
-			if res.Failure != runtime.FailOOM || res.Output.Status != contract.StatusFatal {
+			res := h.turn("main", "oom", func(tn *runner.Turn) { tn.Limits.MemoryBytes = 64 << 20 })
+			if res.Failure != runner.FailOOM || res.Output.Status != contract.StatusFatal {
 				t.Fatalf("want an oom failure, got %+v", res)
 			}
 		})
@@ -302,9 +303,9 @@ func TestOOM(t *testing.T) {
 func TestMissingImage(t *testing.T) {
 	for _, e := range enginetest.Rootful(t) {
 		t.Run(e.Name, func(t *testing.T) {
-			h := newHarness(t, e, func(c *runtime.Config) { c.Image = "localhost/arizuko-no-such-image:v0" })
+			h := newHarness(t, e, func(c *runner.Config) { c.Image = "localhost/arizuko-no-such-image:v0" })
 			res := h.turn("main", "reply hi", nil)
-			if res.Failure != runtime.FailMisconfig || !res.Terminal || !strings.Contains(res.Output.Error, "no such image") || !strings.Contains(res.Output.Error, "never pull") {
+			if res.Failure != runner.FailMisconfig || !res.Terminal || !strings.Contains(res.Output.Error, "no such image") || !strings.Contains(res.Output.Error, "never pull") {
 				t.Fatalf("want a terminal misconfig naming the missing image, got %+v", res)
 			}
 			ctx := context.Background()
@@ -324,9 +325,9 @@ func TestSteer(t *testing.T) {
 			ready := make(chan struct{})
 			var id string
 			var mu sync.Mutex
-			done := make(chan runtime.Result, 1)
+			done := make(chan runner.Result, 1)
 			go func() {
-				done <- h.turn("main", "steer", func(tn *runtime.Turn) {
+				done <- h.turn("main", "steer", func(tn *runner.Turn) {
 					tn.OnCreated = func(_, cid string) { mu.Lock(); id = cid; mu.Unlock() }
 					tn.OnStderr = func(line string) {
 						if strings.Contains(line, "waiting for SIGUSR1") {
@@ -369,13 +370,13 @@ func TestKillOnCancel(t *testing.T) {
 		time.Sleep(500 * time.Millisecond)
 		cancel()
 	}()
-	res, err := h.runner.Run(ctx, runtime.Turn{RunID: "kill", Folder: f,
+	res, err := h.runner.Run(ctx, runner.Turn{RunID: "kill", Folder: f,
 		Input:     contract.Input{Messages: []contract.Message{{Content: "sleep 5m"}}},
 		OnCreated: func(string, string) { close(created) }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Failure != runtime.FailKilled {
+	if res.Failure != runner.FailKilled {
 		t.Fatalf("want killed, got %+v", res)
 	}
 }
@@ -387,8 +388,8 @@ func TestRemoveLeftovers(t *testing.T) {
 			h := newHarness(t, e, nil)
 			ctx := context.Background()
 			mk := func(name, instance string) string {
-				id, err := h.eng.Create(ctx, runtime.Spec{Name: name, Image: h.cfg.Image, Stdin: true,
-					Labels: map[string]string{runtime.LabelInstance: instance, runtime.LabelFolder: "main"}})
+				id, err := h.eng.Create(ctx, engine.Spec{Name: name, Image: h.cfg.Image, Stdin: true,
+					Labels: map[string]string{engine.LabelInstance: instance, engine.LabelFolder: "main"}})
 				if err != nil {
 					t.Fatalf("create %s: %v", name, err)
 				}
@@ -401,7 +402,7 @@ func TestRemoveLeftovers(t *testing.T) {
 			if err != nil || len(removed) != 1 {
 				t.Fatalf("RemoveLeftovers = %v, %v; want exactly our one container", removed, err)
 			}
-			if _, err := h.eng.Inspect(ctx, ours); !errors.Is(err, runtime.ErrNoSuchContainer) {
+			if _, err := h.eng.Inspect(ctx, ours); !errors.Is(err, engine.ErrNoSuchContainer) {
 				t.Errorf("our leftover still there: %v", err)
 			}
 			if _, err := h.eng.Inspect(ctx, theirs); err != nil {

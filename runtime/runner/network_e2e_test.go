@@ -1,4 +1,4 @@
-package runtime_test
+package runner_test
 
 import (
 	"context"
@@ -15,7 +15,8 @@ import (
 	"github.com/arizuko/arizukod/contract"
 	"github.com/arizuko/arizukod/internal/daemontest"
 	"github.com/arizuko/arizukod/internal/enginetest"
-	"github.com/arizuko/arizukod/runtime"
+	"github.com/arizuko/arizukod/runtime/engine"
+	"github.com/arizuko/arizukod/runtime/runner"
 )
 
 // netCase is one network value a turn asks for and what it must get: the interfaces the
@@ -50,12 +51,12 @@ func runNetCases(t *testing.T, h *harness, cases []netCase) {
 	for _, c := range cases {
 		t.Run("network="+c.network, func(t *testing.T) {
 			var created atomic.Bool
-			res := h.turn("main", "sandbox", func(tn *runtime.Turn) {
+			res := h.turn("main", "sandbox", func(tn *runner.Turn) {
 				tn.Limits.Network = c.network
 				tn.OnCreated = func(string, string) { created.Store(true) }
 			})
 			if c.refuse != "" {
-				if res.Failure != runtime.FailMisconfig || !res.Terminal || !strings.Contains(res.Output.Error, c.refuse) {
+				if res.Failure != runner.FailMisconfig || !res.Terminal || !strings.Contains(res.Output.Error, c.refuse) {
 					t.Fatalf("got %q terminal %v: %s; want a terminal misconfig saying %q", res.Failure, res.Terminal, res.Output.Error, c.refuse)
 				}
 				if created.Load() && !c.byEngine {
@@ -91,11 +92,11 @@ func TestNetworks(t *testing.T) {
 	for _, e := range enginetest.Rootful(t) {
 		t.Run(e.Name, func(t *testing.T) {
 			absent := "arizuko-absent-" + daemontest.RandHex(4)
-			h := newHarness(t, e, func(c *runtime.Config) { c.Networks = []string{absent} })
+			h := newHarness(t, e, func(c *runner.Config) { c.Networks = []string{absent} })
 			ctx := context.Background()
 			// A real container whose network namespace a group could try to join.
-			other, err := h.eng.Create(ctx, runtime.Spec{Name: "arizuko-other-" + h.cfg.Instance, Image: h.cfg.Image, Stdin: true,
-				Labels: map[string]string{runtime.LabelInstance: "someone-else"}})
+			other, err := h.eng.Create(ctx, engine.Spec{Name: "arizuko-other-" + h.cfg.Instance, Image: h.cfg.Image, Stdin: true,
+				Labels: map[string]string{engine.LabelInstance: "someone-else"}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -135,9 +136,9 @@ func TestEngineRefusesHostNetwork(t *testing.T) {
 			h := newHarness(t, e, nil)
 			ctx := context.Background()
 			for _, n := range []string{"host", "container:" + h.cfg.Instance, "ns:/proc/1/ns/net", "private"} {
-				id, err := h.eng.Create(ctx, runtime.Spec{Name: "arizuko-hostnet-" + h.cfg.Instance, Image: h.cfg.Image, Network: n,
-					Labels: map[string]string{runtime.LabelInstance: h.cfg.Instance}})
-				if !errors.Is(err, runtime.ErrCreate) || !errors.Is(err, config.ErrNetwork) {
+				id, err := h.eng.Create(ctx, engine.Spec{Name: "arizuko-hostnet-" + h.cfg.Instance, Image: h.cfg.Image, Network: n,
+					Labels: map[string]string{engine.LabelInstance: h.cfg.Instance}})
+				if !errors.Is(err, engine.ErrCreate) || !errors.Is(err, config.ErrNetwork) {
 					t.Errorf("network %q: created %q, %v; want ErrCreate and ErrNetwork", n, id, err)
 				}
 				if id != "" {
@@ -178,19 +179,19 @@ func TestLimitsPromise(t *testing.T) {
 	}
 	e := enginetest.Rootful(t)[0]
 	for _, allow := range []bool{false, true} {
-		h := newHarness(t, e, func(c *runtime.Config) {
+		h := newHarness(t, e, func(c *runner.Config) {
 			c.Info.NoLimits = rootless.NoLimits
 			c.AllowUnlimited = allow
 		})
 		var created atomic.Bool
-		res := h.turn("main", "reply bounded", func(tn *runtime.Turn) { tn.OnCreated = func(string, string) { created.Store(true) } })
+		res := h.turn("main", "reply bounded", func(tn *runner.Turn) { tn.OnCreated = func(string, string) { created.Store(true) } })
 		if allow {
 			if res.Output.Status != contract.StatusOK || res.Output.Result != "bounded" {
 				t.Errorf("allow_unlimited = true: %+v, want the turn to run", res)
 			}
 			continue
 		}
-		if res.Failure != runtime.FailMisconfig || !res.Terminal || created.Load() ||
+		if res.Failure != runner.FailMisconfig || !res.Terminal || created.Load() ||
 			!strings.Contains(res.Output.Error, rootless.NoLimits) || !strings.Contains(res.Output.Error, "allow_unlimited = true") {
 			t.Errorf("without allow_unlimited: %+v (created %v), want a terminal misconfig with the reason and the fix", res, created.Load())
 		}
@@ -216,7 +217,7 @@ func TestBridgeNetworks(t *testing.T) {
 		}},
 	} {
 		t.Run(e.name, func(t *testing.T) {
-			h := newHarness(t, e.start(t), func(c *runtime.Config) { c.Networks = []string{named} })
+			h := newHarness(t, e.start(t), func(c *runner.Config) { c.Networks = []string{named} })
 			runNetCases(t, h, []netCase{
 				{network: "bridge", ifaces: []string{"eth0", "lo"}},
 				{network: named, ifaces: []string{"eth0", "lo"}},
