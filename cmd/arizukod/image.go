@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/arizuko/arizukod/agentimage"
+	"github.com/arizuko/arizukod/config"
 	"github.com/arizuko/arizukod/runtime/engine"
 )
 
@@ -40,7 +41,7 @@ func cmdImage(ctx context.Context, args []string) error {
 func imageImportStatic(ctx context.Context, args []string) error {
 	fs := newFlags("image import-static", "--tag REF BINARY")
 	var ef engineFlags
-	tag := fs.String("tag", "localhost/arizuko-agent:latest", "image reference to create")
+	tag := fs.String("tag", config.DefaultImage, "image reference to create")
 	ef.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return errUsage
