@@ -107,9 +107,9 @@ const DefaultModelUpstream = "https://api.anthropic.com"
 // Limits are the default resource limits of an agent container, and what the
 // operator allows beyond them.
 type Limits struct {
-	engine.Limits // the defaults; Network as CheckNetwork returns it, never "host"
+	engine.Limits // the defaults; Network as engine.CheckNetwork returns it, never "host"
 	// AllowedNetworks are the named engine networks a container may join
-	// (limits.allowed_networks); the modes of CheckNetwork need no listing.
+	// (limits.allowed_networks); the modes of engine.CheckNetwork need no listing.
 	AllowedNetworks []string
 	// AllowUnlimited lets turns run where the engine cannot apply the memory, CPU and
 	// pids limits (limits.allow_unlimited); otherwise such turns are refused.
@@ -219,7 +219,7 @@ func load(mode Mode, path string, explicit bool, getenv func(string) string) (*C
 		return nil, err
 	}
 	// The network may name a network listed further down the file: checked once both are read.
-	network, err := CheckNetwork(l.c.Limits.Network, l.c.Limits.AllowedNetworks)
+	network, err := engine.CheckNetwork(l.c.Limits.Network, l.c.Limits.AllowedNetworks)
 	if err != nil {
 		return nil, &Error{Source: l.c.Source, Line: l.lines["limits.network"], Key: "limits.network", Err: err}
 	}

@@ -133,7 +133,7 @@ func testUnit(t *testing.T, c Config, rootless bool) *Unit {
 	return u
 }
 
-// TestUnitNetwork: a unit gets the network as config.CheckNetwork names it, and a named
+// TestUnitNetwork: a unit gets the network as engine.CheckNetwork names it, and a named
 // network only while the operator allows it.
 func TestUnitNetwork(t *testing.T) {
 	for _, tc := range []struct {

@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/arizuko/arizukod/config"
 	"github.com/arizuko/arizukod/gateway"
 	"github.com/arizuko/arizukod/mountsec"
+	"github.com/arizuko/arizukod/runtime/engine"
 	"github.com/arizuko/arizukod/sidecar"
 )
 
@@ -62,7 +62,7 @@ func badField(field, format string, args ...any) error {
 // ParseContainerConfig decodes and checks a container config; unknown fields are
 // errors. networks are the named networks the operator allowed
 // (limits.allowed_networks): the network, and each sidecar's, must pass
-// config.CheckNetwork with them. The returned config's Network is as CheckNetwork
+// engine.CheckNetwork with them. The returned config's Network is as CheckNetwork
 // names it ("" is "none").
 func ParseContainerConfig(raw []byte, networks []string) (ContainerConfig, error) {
 	var c ContainerConfig
@@ -83,12 +83,12 @@ func ParseContainerConfig(raw []byte, networks []string) (ContainerConfig, error
 		return c, badField("pids", "pids: must not be negative")
 	}
 	if c.Memory != "" {
-		if _, err := config.ParseMemory(c.Memory); err != nil {
+		if _, err := engine.ParseMemory(c.Memory); err != nil {
 			return c, badField("memory", "memory: %v", err)
 		}
 	}
 	if c.Network != "" {
-		network, err := config.CheckNetwork(c.Network, networks)
+		network, err := engine.CheckNetwork(c.Network, networks)
 		if err != nil {
 			return c, &ConfigError{Field: "network", Err: err}
 		}

@@ -82,7 +82,7 @@ func TestBuildListsSidecars(t *testing.T) {
 }
 
 // TestBuildNetwork: whatever the store holds, a turn gets a network by the rule of
-// config.CheckNetwork with the builder's list, or the build fails naming the field.
+// engine.CheckNetwork with the builder's list, or the build fails naming the field.
 func TestBuildNetwork(t *testing.T) {
 	for _, tc := range []struct {
 		stored, want string // want "" means refused

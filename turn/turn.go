@@ -17,7 +17,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/arizuko/arizukod/config"
 	"github.com/arizuko/arizukod/contract"
 	"github.com/arizuko/arizukod/groupfolder"
 	"github.com/arizuko/arizukod/memory"
@@ -227,7 +226,7 @@ func (b *Builder) grants(ctx context.Context, f groupfolder.Folder) ([]string, e
 func (b *Builder) limits(c ContainerConfig) (engine.Limits, error) {
 	l := b.Limits
 	if c.Memory != "" {
-		m, err := config.ParseMemory(c.Memory)
+		m, err := engine.ParseMemory(c.Memory)
 		if err != nil {
 			return l, badField("memory", "memory: %v", err)
 		}

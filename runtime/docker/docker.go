@@ -20,7 +20,6 @@ import (
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/stdcopy"
 
-	"github.com/arizuko/arizukod/config"
 	"github.com/arizuko/arizukod/runtime/engine"
 )
 
@@ -102,7 +101,7 @@ func (d *Docker) Create(ctx context.Context, s engine.Spec) (string, error) {
 	}
 	// The last gate: whoever built the spec, the container never gets the host's network
 	// or another namespace's. Named networks are the caller's policy.
-	network, err := config.CheckNetwork(s.Network, []string{s.Network})
+	network, err := engine.CheckNetwork(s.Network, []string{s.Network})
 	if err != nil {
 		return "", fmt.Errorf("%w: %w", engine.ErrCreate, err)
 	}

@@ -81,7 +81,7 @@ type Spec struct {
 	Env         []string // KEY=VALUE
 	Mounts      []Mount
 	Tmpfs       []Tmpfs
-	Network     string // as config.CheckNetwork returns it: none, a mode or a named network
+	Network     string // as CheckNetwork returns it: none, a mode or a named network
 	MemoryBytes int64
 	NanoCPUs    int64
 	PidsLimit   int64

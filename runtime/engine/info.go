@@ -35,7 +35,7 @@ func (i Info) CheckLimits(allowUnlimited bool) error {
 	return fmt.Errorf("%w on %s: %s; or set allow_unlimited = true in [limits] of arizukod.toml to run turns without them", ErrNoLimits, i, i.NoLimits)
 }
 
-// CheckNetwork returns nil when the engine has network, as config.CheckNetwork returns
+// CheckNetwork returns nil when the engine has network, as CheckNetwork returns
 // it: none and named networks always (the engine refuses a name it does not know when
 // the container is created), bridge, slirp4netns and pasta when Networks lists them.
 // An engine not yet known (no Name) is not checked.

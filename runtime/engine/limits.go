@@ -1,5 +1,12 @@
 package engine
 
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+)
+
 // Labels every container of arizukod carries, so that cleanup finds exactly its own.
 const (
 	LabelInstance = "io.arizuko.instance"
@@ -24,7 +31,7 @@ type Limits struct {
 	MemoryBytes int64
 	NanoCPUs    int64
 	PidsLimit   int64
-	Network     string // as config.CheckNetwork returns it
+	Network     string // as CheckNetwork returns it
 }
 
 // DefaultLimits are the limits of a container when nobody set any: 1 GiB of memory, two
@@ -48,6 +55,41 @@ func (l Limits) Or(def Limits) Limits {
 		l.Network = def.Network
 	}
 	return l
+}
+
+// MinMemory is the smallest memory limit Docker accepts.
+const MinMemory = 6 << 20
+
+// ParseMemory parses a memory size: a whole number of bytes, optionally
+// followed by k, m or g (powers of 1024, either case), of at least
+// MinMemory.
+func ParseMemory(s string) (int64, error) {
+	digits, shift := s, 0
+	if s != "" {
+		switch s[len(s)-1] {
+		case 'k', 'K':
+			shift = 10
+		case 'm', 'M':
+			shift = 20
+		case 'g', 'G':
+			shift = 30
+		}
+		if shift > 0 {
+			digits = s[:len(s)-1]
+		}
+	}
+	if digits == "" || strings.TrimLeft(digits, "0123456789") != "" {
+		return 0, fmt.Errorf("%q: not a memory size (like \"512m\" or \"1g\")", s)
+	}
+	n, err := strconv.ParseInt(digits, 10, 64)
+	if err != nil || n > math.MaxInt64>>shift {
+		return 0, fmt.Errorf("%q: too large", s)
+	}
+	n <<= shift
+	if n < MinMemory {
+		return 0, fmt.Errorf("%q: below the minimum of 6m", s)
+	}
+	return n, nil
 }
 
 // DefaultRlimits are explicit, so that a container never inherits limits the host refuses.

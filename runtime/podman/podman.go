@@ -21,7 +21,6 @@ import (
 	spec "github.com/opencontainers/runtime-spec/specs-go"
 	nettypes "go.podman.io/common/libnetwork/types"
 
-	"github.com/arizuko/arizukod/config"
 	"github.com/arizuko/arizukod/runtime/engine"
 )
 
@@ -166,7 +165,7 @@ func (p *Podman) Create(ctx context.Context, s engine.Spec) (string, error) {
 	g.LogConfiguration = &specgen.LogConfig{Driver: "k8s-file", Size: s.LogMaxBytes}
 	// The last gate: whoever built the spec, the container never gets the host's network
 	// or another namespace's. Named networks are the caller's policy.
-	network, err := config.CheckNetwork(s.Network, []string{s.Network})
+	network, err := engine.CheckNetwork(s.Network, []string{s.Network})
 	if err != nil {
 		return "", fmt.Errorf("%w: %w", engine.ErrCreate, err)
 	}

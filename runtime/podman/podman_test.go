@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/arizuko/arizukod/config"
 	"github.com/arizuko/arizukod/runtime/engine"
 )
 
@@ -48,7 +47,7 @@ func TestNetworkGate(t *testing.T) {
 		}
 	}
 	for _, in := range []string{"host", "container:abc", "ns:/proc/1/ns/net", "private", "default", "a b"} {
-		if _, err := p.Create(context.Background(), engine.Spec{Image: "x", Network: in}); !errors.Is(err, engine.ErrCreate) || !errors.Is(err, config.ErrNetwork) {
+		if _, err := p.Create(context.Background(), engine.Spec{Image: "x", Network: in}); !errors.Is(err, engine.ErrCreate) || !errors.Is(err, engine.ErrNetwork) {
 			t.Errorf("%q: %v; want ErrCreate and ErrNetwork", in, err)
 		}
 	}

@@ -1,16 +1,15 @@
 package runner
 
 import (
-	"github.com/arizuko/arizukod/config"
 	"github.com/arizuko/arizukod/runtime/engine"
 )
 
 // admit is the runner's last look at a turn's spec before the engine is asked: whatever
-// the store held, the network passes config.CheckNetwork with the operator's list and is
+// the store held, the network passes engine.CheckNetwork with the operator's list and is
 // one the engine has, and the limits hold unless the operator allowed turns without them.
 // It sets the network as the engines name it.
 func (r *Runner) admit(s *engine.Spec) error {
-	network, err := config.CheckNetwork(s.Network, r.cfg.Networks)
+	network, err := engine.CheckNetwork(s.Network, r.cfg.Networks)
 	if err != nil {
 		return err
 	}

@@ -11,7 +11,6 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/arizuko/arizukod/config"
 	"github.com/arizuko/arizukod/contract"
 	"github.com/arizuko/arizukod/internal/daemontest"
 	"github.com/arizuko/arizukod/internal/enginetest"
@@ -138,7 +137,7 @@ func TestEngineRefusesHostNetwork(t *testing.T) {
 			for _, n := range []string{"host", "container:" + h.cfg.Instance, "ns:/proc/1/ns/net", "private"} {
 				id, err := h.eng.Create(ctx, engine.Spec{Name: "arizuko-hostnet-" + h.cfg.Instance, Image: h.cfg.Image, Network: n,
 					Labels: map[string]string{engine.LabelInstance: h.cfg.Instance}})
-				if !errors.Is(err, engine.ErrCreate) || !errors.Is(err, config.ErrNetwork) {
+				if !errors.Is(err, engine.ErrCreate) || !errors.Is(err, engine.ErrNetwork) {
 					t.Errorf("network %q: created %q, %v; want ErrCreate and ErrNetwork", n, id, err)
 				}
 				if id != "" {

@@ -1,12 +1,10 @@
-package config
+package engine
 
 import (
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
-
-	"github.com/arizuko/arizukod/runtime/engine"
 )
 
 // ErrNetwork matches (errors.Is) every network CheckNetwork refuses.
@@ -14,7 +12,7 @@ var ErrNetwork = errors.New("network not allowed")
 
 // reservedNetworks are the engines' words for a network stack that is not the
 // container's own, or that is a mode rather than a network: never a named network.
-var reservedNetworks = []string{"host", "private", "default", "container", "ns", "slirp", engine.NetworkNone, engine.NetworkBridge, engine.NetworkSlirp4netns, engine.NetworkPasta}
+var reservedNetworks = []string{"host", "private", "default", "container", "ns", "slirp", NetworkNone, NetworkBridge, NetworkSlirp4netns, NetworkPasta}
 
 // CheckNetwork is the one rule for the network of every container arizukod makes: the
 // daemon's limits.network, a group's container_config.network, a sidecar's network, and
@@ -26,19 +24,19 @@ var reservedNetworks = []string{"host", "private", "default", "container", "ns",
 // that is not its own; any other name was not allowed by the operator.
 func CheckNetwork(name string, allowed []string) (string, error) {
 	switch name {
-	case "", engine.NetworkNone:
-		return engine.NetworkNone, nil
-	case engine.NetworkBridge, engine.NetworkSlirp4netns, engine.NetworkPasta:
+	case "", NetworkNone:
+		return NetworkNone, nil
+	case NetworkBridge, NetworkSlirp4netns, NetworkPasta:
 		return name, nil
 	case "slirp":
-		return engine.NetworkSlirp4netns, nil
+		return NetworkSlirp4netns, nil
 	case "host":
 		return "", fmt.Errorf("%w: \"host\" would give the agent the host's network; %s", ErrNetwork, networkHint)
 	}
 	if mode, _, shared := strings.Cut(name, ":"); shared && slices.Contains([]string{"container", "ns", "netns", "ns-path"}, mode) {
 		return "", fmt.Errorf("%w: %q would share another network namespace with the agent; %s", ErrNetwork, clip(name), networkHint)
 	}
-	if err := checkNetworkName(name); err != nil {
+	if err := CheckNetworkName(name); err != nil {
 		return "", fmt.Errorf("%w: %v; %s", ErrNetwork, err, networkHint)
 	}
 	if !slices.Contains(allowed, name) {
@@ -49,11 +47,11 @@ func CheckNetwork(name string, allowed []string) (string, error) {
 
 const networkHint = `want "none", "bridge", "slirp4netns", "pasta" or a network in limits.allowed_networks`
 
-// checkNetworkName accepts what an operator may list in limits.allowed_networks: a
+// CheckNetworkName accepts what an operator may list in limits.allowed_networks: a
 // name both engines accept ([A-Za-z0-9][A-Za-z0-9_.-]*, at most 63 bytes) that is
 // not one of the engines' reserved words.
-func checkNetworkName(name string) error {
-	if !isLabel(name) {
+func CheckNetworkName(name string) error {
+	if !ValidName(name) {
 		return fmt.Errorf("%q: a network name is letters, digits, '_', '.', '-', starting with a letter or digit, at most 63", clip(name))
 	}
 	if slices.Contains(reservedNetworks, strings.ToLower(name)) {
@@ -67,6 +65,24 @@ func listOrNone(names []string) string {
 		return "it lists none"
 	}
 	return "it lists " + strings.Join(names, ", ")
+}
+
+// ValidName reports whether s is a name both engines accept for a network or as a label
+// value: letters, digits, '_', '.', '-', starting with a letter or digit, at most 63 bytes.
+func ValidName(s string) bool {
+	if s == "" || len(s) > 63 || !isAlnum(s[0]) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !isAlnum(s[i]) && !strings.ContainsRune("_.-", rune(s[i])) {
+			return false
+		}
+	}
+	return true
+}
+
+func isAlnum(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
 }
 
 // clip shortens text quoted in an error.
