@@ -39,6 +39,7 @@ const (
 	FieldFailure    = "ARIZUKO_FAILURE"
 	FieldError      = "ARIZUKO_ERROR"
 	FieldStream     = "ARIZUKO_STREAM"
+	FieldTaskID     = "ARIZUKO_TASK_ID"
 	// A turn's model usage, from its model gateway.
 	FieldModel            = "ARIZUKO_MODEL"
 	FieldModelRequests    = "ARIZUKO_MODEL_REQUESTS"
@@ -72,17 +73,6 @@ func New(opts Options) *slog.Logger {
 		return slog.New(newJournalHandler(opts, journal.Send))
 	}
 	return slog.New(textHandler(opts))
-}
-
-// RunAttrs are the attributes naming one turn, for Logger.With or a log
-// call's arguments: every entry about the turn, its stderr lines included,
-// then carries ARIZUKO_RUN_ID, ARIZUKO_FOLDER and ARIZUKO_CONTAINER.
-func RunAttrs(runID, folder, container string) []any {
-	return []any{
-		slog.String(FieldRunID, runID),
-		slog.String(FieldFolder, folder),
-		slog.String(FieldContainer, container),
-	}
 }
 
 func textHandler(opts Options) slog.Handler {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/arizuko/arizukod/groupfolder"
 	"github.com/arizuko/arizukod/internal/atomicfile"
+	"github.com/arizuko/arizukod/logging"
 	"github.com/arizuko/arizukod/runtime/engine"
 )
 
@@ -219,7 +220,7 @@ func (m *Manager) Start(ctx context.Context, f groupfolder.Folder, socketDir, ru
 // start starts one sidecar: as a transient unit when a systemd manager and the engine's
 // CLI are there, else on the engine.
 func (m *Manager) start(ctx context.Context, u *Unit, info engine.Info, runID string) (*running, error) {
-	log := m.log.With("ARIZUKO_FOLDER", u.Folder, "ARIZUKO_RUN_ID", runID, "sidecar", u.Name)
+	log := m.log.With(logging.FieldFolder, u.Folder, logging.FieldRunID, runID, "sidecar", u.Name)
 	if err := removeFile(u.Socket()); err != nil {
 		return nil, fmt.Errorf("sidecar %s: stale socket: %w", u.Name, err)
 	}
@@ -484,7 +485,7 @@ func (m *Manager) Cleanup(ctx context.Context) ([]string, error) {
 			errs = append(errs, fmt.Errorf("remove leftover sidecar %s: %w", c.Name, err))
 			continue
 		}
-		m.log.Info("removed leftover sidecar container", "container", c.Name, "ARIZUKO_FOLDER", c.Labels[engine.LabelFolder])
+		m.log.Info("removed leftover sidecar container", "container", c.Name, logging.FieldFolder, c.Labels[engine.LabelFolder])
 		done = append(done, c.Name)
 	}
 	entries, err := os.ReadDir(m.o.EnvDir)
