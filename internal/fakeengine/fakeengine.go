@@ -71,6 +71,7 @@ type Engine struct {
 	script     func(engine.Spec) Script
 	images     map[string]bool // nil: every image exists
 	down       error
+	gone       chan struct{} // closed when the engine goes down: waits in flight fail
 	seq        int
 	containers map[string]*container // by ID
 	all        []*container          // every container created, removed ones included
@@ -82,6 +83,7 @@ func New(s Script) *Engine {
 	return &Engine{
 		info:       engine.Info{Name: "fake", Version: "1", APIVersion: "1", Socket: "fake://", Networks: []string{engine.NetworkBridge}},
 		script:     func(engine.Spec) Script { return s },
+		gone:       make(chan struct{}),
 		containers: map[string]*container{},
 	}
 }
@@ -111,14 +113,19 @@ func (e *Engine) SetImages(refs ...string) {
 	}
 }
 
-// SetDown(true) makes every call fail with ErrDown until SetDown(false); the containers
-// keep running meanwhile, as behind an engine socket that went away.
+// SetDown(true) makes every call fail with ErrDown until SetDown(false), and the waits in
+// flight too; the containers keep running meanwhile, as behind an engine socket that went
+// away.
 func (e *Engine) SetDown(down bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.down = nil
-	if down {
+	switch {
+	case down && e.down == nil:
 		e.down = ErrDown
+		close(e.gone)
+	case !down && e.down != nil:
+		e.down = nil
+		e.gone = make(chan struct{})
 	}
 }
 
@@ -217,8 +224,13 @@ func (e *Engine) Wait(ctx context.Context, id string) (engine.State, error) {
 	if err != nil {
 		return engine.State{}, err
 	}
+	e.mu.Lock()
+	gone := e.gone
+	e.mu.Unlock()
 	select {
 	case <-c.done:
+	case <-gone:
+		return engine.State{}, ErrDown
 	case <-ctx.Done():
 		return engine.State{}, ctx.Err()
 	}
