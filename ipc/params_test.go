@@ -2,10 +2,11 @@ package ipc
 
 import (
 	"encoding/json"
-	"github.com/arizuko/arizukod/ipc/policy"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/arizuko/arizukod/ipc/policy"
 )
 
 // TestSpecsCoverTheTierTable: every tool of the tier table has a spec and
