@@ -39,9 +39,11 @@ type Watch struct {
 
 // Run is one turn from start to end, the same for the daemon's queue and `arizukod run
 // --local`: the group's plan is read and its directories made once, the services that live
-// as long as the container (Builder.Services) are started, the container is run (or
-// req.Adopt's adopted) by r, and the services are stopped once it is over. The caller
-// records the Result. The error is non-nil only when the turn could not be attempted: it
+// as long as the container (Builder.Services) are started in them, the container is run
+// (or req.Adopt's adopted) by r, and the services are stopped once it is over. The caller
+// records the Result. (The runner looks at the directories once more right before the
+// engine mounts them, as groupfolder.Layout.Ensure asks: starting the sidecars may take
+// seconds, time enough to swap a directory for a symlink.) The error is non-nil only when the turn could not be attempted: it
 // says "prepare turn" for what failed before the container, "run" for the runner's.
 func (b *Builder) Run(ctx context.Context, req Request, r Runner, w Watch) (runner.Result, error) {
 	t, plan, dirs, err := b.build(ctx, req)
