@@ -28,7 +28,9 @@ const quadletRunID = "quadlet"
 
 // cmdQuadlet writes Podman Quadlet .container units that reproduce a turn of a group: the
 // agent's container with its mount table and hardening, and one unit per sidecar, for
-// running or debugging them by hand under systemd.
+// running or debugging them by hand under systemd. It reads the daemon's configuration and
+// prepares the group as a turn would (its directories and seeded session, which the units
+// mount).
 func cmdQuadlet(ctx context.Context, args []string) error {
 	return runQuadlet(ctx, args, os.Stdout, os.Stderr)
 }
