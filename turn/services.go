@@ -36,7 +36,8 @@ type ServiceStore interface {
 
 // Services are what lives exactly as long as a turn's container, in the group's IPC
 // directory: the group's sidecars, its MCP server on router.sock, its model gateway on
-// model.sock and its egress proxy on egress.sock. Every field is required.
+// model.sock and its egress proxy on egress.sock. Every field is required but Location
+// (time.Local) and Logger (slog.Default).
 type Services struct {
 	Store    ServiceStore
 	Sidecars *sidecar.Manager
@@ -44,6 +45,13 @@ type Services struct {
 	// Location is the daemon's time zone: of task schedules and the model budget's day.
 	Location *time.Location
 	Logger   *slog.Logger
+}
+
+func (s *Services) logger() *slog.Logger {
+	if s.Logger == nil {
+		return slog.Default()
+	}
+	return s.Logger
 }
 
 func (s *Services) location() *time.Location {
@@ -62,7 +70,7 @@ func (s *Services) start(ctx context.Context, req Request, plan Plan, dirs group
 			stops[i]()
 		}
 	}
-	log := s.Logger.With(logging.FieldRunID, req.RunID, logging.FieldFolder, string(req.Folder))
+	log := s.logger().With(logging.FieldRunID, req.RunID, logging.FieldFolder, string(req.Folder))
 	sc, err := s.Sidecars.Start(ctx, req.Folder, dirs.SidecarSockets, req.RunID, plan.Config.Sidecars)
 	if err != nil {
 		return nil, err
@@ -76,7 +84,7 @@ func (s *Services) start(ctx context.Context, req Request, plan Plan, dirs group
 	})
 	srv, err := ipc.Start(ctx, ipc.ServerConfig{
 		Folder: string(req.Folder), SocketPath: filepath.Join(dirs.IPC, routerSocket), GroupDir: dirs.Group,
-		ReplyTo: t.Input.ChatJID, Store: s.Store, RunID: s.recordedID(req), Logger: s.Logger, Wake: req.Wake,
+		ReplyTo: t.Input.ChatJID, Store: s.Store, RunID: s.recordedID(req), Logger: s.logger(), Wake: req.Wake,
 		NextRun: func(kind, expr string, now time.Time) (int64, error) {
 			return scheduler.NextRun(kind, expr, now, s.location())
 		},
