@@ -1,10 +1,16 @@
-// Package turn builds what one turn of a group needs before its container starts: the
-// group's container config, the validated mount table, the system prompt from memory, the
-// seeded ~/.claude and the grants. The daemon's queue, `arizukod run --local`, `arizukod
-// mounts` and `arizukod prompt` all use it, so they agree on what a turn gets.
+// Package turn is one turn of a group from start to end (Builder.Run): what it needs
+// before its container starts (the group's container config, read once; the validated
+// mount table; its directories, made once; the system prompt from memory; the seeded
+// ~/.claude; the grants), the services that live exactly as long as the container
+// (Services: the group's sidecars, its MCP server, model gateway and egress proxy), and the
+// container itself, which a Runner runs. The daemon's queue and `arizukod run --local` both
+// run turns through it, and `arizukod mounts`, `prompt` and `quadlet` read its plan, so
+// they all agree on what a turn gets.
 //
-// It reads the store (groups, sessions, grants) and the group's files; it writes only the
-// group's session directory. It must not start containers or touch the queue.
+// It reads the store (groups, sessions, grants) and the group's files and writes the
+// group's session directory; its services record usage, egress and outbox rows through
+// the store. It must not touch the queue or an engine: the runner and the sidecar manager
+// it is handed do.
 package turn
 
 import (
