@@ -25,7 +25,7 @@ import (
 	"time"
 
 	"github.com/arizuko/arizukod/internal/atomicfile"
-	"github.com/arizuko/arizukod/runtime"
+	"github.com/arizuko/arizukod/runtime/engine"
 )
 
 // The pinned Claude Code: the native binary's npm package, its version and the registry's
@@ -67,7 +67,7 @@ type Built struct {
 var ErrIntegrity = errors.New("integrity check failed")
 
 // BuildClaude makes ClaudeRef on eng.
-func BuildClaude(ctx context.Context, eng runtime.Engine, o Options) (Built, error) {
+func BuildClaude(ctx context.Context, eng engine.Engine, o Options) (Built, error) {
 	start := time.Now()
 	if o.Suite == "" {
 		o.Suite = "bookworm"

@@ -9,7 +9,7 @@ import (
 
 	"github.com/arizuko/arizukod/contract"
 	"github.com/arizuko/arizukod/groupfolder"
-	"github.com/arizuko/arizukod/ipc"
+	"github.com/arizuko/arizukod/ipc/policy"
 	"github.com/arizuko/arizukod/store"
 	"github.com/arizuko/arizukod/turn"
 )
@@ -26,7 +26,7 @@ type Group struct {
 
 func wireGroup(g *store.Group) Group {
 	return Group{Folder: g.Folder, Parent: g.Parent, Name: g.Name, Description: g.Description,
-		Tier: ipc.FolderTier(g.Folder), ContainerConfig: g.ContainerConfig}
+		Tier: policy.FolderTier(g.Folder), ContainerConfig: g.ContainerConfig}
 }
 
 // PutGroupRequest is the body of POST /v1/groups.
@@ -171,7 +171,7 @@ func (s *Server) putGrants(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for i, rule := range req.Rules {
-		if _, err := ipc.ParseRule(rule); err != nil {
+		if _, err := policy.ParseRule(rule); err != nil {
 			writeErr(w, http.StatusBadRequest, "rules", "rules[%d]: %v", i, err)
 			return
 		}
@@ -274,8 +274,8 @@ func (s *Server) inbound(w http.ResponseWriter, r *http.Request) {
 	if !jidField(w, "chatJid", req.ChatJID) || !jidField(w, "sender", req.Sender) {
 		return
 	}
-	msg := ipc.InboundMessage{Platform: req.Platform, Room: req.Room, ChatJID: req.ChatJID, Sender: req.Sender, Verb: req.Verb, Content: req.Content}
-	target, ok, err := ipc.RouteInbound(r.Context(), s.store, msg, func(rt store.Route, err error) {
+	msg := policy.InboundMessage{Platform: req.Platform, Room: req.Room, ChatJID: req.ChatJID, Sender: req.Sender, Verb: req.Verb, Content: req.Content}
+	target, ok, err := policy.RouteInbound(r.Context(), s.store, msg, func(rt store.Route, err error) {
 		s.log.Warn("stored route does not parse; skipped", "route", rt.ID, "match", rt.Match, "err", err)
 	})
 	if err != nil {

@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/arizuko/arizukod/ipc"
+	"github.com/arizuko/arizukod/ipc/policy"
 	"github.com/arizuko/arizukod/store"
 )
 
@@ -58,7 +58,7 @@ func (s *Server) addRoute(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusBadRequest, "match", `match: required (key=glob terms, see ipc/ROUTES.md; "" matches every message)`)
 		return
 	}
-	m, err := ipc.ParseMatch(*req.Match)
+	m, err := policy.ParseMatch(*req.Match)
 	if err != nil {
 		writeErr(w, http.StatusBadRequest, "match", "match: %v", err)
 		return

@@ -9,7 +9,9 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/arizuko/arizukod/runtime"
+	"github.com/arizuko/arizukod/runtime/docker"
+	"github.com/arizuko/arizukod/runtime/engine"
+	"github.com/arizuko/arizukod/runtime/podman"
 )
 
 // bench is one run of the whole measurement.
@@ -19,10 +21,10 @@ type bench struct {
 	instance string // the label of the containers the bench creates itself
 	began    time.Time
 
-	podman  runtime.Engine
-	docker  runtime.Engine
-	pInfo   runtime.Info
-	dInfo   runtime.Info
+	podman  engine.Engine
+	docker  engine.Engine
+	pInfo   engine.Info
+	dInfo   engine.Info
 	daemons []*daemonProc
 	report  report
 }
@@ -88,14 +90,14 @@ func (b *bench) openEngines(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	var err error
-	b.podman = runtime.NewPodman(b.o.podmanSocket)
+	b.podman = podman.New(b.o.podmanSocket)
 	if b.pInfo, err = b.podman.Info(cctx); err != nil {
 		return fmt.Errorf("podman at %s: %w", b.o.podmanSocket, err)
 	}
 	if b.o.dockerSocket == "" {
 		return nil
 	}
-	if b.docker, err = runtime.NewDocker(b.o.dockerSocket); err != nil {
+	if b.docker, err = docker.New(b.o.dockerSocket); err != nil {
 		return err
 	}
 	if b.dInfo, err = b.docker.Info(cctx); err != nil {
@@ -109,12 +111,12 @@ func (b *bench) openEngines(ctx context.Context) error {
 func (b *bench) importImages(ctx context.Context) error {
 	for _, e := range []struct {
 		name string
-		eng  runtime.Engine
+		eng  engine.Engine
 	}{{"podman", b.podman}, {"docker", b.docker}} {
 		if e.eng == nil {
 			continue
 		}
-		if err := runtime.ImportStatic(ctx, e.eng, b.o.image, b.o.agent); err != nil {
+		if err := engine.ImportStatic(ctx, e.eng, b.o.image, b.o.agent); err != nil {
 			return fmt.Errorf("%s: %w", e.name, err)
 		}
 	}
@@ -153,12 +155,12 @@ func (b *bench) cleanup() {
 		d.stop()
 		labels = append(labels, d.instance)
 	}
-	for _, eng := range []runtime.Engine{b.podman, b.docker} {
+	for _, eng := range []engine.Engine{b.podman, b.docker} {
 		if eng == nil {
 			continue
 		}
 		for _, l := range labels {
-			list, err := eng.List(ctx, map[string]string{runtime.LabelInstance: l})
+			list, err := eng.List(ctx, map[string]string{engine.LabelInstance: l})
 			if err != nil {
 				continue
 			}

@@ -13,7 +13,7 @@ import (
 	"github.com/arizuko/arizukod/contract"
 )
 
-// hardening are the flags every command-line run gets: what runtime.Runner fixes for every
+// hardening are the flags every command-line run gets: what runner.Runner fixes for every
 // container (caps, no-new-privileges, read-only root, no network, limits, rlimits, /tmp).
 var hardening = []string{
 	"--cap-drop", "ALL", "--security-opt", "no-new-privileges", "--read-only", "--network", "none",

@@ -10,9 +10,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/arizuko/arizukod/config"
 	"github.com/arizuko/arizukod/contract"
 	"github.com/arizuko/arizukod/groupfolder"
-	"github.com/arizuko/arizukod/runtime"
+	"github.com/arizuko/arizukod/runtime/detect"
+	"github.com/arizuko/arizukod/runtime/engine"
+	"github.com/arizuko/arizukod/runtime/runner"
 )
 
 // Phase names, in the order a turn meets them.
@@ -40,7 +43,7 @@ type variant struct {
 	// started: created, attached and started ahead, the agent blocked on its stdin. Not a
 	// fresh container any more (the agent's process runs before the turn): a floor, not a plan.
 	started bool
-	// wait: "engine" is runtime.Engine.Wait (what the runner does today), "stream" is the
+	// wait: "engine" is engine.Engine.Wait (what the runner does today), "stream" is the
 	// end of the attach stream followed by inspects until the exit shows (up to ~60 ms), "10ms" is libpod's wait polling
 	// every 10 ms instead of its default.
 	wait string
@@ -50,7 +53,7 @@ type variant struct {
 
 func variants(engine string) []variant {
 	v := []variant{
-		{name: "runner today", about: "create, attach, start, Engine.Wait (+inspect), remove: the sequence of runtime.Runner", wait: "engine"},
+		{name: "runner today", about: "create, attach, start, Engine.Wait (+inspect), remove: the sequence of runner.Runner", wait: "engine"},
 	}
 	if engine == "podman" {
 		v = append(v, variant{name: "wait polls 10ms", about: "as today, but libpod's wait with interval=10ms", wait: "10ms"})
@@ -66,15 +69,15 @@ func variants(engine string) []variant {
 	return v
 }
 
-// phaseBench drives containers through runtime.Engine directly and times each call.
+// phaseBench drives containers through engine.Engine directly and times each call.
 type phaseBench struct {
-	engine   runtime.Engine
+	engine   engine.Engine
 	kind     string
 	raw      *rawAPI
 	image    string
 	instance string
 	dirs     groupfolder.Dirs
-	mounts   []runtime.Mount
+	mounts   []engine.Mount
 	stdin    []byte
 	rootless bool
 	seq      int
@@ -85,7 +88,7 @@ type phaseBench struct {
 }
 
 func newPhaseBench(ctx context.Context, kind, uri, image, instance, dataDir, skillsDir string) (*phaseBench, error) {
-	eng, err := runtime.Open(kind, uri)
+	eng, err := detect.Open(kind, uri)
 	if err != nil {
 		return nil, err
 	}
@@ -109,7 +112,7 @@ func newPhaseBench(ctx context.Context, kind, uri, image, instance, dataDir, ski
 	if err != nil {
 		return nil, err
 	}
-	r, err := runtime.NewRunner(runtime.Config{Engine: eng, Info: info, Layout: layout, Instance: instance, Image: image, SkillsDir: skillsDir})
+	r, err := runner.New(runner.Config{Engine: eng, Info: info, Layout: layout, Instance: instance, Image: image, SkillsDir: skillsDir})
 	if err != nil {
 		return nil, err
 	}
@@ -125,26 +128,15 @@ func newPhaseBench(ctx context.Context, kind, uri, image, instance, dataDir, ski
 		stdin: stdin, rootless: info.Rootless, fallbacks: map[string]int{}, inspects: map[string]int{}}, nil
 }
 
-// spec is the container spec runtime.Runner builds for a turn, field for field.
-func (b *phaseBench) spec() runtime.Spec {
+// spec is the container spec runner.Runner builds for a turn: runner.AgentSpec itself.
+func (b *phaseBench) spec() engine.Spec {
 	b.seq++
-	s := runtime.Spec{
-		Name:  fmt.Sprintf("arizuko-bench-%s-%d-%d", b.kind, os.Getpid(), b.seq),
-		Image: b.image,
-		Labels: map[string]string{
-			runtime.LabelInstance: b.instance, runtime.LabelFolder: "phases",
-			runtime.LabelRun: strconv.Itoa(b.seq), runtime.LabelRole: "agent",
-		},
-		Env:         []string{"HOME=/root", "ARIZUKO_FOLDER=phases", "ARIZUKO_RUN_ID=" + strconv.Itoa(b.seq), "ARIZUKO_QUERY_TIMEOUT_MS=1170000"},
-		Mounts:      b.mounts,
-		Tmpfs:       []runtime.Tmpfs{{Target: "/tmp", Options: "rw,nosuid,nodev,size=256m,mode=1777"}},
-		MemoryBytes: runtime.DefaultMemory, NanoCPUs: runtime.DefaultNanoCPUs, PidsLimit: runtime.DefaultPidsLimit,
-		Rlimits: runtime.DefaultRlimits(), WorkingDir: "/workspace", Stdin: true, LogMaxBytes: 16 << 20,
-	}
+	o := runner.AgentOptions{Image: b.image, Instance: b.instance}
 	if !b.rootless {
-		s.User = fmt.Sprintf("%d:%d", os.Getuid(), os.Getgid())
+		o.User = fmt.Sprintf("%d:%d", os.Getuid(), os.Getgid())
 	}
-	return s
+	t := runner.Turn{RunID: strconv.Itoa(b.seq), Folder: "phases"}
+	return runner.AgentSpec(t, fmt.Sprintf("arizuko-bench-%s-%d-%d", b.kind, os.Getpid(), b.seq), b.mounts, config.DefaultRunTimeout, o)
 }
 
 // timer records named phases.
@@ -295,7 +287,7 @@ type phaseResult struct {
 	fallbacks map[string]int
 	inspects  map[string]int
 	n         int
-	// info and ping time runtime.Engine.Info (the daemon's engine watch) and GET /_ping.
+	// info and ping time engine.Engine.Info (the daemon's engine watch) and GET /_ping.
 	info, ping sample
 }
 

@@ -10,7 +10,7 @@ import (
 	"strings"
 )
 
-// rawAPI speaks an engine's HTTP API directly, for the few calls runtime.Engine does not
+// rawAPI speaks an engine's HTTP API directly, for the few calls engine.Engine does not
 // offer and the phase measurements need: Podman's init, and wait with a chosen poll interval.
 type rawAPI struct {
 	http *http.Client

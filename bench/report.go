@@ -246,7 +246,7 @@ func (r *report) memorySection(p printer) {
 func (r *report) phasesSection(p printer) {
 	p("## 5. Where a turn's time goes at the engine API (per phase)")
 	p("")
-	p("bench/ drives containers through `runtime.Engine` itself (same spec as the runner: mounts, labels,")
+	p("bench/ drives containers through `engine.Engine` itself (same spec as the runner: mounts, labels,")
 	p("env, user, limits), one no-op turn at a time, the variants interleaved. Each column is a way to run")
 	p("a turn; a phase paid before the clock starts (created or initialized ahead) or after the result")
 	p("(removal) is shown in brackets and is not part of the critical path. p50 in ms.")
@@ -302,7 +302,7 @@ func (r *report) phasesSection(p printer) {
 			p("- **%s**: %s%s", v.name, v.about, note)
 		}
 		p("")
-		p("Liveness on %s: `runtime.Engine.Info` (what the daemon's engine watch asks at start and every 15 s) %s ms p50, `GET /_ping` %s ms p50 (10 calls each).",
+		p("Liveness on %s: `engine.Engine.Info` (what the daemon's engine watch asks at start and every 15 s) %s ms p50, `GET /_ping` %s ms p50 (10 calls each).",
 			res.engine, ms(res.info.p50()), ms(res.ping.p50()))
 		p("")
 	}

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/arizuko/arizukod/contract"
-	"github.com/arizuko/arizukod/runtime"
+	"github.com/arizuko/arizukod/runtime/engine"
 )
 
 // throughputRow is one way to run many turns at once.
@@ -157,10 +157,10 @@ func (b *bench) cliThroughput(ctx context.Context, m cliMethod, stdin []byte, en
 // leftovers counts the containers of instance on eng that ever ran, waiting up to 10 s for
 // them to go, and the containers that never started (prepared ahead for a next turn, if the
 // daemon does that), which are not leftovers.
-func (b *bench) leftovers(ctx context.Context, eng runtime.Engine, instance string, since time.Time) (left, prepared int, wait time.Duration) {
+func (b *bench) leftovers(ctx context.Context, eng engine.Engine, instance string, since time.Time) (left, prepared int, wait time.Duration) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		list, err := eng.List(ctx, map[string]string{runtime.LabelInstance: instance})
+		list, err := eng.List(ctx, map[string]string{engine.LabelInstance: instance})
 		if err != nil {
 			b.say("leftovers: %v", err)
 			return -1, 0, 0

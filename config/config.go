@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/arizuko/arizukod/mountsec"
+	"github.com/arizuko/arizukod/runtime/engine"
 )
 
 // Mode says which service the configuration is for. The caller decides: the
@@ -54,6 +55,10 @@ const (
 	SystemPath = "/etc/arizuko/arizukod.toml"
 	// DefaultImage is the agent image used when none is configured.
 	DefaultImage = "localhost/arizuko-agent:latest"
+	// DefaultRunTimeout is the run ceiling when none is configured.
+	DefaultRunTimeout = 20 * time.Minute
+	// DefaultStopGrace is how long a stopped container gets between SIGTERM and SIGKILL.
+	DefaultStopGrace = 10 * time.Second
 	// SourceDefaults is Config.Source when no file was read.
 	SourceDefaults = "defaults"
 	// MaxFileSize bounds the configuration file.
@@ -106,12 +111,9 @@ const DefaultModelUpstream = "https://api.anthropic.com"
 // Limits are the default resource limits of an agent container, and what the
 // operator allows beyond them.
 type Limits struct {
-	MemoryBytes int64
-	NanoCPUs    int64
-	PidsLimit   int64
-	Network     string // as CheckNetwork returns it; never "host"
+	engine.Limits // the defaults; Network as engine.CheckNetwork returns it, never "host"
 	// AllowedNetworks are the named engine networks a container may join
-	// (limits.allowed_networks); the modes of CheckNetwork need no listing.
+	// (limits.allowed_networks); the modes of engine.CheckNetwork need no listing.
 	AllowedNetworks []string
 	// AllowUnlimited lets turns run where the engine cannot apply the memory, CPU and
 	// pids limits (limits.allow_unlimited); otherwise such turns are refused.
@@ -188,15 +190,15 @@ func Load(mode Mode, explicitPath string, getenv func(string) string) (*Config, 
 func load(mode Mode, path string, explicit bool, getenv func(string) string) (*Config, error) {
 	l := &loader{c: &Config{
 		Image:        DefaultImage,
-		RunTimeout:   20 * time.Minute,
-		StopGrace:    10 * time.Second,
+		RunTimeout:   DefaultRunTimeout,
+		StopGrace:    DefaultStopGrace,
 		MaxRunning:   5,
 		SocketMode:   0o660,
 		SkillsDir:    "/usr/share/arizuko/skills",
 		Location:     time.Local,
 		RetryMax:     5,
 		RetryBackoff: 10 * time.Second,
-		Limits:       Limits{MemoryBytes: 1 << 30, NanoCPUs: 2e9, PidsLimit: 512, Network: "none"},
+		Limits:       Limits{Limits: engine.DefaultLimits()},
 		Memory:       MemoryConf{DiaryMax: 14, EpisodesMax: 5},
 		Model:        ModelConf{Upstream: DefaultModelUpstream},
 		Delivery:     DeliveryConf{VisibilityTimeout: DefaultVisibilityTimeout, MaxAttempts: DefaultMaxAttempts},
@@ -223,7 +225,7 @@ func load(mode Mode, path string, explicit bool, getenv func(string) string) (*C
 		return nil, err
 	}
 	// The network may name a network listed further down the file: checked once both are read.
-	network, err := CheckNetwork(l.c.Limits.Network, l.c.Limits.AllowedNetworks)
+	network, err := engine.CheckNetwork(l.c.Limits.Network, l.c.Limits.AllowedNetworks)
 	if err != nil {
 		return nil, &Error{Source: l.c.Source, Line: l.lines["limits.network"], Key: "limits.network", Err: err}
 	}

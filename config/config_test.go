@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/arizuko/arizukod/mountsec"
+	"github.com/arizuko/arizukod/runtime/engine"
 )
 
 func env(kv ...string) func(string) string {
@@ -43,7 +44,7 @@ func systemDefaults() *Config {
 		Location:     time.Local,
 		RetryMax:     5,
 		RetryBackoff: 10 * time.Second,
-		Limits:       Limits{MemoryBytes: 1 << 30, NanoCPUs: 2e9, PidsLimit: 512, Network: "none"},
+		Limits:       Limits{Limits: engine.Limits{MemoryBytes: 1 << 30, NanoCPUs: 2e9, PidsLimit: 512, Network: "none"}},
 		Memory:       MemoryConf{DiaryMax: 14, EpisodesMax: 5},
 		Model:        ModelConf{Upstream: DefaultModelUpstream, CredentialsDir: "/etc/arizuko/credentials"},
 		Delivery:     DeliveryConf{VisibilityTimeout: 60 * time.Second, MaxAttempts: 5},
@@ -507,92 +508,6 @@ func TestEnvironmentErrors(t *testing.T) {
 				t.Errorf("err = %v, want %q naming %s", err, tc.want, tc.name)
 			}
 		})
-	}
-}
-
-// TestCheckNetwork is the network rule every entry point shares.
-func TestCheckNetwork(t *testing.T) {
-	allowed := []string{"agents", "lab.net"}
-	for _, tc := range []struct {
-		in, want, err string
-	}{
-		{"", "none", ""},
-		{"none", "none", ""},
-		{"bridge", "bridge", ""},
-		{"slirp4netns", "slirp4netns", ""},
-		{"slirp", "slirp4netns", ""},
-		{"pasta", "pasta", ""},
-		{"agents", "agents", ""},
-		{"lab.net", "lab.net", ""},
-		{"host", "", "host's network"},
-		{"container:3f2a", "", "share another network namespace"},
-		{"container:", "", "share another network namespace"},
-		{"ns:/proc/1/ns/net", "", "share another network namespace"},
-		{"netns:/run/netns/x", "", "share another network namespace"},
-		{"ns-path:/run/netns/x", "", "share another network namespace"},
-		{"private", "", "reserved"},
-		{"default", "", "reserved"},
-		{"HOST", "", "reserved"},
-		{"Bridge", "", "reserved"},
-		{"bridge:ip=10.0.0.5", "", "want \"none\""},
-		{"slirp4netns:allow_host_loopback=true", "", "want \"none\""},
-		{"pasta:--map-gw", "", "want \"none\""},
-		{"agents,host", "", "want \"none\""},
-		{"other", "", "not in limits.allowed_networks"},
-		{"Agents", "", "not in limits.allowed_networks"},
-		{"-x", "", "want \"none\""},
-		{"a b", "", "want \"none\""},
-		{"../../x", "", "want \"none\""},
-		{strings.Repeat("n", 64), "", "want \"none\""},
-		{"\x00", "", "want \"none\""},
-	} {
-		got, err := CheckNetwork(tc.in, allowed)
-		switch {
-		case tc.err == "" && (err != nil || got != tc.want):
-			t.Errorf("CheckNetwork(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
-		case tc.err != "" && (err == nil || !errors.Is(err, ErrNetwork) || !strings.Contains(err.Error(), tc.err)):
-			t.Errorf("CheckNetwork(%q) = %q, %v; want ErrNetwork with %q", tc.in, got, err, tc.err)
-		}
-	}
-	if _, err := CheckNetwork("agents", nil); err == nil || !strings.Contains(err.Error(), "it lists none") {
-		t.Errorf("a named network with nothing allowed: %v", err)
-	}
-}
-
-func TestParseMemory(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		want int64
-		err  string
-	}{
-		{"1g", 1 << 30, ""},
-		{"1G", 1 << 30, ""},
-		{"512m", 512 << 20, ""},
-		{"6144k", 6 << 20, ""},
-		{"6291456", 6 << 20, ""},
-		{"0008g", 8 << 30, ""},
-		{"8589934591g", 8589934591 << 30, ""},
-		{"8589934592g", 0, "too large"},
-		{"99999999999999999999", 0, "too large"},
-		{"6291455", 0, "below the minimum"},
-		{"0", 0, "below the minimum"},
-		{"", 0, "not a memory size"},
-		{"g", 0, "not a memory size"},
-		{"1.5g", 0, "not a memory size"},
-		{"-1g", 0, "not a memory size"},
-		{"+1g", 0, "not a memory size"},
-		{"1gb", 0, "not a memory size"},
-		{"1t", 0, "not a memory size"},
-		{" 1g", 0, "not a memory size"},
-		{"1_000m", 0, "not a memory size"},
-	} {
-		got, err := ParseMemory(tc.in)
-		if tc.err == "" && (err != nil || got != tc.want) {
-			t.Errorf("ParseMemory(%q) = %d, %v, want %d", tc.in, got, err, tc.want)
-		}
-		if tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err) || !strings.Contains(err.Error(), strconv.Quote(tc.in))) {
-			t.Errorf("ParseMemory(%q) = %d, %v, want an error with %q", tc.in, got, err, tc.err)
-		}
 	}
 }
 

@@ -49,15 +49,3 @@ func FuzzEnvironment(f *testing.F) {
 		}
 	})
 }
-
-func FuzzParseMemory(f *testing.F) {
-	for _, s := range []string{"1g", "512M", "6291456", "9223372036854775807", "8589934592g", "", "k"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		n, err := ParseMemory(s)
-		if err == nil && n < MinMemory {
-			t.Fatalf("ParseMemory(%q) = %d, below MinMemory", s, n)
-		}
-	})
-}

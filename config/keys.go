@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/arizuko/arizukod/mountsec"
+	"github.com/arizuko/arizukod/runtime/engine"
 )
 
 // setter checks one decoded TOML value and stores it in the Config.
@@ -78,8 +79,7 @@ var fileKeys = map[string]setter{
 const (
 	MinRunTimeout = 10 * time.Second
 	MaxRunTimeout = 24 * time.Hour
-	MinMemory     = 6 << 20 // the smallest memory limit Docker accepts
-	MinNanoCPUs   = 1e7     // 0.01 CPU
+	MinNanoCPUs   = 1e7 // 0.01 CPU
 	MaxNanoCPUs   = 1024e9
 	MinPids       = 16
 	MaxPids       = 1 << 22 // the kernel's largest pid_max
@@ -330,23 +330,11 @@ func setEnvAllow(c *Config, v any) error {
 
 // setInstance accepts a label value; "" derives it from the data directory.
 func setInstance(c *Config, s string) error {
-	if s != "" && !isLabel(s) {
+	if s != "" && !engine.ValidName(s) {
 		return fmt.Errorf("%q: want letters, digits, '_', '.', '-', starting with a letter or digit, at most 63", s)
 	}
 	c.Instance = s
 	return nil
-}
-
-func isLabel(s string) bool {
-	if s == "" || len(s) > 63 || !isAlnum(s[0]) {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if !isAlnum(s[i]) && !strings.ContainsRune("_.-", rune(s[i])) {
-			return false
-		}
-	}
-	return true
 }
 
 func setTimezone(c *Config, s string) error {
@@ -362,44 +350,12 @@ func setTimezone(c *Config, s string) error {
 }
 
 func setMemory(c *Config, s string) error {
-	n, err := ParseMemory(s)
+	n, err := engine.ParseMemory(s)
 	if err != nil {
 		return err
 	}
 	c.Limits.MemoryBytes = n
 	return nil
-}
-
-// ParseMemory parses a memory size: a whole number of bytes, optionally
-// followed by k, m or g (powers of 1024, either case), of at least
-// MinMemory.
-func ParseMemory(s string) (int64, error) {
-	digits, shift := s, 0
-	if s != "" {
-		switch s[len(s)-1] {
-		case 'k', 'K':
-			shift = 10
-		case 'm', 'M':
-			shift = 20
-		case 'g', 'G':
-			shift = 30
-		}
-		if shift > 0 {
-			digits = s[:len(s)-1]
-		}
-	}
-	if digits == "" || strings.TrimLeft(digits, "0123456789") != "" {
-		return 0, fmt.Errorf("%q: not a memory size (like \"512m\" or \"1g\")", s)
-	}
-	n, err := strconv.ParseInt(digits, 10, 64)
-	if err != nil || n > math.MaxInt64>>shift {
-		return 0, fmt.Errorf("%q: too large", s)
-	}
-	n <<= shift
-	if n < MinMemory {
-		return 0, fmt.Errorf("%q: below the minimum of 6m", s)
-	}
-	return n, nil
 }
 
 // setCPUs takes a number of CPUs, integer or fractional.
@@ -428,7 +384,7 @@ func setNetwork(c *Config, s string) error {
 	if s == "" {
 		return errors.New(`must not be empty (use "none" for no network)`)
 	}
-	if _, err := CheckNetwork(s, []string{s}); err != nil {
+	if _, err := engine.CheckNetwork(s, []string{s}); err != nil {
 		return err
 	}
 	c.Limits.Network = s
@@ -442,7 +398,7 @@ func setAllowedNetworks(c *Config, v any) error {
 		return err
 	}
 	for i, s := range names {
-		if err := checkNetworkName(s); err != nil {
+		if err := engine.CheckNetworkName(s); err != nil {
 			return fmt.Errorf("element %d: %w", i+1, err)
 		}
 		if slices.Contains(names[:i], s) {

@@ -12,7 +12,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"os"
 	"os/signal"
 	"sync"
@@ -32,7 +31,9 @@ import (
 	"github.com/arizuko/arizukod/mountsec"
 	"github.com/arizuko/arizukod/queue"
 	"github.com/arizuko/arizukod/retention"
-	"github.com/arizuko/arizukod/runtime"
+	"github.com/arizuko/arizukod/runtime/detect"
+	"github.com/arizuko/arizukod/runtime/engine"
+	"github.com/arizuko/arizukod/runtime/runner"
 	"github.com/arizuko/arizukod/scheduler"
 	"github.com/arizuko/arizukod/sidecar"
 	"github.com/arizuko/arizukod/store"
@@ -45,9 +46,9 @@ type Daemon struct {
 	log     *slog.Logger
 	version string
 	store   *store.Store
-	engine  runtime.Engine
+	engine  engine.Engine
 	queue   *queue.Queue
-	runner  *runtime.Runner
+	runner  *runner.Runner
 	layout  groupfolder.Layout
 	opts    options
 
@@ -55,12 +56,12 @@ type Daemon struct {
 	live    atomic.Pointer[config.Config]
 	secrets atomic.Pointer[mountsec.Secrets]
 	builder atomic.Pointer[turn.Builder]
-	gateway atomic.Pointer[modelGateway]
+	gateway atomic.Pointer[turn.ModelGateway]
 	pruning sync.Mutex             // one pruning at a time
 	refused atomic.Pointer[string] // why the last reload was refused; nil after one that worked
 
 	mu        sync.Mutex
-	info      runtime.Info
+	info      engine.Info
 	engineUp  bool
 	engErr    string
 	checkedAt time.Time // the last check of the engine
@@ -124,16 +125,19 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 	if fi, err := os.Stat(cfg.SkillsDir); err == nil && fi.IsDir() {
 		skills = os.DirFS(cfg.SkillsDir)
 	}
-	model, err := newModelGateway(cfg, layout, log)
+	model, err := turn.NewModelGateway(turn.ModelOptions{
+		Upstream: cfg.Model.Upstream, APIKeyFile: cfg.Model.APIKeyFile, OAuthTokenFile: cfg.Model.OAuthTokenFile,
+		CredentialsDir: cfg.Model.CredentialsDir, EnvFile: cfg.EnvFile,
+	}, layout, log)
 	if err != nil {
 		return err
 	}
-	if v := model.credential.Value; v != "" {
+	if v := model.Secret(); v != "" {
 		// Wherever it came from, the model credential is redacted like the env file's values.
 		secrets["MODEL_CREDENTIAL"] = v
 	}
 	d.secrets.Store(&secrets)
-	d.gateway.Store(&model)
+	d.gateway.Store(model)
 	// From here on no secret value reaches the journal or the store, whoever writes it:
 	// an agent's answer, stderr line, outbox message or MCP call may echo one.
 	log = slog.New(logging.Redacting(log.Handler(), d.redact))
@@ -146,7 +150,7 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 		return err
 	}
 	defer d.store.Close()
-	d.runner, err = runtime.NewRunner(runtime.Config{
+	d.runner, err = runner.New(runner.Config{
 		Engine: d.engine, Layout: layout, Instance: cfg.Instance, Image: cfg.Image,
 		Timeout: cfg.RunTimeout, StopGrace: cfg.StopGrace, SkillsDir: existingDir(cfg.SkillsDir),
 		WebDir: existingDir(cfg.WebDir), Redact: d.redact, Logger: log,
@@ -158,7 +162,7 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 	builder := &turn.Builder{
 		Layout: layout, Store: d.store, Allowlist: allow, AllowlistErr: allowErr, Skills: skills,
 		Location: cfg.Location, Networks: cfg.Limits.AllowedNetworks,
-		Limits:   runtime.Limits{MemoryBytes: cfg.Limits.MemoryBytes, NanoCPUs: cfg.Limits.NanoCPUs, PidsLimit: cfg.Limits.PidsLimit, Network: cfg.Limits.Network},
+		Limits:   cfg.Limits.Limits,
 		DiaryMax: cfg.Memory.DiaryMax, EpisodesMax: cfg.Memory.EpisodesMax, Logger: log,
 	}
 	d.builder.Store(builder)
@@ -176,10 +180,10 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 		log.Info("stopped leftover sidecars", "units", stopped)
 	}
 	met := newMetrics(d)
-	hooks := &turnHooks{layout: layout, store: d.store, builder: d.builder.Load, sidecars: sidecars, gateway: d.gateway.Load,
-		queue: func() *queue.Queue { return d.queue }, metrics: met, loc: cfg.Location, log: log}
+	builder.Services = &turn.Services{Store: d.store, Sidecars: sidecars, Model: model, Location: cfg.Location, Logger: log,
+		OnUsage: func(u gateway.Usage) { met.ModelUsage(usageMetrics(u)) }}
 	d.queue, err = queue.New(queue.Config{
-		Store: meteredStore{d.store, met}, Runner: d.runner, Builder: currentBuilder(d.builder.Load), Hooks: hooks, EngineUp: d.up, CheckEngine: d.checkEngine,
+		Store: meteredStore{d.store, met}, Runner: d.runner, Turns: currentBuilder(d.builder.Load), EngineUp: d.up, CheckEngine: d.checkEngine,
 		MaxRunning: cfg.MaxRunning, RetryMax: cfg.RetryMax, RetryBackoff: cfg.RetryBackoff,
 		Logger: log, OnChange: d.notifyStatus,
 	})
@@ -265,15 +269,15 @@ func existingDir(p string) string {
 	return ""
 }
 
-func openEngine(cfg *config.Config) (runtime.Engine, error) {
+func openEngine(cfg *config.Config) (engine.Engine, error) {
 	if cfg.EngineSocket != "" {
 		kind := cfg.Engine
 		if kind == "" {
 			kind = "podman"
 		}
-		return runtime.Open(kind, cfg.EngineSocket)
+		return detect.Open(kind, cfg.EngineSocket)
 	}
-	return runtime.NewDetecting(cfg.Engine), nil
+	return detect.New(cfg.Engine), nil
 }
 
 // writeEnvFile filters the service's env file into data_dir/env/env for the containers and
@@ -299,56 +303,13 @@ func writeEnvFile(ctx context.Context, cfg *config.Config, layout groupfolder.La
 	return secrets, nil
 }
 
-// newModelGateway reads what every turn's model gateway shares: the upstream, the daemon's
-// credential (none is not an error: each turn's gateway then answers with what to set)
-// and the token secret.
-func newModelGateway(cfg *config.Config, layout groupfolder.Layout, log *slog.Logger) (modelGateway, error) {
-	up, err := url.Parse(cfg.Model.Upstream)
-	if err != nil {
-		return modelGateway{}, fmt.Errorf("model.upstream: %w", err)
-	}
-	fromFile := map[string]string{}
-	if cfg.EnvFile != "" {
-		if vars, err := mountsec.ReadEnvFile(cfg.EnvFile); err == nil {
-			fromFile = vars
-		}
-	}
-	cred, err := gateway.LoadCredential(gateway.CredentialSources{
-		APIKeyFile: cfg.Model.APIKeyFile, OAuthTokenFile: cfg.Model.OAuthTokenFile,
-		Getenv: func(k string) string {
-			if v := os.Getenv(k); v != "" {
-				return v
-			}
-			return fromFile[k]
-		},
-	})
-	switch {
-	case errors.Is(err, gateway.ErrNoCredential):
-		log.Warn("no model credential: turns cannot reach the model until one is configured", "hint", err.Error())
-	case err != nil:
-		return modelGateway{}, fmt.Errorf("model credential: %w", err)
-	default:
-		log.Info("model gateway", "upstream", up.String(), "credential", cred.String())
-	}
-	secret, err := layout.TokenSecretPath()
-	if err != nil {
-		return modelGateway{}, err
-	}
-	tokens, err := gateway.OpenTokens(secret)
-	if err != nil {
-		return modelGateway{}, err
-	}
-	return modelGateway{upstream: up, credential: cred, credentialsDir: cfg.Model.CredentialsDir,
-		tokens: tokens, transport: gateway.NewTransport()}, nil
-}
-
 func (d *Daemon) up() bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.engineUp
 }
 
-func (d *Daemon) engineInfo() runtime.Info {
+func (d *Daemon) engineInfo() engine.Info {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.info
@@ -460,7 +421,7 @@ func (d *Daemon) Health(ctx context.Context) api.HealthReport {
 }
 
 // limitsHealth is EngineHealth.Limits for an engine that answers.
-func limitsHealth(info runtime.Info, allowUnlimited bool) string {
+func limitsHealth(info engine.Info, allowUnlimited bool) string {
 	switch err := info.CheckLimits(allowUnlimited); {
 	case err != nil:
 		return err.Error()

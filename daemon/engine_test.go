@@ -57,7 +57,14 @@ func TestEngineRestart(t *testing.T) {
 		inbox := d.AppendInbox(t, "alpha", "reply inbox-during")
 		h := waitDegraded(t)
 		noticed := time.Since(stopped)
-		time.Sleep(2 * time.Second) // the dispatcher ticks every second: give it the chance to fail
+		// Once the daemon knows the engine is away its queue starts nothing; a run it
+		// started before is put back when its start fails. Wait until none is in flight.
+		for deadline := time.Now().Add(time.Minute); h.Running > 0; h = waitDegraded(t) {
+			if time.Now().After(deadline) {
+				t.Fatalf("runs in flight a minute after the engine stopped: %+v", h)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
 		for _, r := range queued {
 			if got := d.GetRun(t, r.ID); got.State != "queued" {
 				t.Errorf("run %s submitted while the engine was away: %s %s %s %q, want queued", r.ID, got.State, got.Status, got.Failure, got.Error)

@@ -23,7 +23,8 @@ import (
 	"github.com/arizuko/arizukod/internal/daemontest"
 	"github.com/arizuko/arizukod/internal/enginetest"
 	"github.com/arizuko/arizukod/internal/fakemodel"
-	"github.com/arizuko/arizukod/runtime"
+	"github.com/arizuko/arizukod/runtime/engine"
+	"github.com/arizuko/arizukod/runtime/runner"
 	"github.com/arizuko/arizukod/store"
 )
 
@@ -32,7 +33,7 @@ const sidecarImage = "localhost/arizuko-sidecar:daemontest"
 
 var sidecarImports sync.Map // engine URI -> *sync.Once
 
-func ensureSidecarImage(t *testing.T, e enginetest.Engine, eng runtime.Engine) {
+func ensureSidecarImage(t *testing.T, e enginetest.Engine, eng engine.Engine) {
 	t.Helper()
 	bin, err := enginetest.StaticBinary("github.com/arizuko/arizukod/examples/sidecar", "sidecar")
 	if err != nil {
@@ -43,7 +44,7 @@ func ensureSidecarImage(t *testing.T, e enginetest.Engine, eng runtime.Engine) {
 	v.(*sync.Once).Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		ierr = runtime.ImportStatic(ctx, eng, sidecarImage, bin)
+		ierr = engine.ImportStatic(ctx, eng, sidecarImage, bin)
 	})
 	if ierr != nil {
 		t.Fatalf("import the sidecar image into %s: %v", e.Name, ierr)
@@ -160,9 +161,9 @@ func TestAdoptedTurnWithoutInputRunsAgain(t *testing.T) {
 			}
 			continue
 		}
-		name := runtime.ContainerName(groupfolder.Folder(folder), "", time.Now())
-		id, err := d.Eng.Create(ctx, runtime.Spec{Name: name, Image: image, Stdin: true,
-			Labels: map[string]string{runtime.LabelInstance: d.Instance, runtime.LabelFolder: folder, runtime.LabelRun: run.ID, runtime.LabelRole: "agent"}})
+		name := runner.ContainerName(groupfolder.Folder(folder), "", time.Now())
+		id, err := d.Eng.Create(ctx, engine.Spec{Name: name, Image: image, Stdin: true,
+			Labels: map[string]string{engine.LabelInstance: d.Instance, engine.LabelFolder: folder, engine.LabelRun: run.ID, engine.LabelRole: "agent"}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/arizuko/arizukod/config"
 	"github.com/arizuko/arizukod/mountsec"
-	"github.com/arizuko/arizukod/runtime"
+	"github.com/arizuko/arizukod/runtime/runner"
 	"github.com/arizuko/arizukod/turn"
 )
 
@@ -52,11 +52,11 @@ var restartKeys = []struct {
 // credential as the last (re)load found them.
 func (d *Daemon) redact(text string) string { return d.secrets.Load().Redact(text) }
 
-// currentBuilder builds each turn with the builder of the latest configuration.
+// currentBuilder runs each turn with the builder of the latest configuration.
 type currentBuilder func() *turn.Builder
 
-func (b currentBuilder) Build(ctx context.Context, req turn.Request) (runtime.Turn, error) {
-	return b().Build(ctx, req)
+func (b currentBuilder) Run(ctx context.Context, req turn.Request, r turn.Runner, w turn.Watch) (runner.Result, error) {
+	return b().Run(ctx, req, r, w)
 }
 
 // reloadOnHUP reloads at each SIGHUP until ctx ends.
@@ -118,17 +118,18 @@ func (d *Daemon) apply(ctx context.Context) (changed, restart []string, err erro
 	if allowErr != nil && !errors.Is(allowErr, mountsec.ErrNoAllowlist) {
 		return nil, nil, fmt.Errorf("allowlist: %w", allowErr)
 	}
-	model, err := newModelGateway(cfg, d.layout, d.log)
+	model, err := d.gateway.Load().Reloaded(turn.ModelOptions{
+		Upstream: cfg.Model.Upstream, APIKeyFile: cfg.Model.APIKeyFile, OAuthTokenFile: cfg.Model.OAuthTokenFile,
+		CredentialsDir: cfg.Model.CredentialsDir, EnvFile: cfg.EnvFile,
+	}, d.layout, d.log)
 	if err != nil {
 		return nil, nil, err
 	}
-	prev := d.gateway.Load()
-	model.tokens, model.transport = prev.tokens, prev.transport // running turns' tokens stay valid
 	secrets, err := writeEnvFile(ctx, cfg, d.layout)
 	if err != nil {
 		return nil, nil, err
 	}
-	if v := model.credential.Value; v != "" {
+	if v := model.Secret(); v != "" {
 		secrets["MODEL_CREDENTIAL"] = v
 	}
 	// A running turn may still echo a value the new files no longer have: it stays redacted.
@@ -139,11 +140,14 @@ func (d *Daemon) apply(ctx context.Context) (changed, restart []string, err erro
 	}
 	b := *d.builder.Load()
 	b.Allowlist, b.AllowlistErr = allow, allowErr
-	b.Limits = runtime.Limits{MemoryBytes: cfg.Limits.MemoryBytes, NanoCPUs: cfg.Limits.NanoCPUs, PidsLimit: cfg.Limits.PidsLimit, Network: cfg.Limits.Network}
+	b.Limits = cfg.Limits.Limits
 	b.DiaryMax, b.EpisodesMax = cfg.Memory.DiaryMax, cfg.Memory.EpisodesMax
+	services := *b.Services
+	services.Model = model
+	b.Services = &services
 	// The secrets first: from the moment a turn can get a new credential, it is redacted.
 	d.secrets.Store(&secrets)
-	d.gateway.Store(&model)
+	d.gateway.Store(model)
 	d.builder.Store(&b)
 	d.live.Store(cfg)
 	return changedKeys(old, cfg), restart, nil

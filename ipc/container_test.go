@@ -20,7 +20,8 @@ import (
 	"github.com/arizuko/arizukod/groupfolder"
 	"github.com/arizuko/arizukod/internal/enginetest"
 	"github.com/arizuko/arizukod/ipc"
-	"github.com/arizuko/arizukod/runtime"
+	"github.com/arizuko/arizukod/runtime/engine"
+	"github.com/arizuko/arizukod/runtime/runner"
 	"github.com/arizuko/arizukod/store"
 )
 
@@ -28,7 +29,7 @@ import (
 type boxed struct {
 	*env
 	name   string
-	runner *runtime.Runner
+	runner *runner.Runner
 	layout groupfolder.Layout
 }
 
@@ -41,9 +42,9 @@ func newBoxed(t *testing.T, e enginetest.Engine) *boxed {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := runtime.Config{Engine: eng, Info: info, Layout: layout, Image: image,
+	cfg := runner.Config{Engine: eng, Info: info, Layout: layout, Image: image,
 		Instance: "test-" + filepath.Base(dataDir), StopGrace: time.Second, Timeout: time.Minute}
-	r, err := runtime.NewRunner(cfg)
+	r, err := runner.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +52,7 @@ func newBoxed(t *testing.T, e enginetest.Engine) *boxed {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		r.Close()
-		list, err := eng.List(ctx, map[string]string{runtime.LabelInstance: cfg.Instance})
+		list, err := eng.List(ctx, map[string]string{engine.LabelInstance: cfg.Instance})
 		if err != nil {
 			t.Errorf("list containers: %v", err)
 		}
@@ -85,7 +86,7 @@ func (b *boxed) turn(t *testing.T, folder, message string) string {
 	s := b.start(t, folder, func(cfg *ipc.ServerConfig) { cfg.RunID = run.ID })
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	res, err := b.runner.Run(ctx, runtime.Turn{RunID: run.ID, Folder: f,
+	res, err := b.runner.Run(ctx, runner.Turn{RunID: run.ID, Folder: f,
 		Input: contract.Input{Messages: []contract.Message{{Role: "user", Content: message}}}})
 	if err != nil {
 		t.Fatalf("%s: Run(%q): %v", b.name, message, err)

@@ -24,6 +24,7 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/arizuko/arizukod/ipc"
+	"github.com/arizuko/arizukod/ipc/policy"
 	"github.com/arizuko/arizukod/store"
 )
 
@@ -110,7 +111,7 @@ func newEnvAt(t testing.TB, dir string) *env {
 	t.Cleanup(func() { st.Close() })
 	e := &env{ctx: ctx, dir: dir, st: st}
 	for _, f := range append([]string{"main", "main/a", "main/a/b", "main/a/b/c", "main/a/b/c/d", "main/z"}, otherTree...) {
-		parent, _ := ipc.Parent(f)
+		parent, _ := policy.Parent(f)
 		if _, err := st.UpsertGroup(ctx, store.Group{Folder: f, Parent: parent, Name: "group " + f}); err != nil {
 			t.Fatal(err)
 		}

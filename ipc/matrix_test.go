@@ -11,7 +11,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/client"
 
-	"github.com/arizuko/arizukod/ipc"
+	"github.com/arizuko/arizukod/ipc/policy"
 	"github.com/arizuko/arizukod/store"
 )
 
@@ -499,7 +499,7 @@ var toolCases = []toolCase{
 		refusal: noSuchFolder, early: true,
 		args: func(string, fixture) map[string]any { return map[string]any{"text": "done"} },
 		check: func(t *testing.T, e *env, f string, _ fixture, allowed bool, _ map[string]any) {
-			parent, ok := ipc.Parent(f)
+			parent, ok := policy.Parent(f)
 			if !ok {
 				return
 			}
@@ -665,8 +665,8 @@ var toolCases = []toolCase{
 // tools the tier and rules allow, each of them is callable and does its work
 // in the store, and every other tool is denied with the reason.
 func TestToolMatrix(t *testing.T) {
-	if len(toolCases) != len(ipc.Tools()) {
-		t.Fatalf("%d tool cases for %d tools", len(toolCases), len(ipc.Tools()))
+	if len(toolCases) != len(policy.Tools()) {
+		t.Fatalf("%d tool cases for %d tools", len(toolCases), len(policy.Tools()))
 	}
 	for _, f := range tierFolders {
 		for _, sc := range scenarios {

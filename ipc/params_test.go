@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/arizuko/arizukod/ipc/policy"
 )
 
 // TestSpecsCoverTheTierTable: every tool of the tier table has a spec and
@@ -18,8 +20,8 @@ func TestSpecsCoverTheTierTable(t *testing.T) {
 		}
 	}
 	slices.Sort(names)
-	if !slices.Equal(names, Tools()) {
-		t.Errorf("specs %v\ntools %v", names, Tools())
+	if !slices.Equal(names, policy.Tools()) {
+		t.Errorf("specs %v\ntools %v", names, policy.Tools())
 	}
 }
 
@@ -40,13 +42,13 @@ func TestRuleProblem(t *testing.T) {
 		{[]string{"*", "!*(chatjid=x)"}, "list_routes", "names parameter chatjid"},
 	}
 	for _, tt := range tests {
-		rules, err := ParseRules(tt.rules)
+		rules, err := policy.ParseRules(tt.rules)
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := ruleProblem(rules, tt.tool)
+		got := policy.RuleProblem(rules, tt.tool)
 		if tt.want == "" && got != "" || tt.want != "" && !strings.Contains(got, tt.want) {
-			t.Errorf("ruleProblem(%q, %s) = %q, want %q", tt.rules, tt.tool, got, tt.want)
+			t.Errorf("policy.RuleProblem(%q, %s) = %q, want %q", tt.rules, tt.tool, got, tt.want)
 		}
 	}
 }
@@ -102,7 +104,7 @@ func FuzzToolArgs(f *testing.F) {
 		`{"routes":[{"seq":1,"match":"room=1","target":"main/a"}]}`, `{"id":1e400}`, `{"seq":9007199254740993}`, `{"text":null}`} {
 		f.Add(s)
 	}
-	tools := Tools()
+	tools := policy.Tools()
 	f.Fuzz(func(t *testing.T, in string) {
 		for _, name := range tools {
 			spec := specs[name]
@@ -129,7 +131,7 @@ func FuzzToolArgs(f *testing.F) {
 			if name == "set_routes" {
 				a.routes("routes")
 			}
-			if err := CheckCall(name, TierRoot, DefaultRules(), a); err != nil {
+			if err := policy.CheckCall(name, policy.TierRoot, policy.DefaultRules(), a); err != nil {
 				t.Fatalf("%s: default rules denied checked arguments: %v", name, err)
 			}
 		}

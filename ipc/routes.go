@@ -2,269 +2,134 @@ package ipc
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
-	"unicode/utf8"
 
+	"github.com/arizuko/arizukod/ipc/policy"
 	"github.com/arizuko/arizukod/store"
 )
 
-// InboundMessage is a chat message arriving through POST /v1/messages, as far
-// as routing is concerned.
-type InboundMessage struct {
-	Platform string
-	Room     string
-	ChatJID  string
-	Sender   string
-	Verb     string
-	Content  string
-}
+// The route tools: list_routes, set_routes, add_route, delete_route.
 
-// matchKey indexes the message fields a match may test, in canonical order.
-type matchKey int
-
-const (
-	keyPlatform matchKey = iota
-	keyRoom
-	keyChatJID
-	keySender
-	keyVerb
-	numMatchKeys
-)
-
-var matchKeyNames = [numMatchKeys]string{"platform", "room", "chat_jid", "sender", "verb"}
-
-func (k matchKey) field(msg InboundMessage) string {
-	switch k {
-	case keyPlatform:
-		return msg.Platform
-	case keyRoom:
-		return msg.Room
-	case keyChatJID:
-		return msg.ChatJID
-	case keySender:
-		return msg.Sender
-	}
-	return msg.Verb
-}
-
-type matchTerm struct {
-	key  matchKey
-	glob Glob
-}
-
-// Match is a parsed route match expression; see ROUTES.md. The zero Match
-// has no terms and matches every message.
-type Match struct {
-	terms []matchTerm // at most one per key, in canonical key order
-}
-
-// ParseMatch parses a route match expression: whitespace-separated key=glob
-// terms over platform, room, chat_jid, sender and verb, each key at most once,
-// no space around '='. A value is bare (up to the next whitespace; '"' must be
-// escaped) or quoted "..." (\" is a quote). An expression with no terms
-// matches every message. Errors name the column and the problem.
-func ParseMatch(text string) (Match, error) {
-	s := &scanner{what: "route match", in: text}
-	if !utf8.ValidString(text) {
-		return Match{}, s.errAt(invalidUTF8At(text), "invalid UTF-8")
-	}
-	var byKey [numMatchKeys]*Glob
-	for {
-		s.skipSpace()
-		if s.eof() {
-			break
-		}
-		keyStart := s.pos
-		name := s.ident()
-		if name == "" {
-			return Match{}, s.errAt(s.pos, "expected a key (%s), found %s", strings.Join(matchKeyNames[:], ", "), s.next())
-		}
-		key := matchKey(-1)
-		for k, n := range matchKeyNames {
-			if n == name {
-				key = matchKey(k)
-			}
-		}
-		if key < 0 {
-			return Match{}, s.errAt(keyStart, "unknown key %q (keys: %s)", name, strings.Join(matchKeyNames[:], ", "))
-		}
-		if byKey[key] != nil {
-			return Match{}, s.errAt(keyStart, "key %q given twice", name)
-		}
-		if s.eof() || s.peek() != '=' {
-			return Match{}, s.errAt(s.pos, "expected '=' right after key %q, found %s", name, s.next())
-		}
-		s.pos++
-		g, err := s.value(name, func(byte) bool { return false }, `"`)
-		if err != nil {
-			return Match{}, err
-		}
-		byKey[key] = &g
-	}
-	var m Match
-	for k, g := range byKey {
-		if g != nil {
-			m.terms = append(m.terms, matchTerm{key: matchKey(k), glob: *g})
-		}
-	}
-	return m, nil
-}
-
-// Matches reports whether every term's glob matches its field of msg.
-func (m Match) Matches(msg InboundMessage) bool {
-	for _, t := range m.terms {
-		if !t.glob.Match(t.key.field(msg)) {
-			return false
-		}
-	}
-	return true
-}
-
-// String renders the canonical form: terms in the order platform, room,
-// chat_jid, sender, verb, separated by one space, values quoted only when
-// needed. ParseMatch of it gives the same Match.
-func (m Match) String() string {
-	parts := make([]string, len(m.terms))
-	for i, t := range m.terms {
-		parts[i] = matchKeyNames[t.key] + "=" + quoteValue(t.glob.pattern)
-	}
-	return strings.Join(parts, " ")
-}
-
-// RouteEntry is one row of the routes table.
-type RouteEntry struct {
-	ID     int64
-	Seq    int64
-	Match  Match
-	Target string // folder whose inbox receives the message
-	Owner  string // "" for the operator's routes, else the folder of the group that added it
-}
-
-// Route returns the folder whose inbox receives msg. Routes are taken in
-// layers by owner, each layer in order of Seq, then ID (the order of routes
-// does not matter):
-//
-//  1. The operator's routes (Owner ""): the first one matching msg picks a
-//     folder. None matching: msg has no target.
-//  2. The routes owned by the folder picked last: the first one matching msg
-//     picks the next folder, and its routes are consulted in turn. A route to
-//     its own owner stops there. None matching: msg goes to that folder.
-//
-// So a group's routes decide only for messages already routed to the group
-// itself, never before or instead of the operator's or an ancestor's, and no
-// seq or match of theirs takes anything that was not theirs. A group's route
-// leaves its owner's subtree only where follow allows it (an operator's
-// grant); follow nil allows none. A route back to a folder the message
-// already passed, or one follow refuses, counts as absent.
-func Route(routes []RouteEntry, msg InboundMessage, follow func(RouteEntry) bool) (target string, ok bool) {
-	r := firstOf(routes, "", msg, nil)
-	if r == nil {
-		return "", false
-	}
-	target = r.Target
-	passed := map[string]bool{target: true}
-	for {
-		next := firstOf(routes, target, msg, func(r *RouteEntry) bool {
-			switch {
-			case r.Target == target:
-				return true
-			case passed[r.Target]:
-				return false
-			case InSubtree(target, r.Target):
-				return true
-			}
-			return follow != nil && follow(*r)
-		})
-		if next == nil || next.Target == target {
-			return target, true
-		}
-		target = next.Target
-		passed[target] = true
-	}
-}
-
-// firstOf returns the first route of owner, in (Seq, ID) order, that matches
-// msg and that usable (when not nil) accepts.
-func firstOf(routes []RouteEntry, owner string, msg InboundMessage, usable func(*RouteEntry) bool) *RouteEntry {
-	var best *RouteEntry
-	for i := range routes {
-		r := &routes[i]
-		if r.Owner != owner || best != nil && (r.Seq > best.Seq || r.Seq == best.Seq && r.ID >= best.ID) {
-			continue
-		}
-		if r.Match.Matches(msg) && (usable == nil || usable(r)) {
-			best = r
-		}
-	}
-	return best
-}
-
-// RouteSource is what routing reads: the routes and the grant rules of the
-// groups that own routes out of their subtree. *store.Store implements it.
-type RouteSource interface {
-	ListRoutes(ctx context.Context) ([]store.Route, error)
-	GetGrants(ctx context.Context, folder string) ([]string, error)
-}
-
-// RouteInbound is the routing of POST /v1/messages: it reads every route and
-// resolves msg through them with Route. A route a group added out of its
-// subtree is followed only while the group's tier and grant rules, read now,
-// would still let it add that route (add_route with the route's seq, match
-// and target, decided by a rule naming the target, see Rules.Reaches): when
-// the operator takes the grant back, the route stops forwarding. A stored
-// match that no longer parses is reported to skip and the route ignored.
-func RouteInbound(ctx context.Context, src RouteSource, msg InboundMessage, skip func(store.Route, error)) (target string, ok bool, err error) {
-	stored, err := src.ListRoutes(ctx)
+// routeDefaults gives add_route's match in canonical form, the form the store
+// keeps, so that grant rules see one spelling, here and when routing checks
+// a route out of the subtree again (RouteInbound).
+func (s *Server) routeDefaults(a args) error {
+	match, err := canonicalMatch("match", a.str("match"))
 	if err != nil {
-		return "", false, err
+		return err
 	}
-	routes := make([]RouteEntry, 0, len(stored))
-	for _, r := range stored {
-		m, err := ParseMatch(r.Match)
-		if err != nil {
-			if skip != nil {
-				skip(r, err)
-			}
-			continue
-		}
-		routes = append(routes, RouteEntry{ID: r.ID, Seq: r.Seq, Match: m, Target: r.Target, Owner: r.Owner})
-	}
-	var readErr error
-	target, ok = Route(routes, msg, func(r RouteEntry) bool {
-		granted, err := forwardGranted(ctx, src, r)
-		if err != nil && readErr == nil {
-			readErr = err
-		}
-		return granted
-	})
-	if readErr != nil {
-		return "", false, readErr
-	}
-	return target, ok, nil
+	a["match"] = match
+	return nil
 }
 
-// forwardGranted reports whether r's owner may still have r, a route out of
-// its subtree: its tier has add_route, its rules parse, name no unknown
-// parameter of add_route, and reach r's target.
-func forwardGranted(ctx context.Context, src RouteSource, r RouteEntry) (bool, error) {
-	if !TierAllows("add_route", FolderTier(r.Owner)) {
-		return false, nil
+// canonicalMatch parses a match expression and returns its canonical form,
+// which is what the store keeps.
+func canonicalMatch(arg, text string) (string, error) {
+	m, err := policy.ParseMatch(text)
+	if err != nil {
+		return "", badArg(arg, "%v", err)
 	}
-	list, err := src.GetGrants(ctx, r.Owner)
-	if errors.Is(err, store.ErrNotFound) || err == nil && len(list) == 0 {
-		return false, nil // the default "*" names no target; no rules allow nothing
+	return m.String(), nil
+}
+
+// visibleRoute reports whether the caller sees r: it or a group below it
+// added r, or r delivers into its subtree (the operator's routes to it, its
+// ancestors' routes to it, forwards granted to others).
+func (s *Server) visibleRoute(r store.Route) bool {
+	return s.manages(r.Target) || r.Owner != "" && s.manages(r.Owner)
+}
+
+func (s *Server) listRoutes(ctx context.Context, _ args) (any, error) {
+	rs, err := s.store.ListRoutes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	visible := rs[:0]
+	for _, r := range rs {
+		if s.visibleRoute(r) {
+			visible = append(visible, r)
+		}
+	}
+	return map[string]any{"routes": viewRoutes(visible)}, nil
+}
+
+// setRoutes replaces the routes the caller added within its subtree. Routes
+// out of the subtree need add_route and an operator's grant; set_routes
+// never touches routes the caller did not add.
+func (s *Server) setRoutes(ctx context.Context, a args) (any, error) {
+	items := a.routes("routes")
+	rs := make([]store.Route, 0, len(items))
+	for i, it := range items {
+		arg := fmt.Sprintf("routes[%d].", i)
+		target, err := parseFolder(arg+"target", it.Target)
+		if err != nil {
+			return nil, err
+		}
+		if !s.manages(target) {
+			return nil, &policy.DeniedError{Tool: "set_routes", Tier: s.tier, Reason: fmt.Sprintf(
+				"set_routes sets routes to %s and the groups below it only, and %starget %s is outside them; "+
+					"a route out of the subtree takes add_route and an operator's grant naming the target", s.folder, arg, target)}
+		}
+		if _, err := s.registered(ctx, arg+"target", target); err != nil {
+			return nil, err
+		}
+		match, err := canonicalMatch(arg+"match", it.Match)
+		if err != nil {
+			return nil, err
+		}
+		rs = append(rs, store.Route{Seq: it.Seq, Match: match, Target: target})
+	}
+	out, err := s.store.ReplaceOwnedRoutes(ctx, s.folder, rs)
+	if err != nil {
+		return nil, err
+	}
+	s.log.Info("ipc: routes replaced", "owner", s.folder, "count", len(out))
+	return map[string]any{"routes": viewRoutes(out)}, nil
+}
+
+func (s *Server) addRoute(ctx context.Context, a args) (any, error) {
+	target, err := parseFolder("target", a.str("target"))
+	if err != nil {
+		return nil, err
+	}
+	if err := s.scope(ctx, "add_route", a, "target", target); err != nil {
+		return nil, err
+	}
+	if _, err := s.registered(ctx, "target", target); err != nil {
+		return nil, err
+	}
+	r, err := s.store.AddRoute(ctx, store.Route{Seq: a.int("seq"), Match: a.str("match"), Target: target, Owner: s.folder})
+	if err != nil {
+		return nil, err
+	}
+	s.log.Info("ipc: route added", "route", r.ID, "seq", r.Seq, "match", r.Match, "target", r.Target)
+	return viewRoutes([]store.Route{*r})[0], nil
+}
+
+// deleteRoute deletes a route the caller or a group below it added. A route
+// it sees but did not add (the operator's, an ancestor's, another tree's
+// forward into it) is refused with its owner; any other is "not found".
+func (s *Server) deleteRoute(ctx context.Context, a args) (any, error) {
+	id := a.int("id")
+	r, err := s.store.GetRoute(ctx, id)
+	if errors.Is(err, store.ErrNotFound) || err == nil && !s.visibleRoute(*r) {
+		return nil, badArg("id", "route %d not found", id)
 	}
 	if err != nil {
-		return false, fmt.Errorf("ipc: grant rules of %s: %w", r.Owner, err)
+		return nil, err
 	}
-	rules, err := ParseRules(list)
-	if err != nil || ruleProblem(rules, "add_route") != "" {
-		return false, nil
+	if r.Owner == "" || !s.manages(r.Owner) {
+		owner := "the operator"
+		if r.Owner != "" {
+			owner = "group " + r.Owner
+		}
+		return nil, &policy.DeniedError{Tool: "delete_route", Tier: s.tier, Reason: fmt.Sprintf(
+			"route %d was added by %s; %s deletes only routes it or a group below it added", id, owner, s.folder)}
 	}
-	params := map[string]any{"seq": json.Number(strconv.FormatInt(r.Seq, 10)), "match": r.Match.String(), "target": r.Target}
-	return rules.Reaches("add_route", params, "target"), nil
+	if err := s.store.DeleteRoute(ctx, id); err != nil {
+		return nil, err
+	}
+	s.log.Info("ipc: route deleted", "route", id, "target", r.Target, "owner", r.Owner)
+	return viewRoutes([]store.Route{*r})[0], nil
 }

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/arizuko/arizukod/groupfolder"
+	"github.com/arizuko/arizukod/ipc/policy"
 	"github.com/arizuko/arizukod/store"
 )
 
@@ -154,7 +155,7 @@ func Start(ctx context.Context, cfg ServerConfig) (*Server, error) {
 	case cfg.NextRun == nil:
 		return nil, fmt.Errorf("%w: next run: nil", ErrConfig)
 	}
-	s := &Server{cfg: cfg, folder: string(f), tier: FolderTier(string(f)), store: cfg.Store, log: cfg.Logger, now: cfg.Now,
+	s := &Server{cfg: cfg, folder: string(f), tier: policy.FolderTier(string(f)), store: cfg.Store, log: cfg.Logger, now: cfg.Now,
 		conns: make(map[net.Conn]struct{})}
 	if s.log == nil {
 		s.log = slog.Default()
@@ -169,7 +170,7 @@ func Start(ctx context.Context, cfg ServerConfig) (*Server, error) {
 		server.WithToolFilter(s.filterListing),
 		server.WithInstructions("Tools of arizukod for the group "+s.folder+": messaging, delegation, groups, scheduled tasks and routes. What you may call depends on the group's tier and grant rules; a refused call says why."),
 	)
-	for _, name := range Tools() {
+	for _, name := range policy.Tools() {
 		spec := specs[name]
 		s.mcp.AddTool(spec.mcpTool(), s.handler(spec))
 	}
@@ -401,161 +402,4 @@ func readLine(r *bufio.Reader) ([]byte, error) {
 		}
 		return bytes.TrimSpace(line), err
 	}
-}
-
-// listingKey marks the context of a tools/list request for the filter.
-type listingKey struct{}
-
-func (s *Server) handle(ctx context.Context, msg []byte) mcp.JSONRPCMessage {
-	var head struct {
-		Method string `json:"method"`
-	}
-	if json.Unmarshal(msg, &head) == nil && head.Method == string(mcp.MethodToolsList) {
-		ctx = context.WithValue(ctx, listingKey{}, true)
-	}
-	return s.mcp.HandleMessage(ctx, msg)
-}
-
-// filterListing keeps in tools/list exactly the tools the caller may call:
-// those its tier allows and its grant rules (read now, so that changes apply
-// at once) could pass. mcp-go also runs the filter before each tools/call;
-// there it keeps the tool, so that the call reaches handler, which denies it
-// with the reason instead of a bare "not found".
-func (s *Server) filterListing(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
-	if ctx.Value(listingKey{}) == nil {
-		return tools
-	}
-	rules, refusal, err := s.grants(ctx)
-	if err != nil {
-		s.log.Error("ipc: read grants for tools/list", "err", err)
-		return nil
-	}
-	if refusal != "" {
-		return nil
-	}
-	out := make([]mcp.Tool, 0, len(tools))
-	for _, t := range tools {
-		if Allowed(t.Name, s.tier, rules) && ruleProblem(rules, t.Name) == "" {
-			out = append(out, t)
-		}
-	}
-	return out
-}
-
-// grants reads the caller's grant rules: DefaultRules when none were ever
-// set, no rules at all (everything denied) when they were set to none. A
-// rule list that does not parse denies every call; refusal then says why.
-func (s *Server) grants(ctx context.Context) (rules Rules, refusal string, err error) {
-	list, err := s.store.GetGrants(ctx, s.folder)
-	if errors.Is(err, store.ErrNotFound) {
-		return DefaultRules(), "", nil
-	}
-	if err != nil {
-		return nil, "", err
-	}
-	if len(list) == 0 {
-		return Rules{}, "", nil
-	}
-	rules, err = ParseRules(list)
-	if err != nil {
-		refusal = fmt.Sprintf("the grant rules of %s do not parse, so every call is denied: %v", s.folder, err)
-		s.warnOnce(refusal)
-		return nil, refusal, nil
-	}
-	return rules, "", nil
-}
-
-func (s *Server) warnOnce(msg string) {
-	if _, seen := s.warned.LoadOrStore(msg, struct{}{}); !seen {
-		s.log.Warn("ipc: " + msg)
-	}
-}
-
-// userError is a tool failure the agent caused and can fix; its text is
-// the tool error. Any other error is logged and reported as internal.
-type userError struct{ msg string }
-
-func (e *userError) Error() string { return e.msg }
-
-func fail(format string, a ...any) error { return &userError{msg: fmt.Sprintf(format, a...)} }
-
-// handler gates and runs one tool for every tools/call.
-func (s *Server) handler(spec *toolSpec) server.ToolHandlerFunc {
-	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		start := time.Now()
-		res, outcome := s.call(ctx, spec, req.GetRawArguments())
-		level := slog.LevelInfo
-		if outcome == "internal error" {
-			level = slog.LevelError
-		}
-		s.log.Log(ctx, level, "ipc: tool call", "tool", spec.name, "outcome", outcome, "ms", time.Since(start).Milliseconds())
-		return res, nil
-	}
-}
-
-// call checks and runs one call: the tier, the arguments (types, sizes),
-// the defaults, the grant rules (re-read from the store) with the final
-// arguments, then the tool. Refusals and failures are tool errors.
-func (s *Server) call(ctx context.Context, spec *toolSpec, raw any) (*mcp.CallToolResult, string) {
-	if !TierAllows(spec.name, s.tier) {
-		return s.deny(&DeniedError{Tool: spec.name, Tier: s.tier, ByTier: true, Reason: tierRefusal(spec.name, s.tier)})
-	}
-	m, err := decodeArgs(raw)
-	if err != nil {
-		return mcp.NewToolResultError(err.Error()), "bad arguments"
-	}
-	a, err := checkArgs(spec.params, m, "")
-	if err != nil {
-		return mcp.NewToolResultError(err.Error()), "bad arguments"
-	}
-	if spec.defaults != nil {
-		if err := spec.defaults(s, a); err != nil {
-			return mcp.NewToolResultError(err.Error()), "bad arguments"
-		}
-	}
-	rules, refusal, err := s.grants(ctx)
-	if err != nil {
-		s.log.Error("ipc: read grants", "tool", spec.name, "err", err)
-		return mcp.NewToolResultError("internal error: the grant rules could not be read; the daemon logged the cause"), "internal error"
-	}
-	if refusal == "" {
-		refusal = ruleProblem(rules, spec.name)
-	}
-	if refusal != "" {
-		return s.deny(&DeniedError{Tool: spec.name, Tier: s.tier, Reason: refusal})
-	}
-	if err := CheckCall(spec.name, s.tier, rules, a); err != nil {
-		var de *DeniedError
-		errors.As(err, &de)
-		return s.deny(de)
-	}
-	ctx, cancel := context.WithTimeout(ctx, callTimeout)
-	defer cancel()
-	out, err := spec.run(s, ctx, a)
-	var scoped *DeniedError
-	if errors.As(err, &scoped) {
-		return s.deny(scoped)
-	}
-	if err != nil {
-		var ue *userError
-		var ae *argError
-		switch {
-		case errors.As(err, &ue), errors.As(err, &ae),
-			errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrInvalid):
-			return mcp.NewToolResultError(err.Error()), "failed"
-		}
-		s.log.Error("ipc: tool failed", "tool", spec.name, "err", err)
-		return mcp.NewToolResultError("internal error in " + spec.name + "; the daemon logged the cause"), "internal error"
-	}
-	b, err := json.Marshal(out)
-	if err != nil {
-		s.log.Error("ipc: encode result", "tool", spec.name, "err", err)
-		return mcp.NewToolResultError("internal error in " + spec.name + "; the daemon logged the cause"), "internal error"
-	}
-	return mcp.NewToolResultStructured(out, string(b)), "ok"
-}
-
-func (s *Server) deny(de *DeniedError) (*mcp.CallToolResult, string) {
-	s.log.Warn("ipc: tool call denied", "tool", de.Tool, "tier", de.Tier, "reason", de.Reason)
-	return mcp.NewToolResultError("denied: " + de.Reason), "denied"
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/arizuko/arizukod/ipc"
+	"github.com/arizuko/arizukod/ipc/policy"
 	"github.com/arizuko/arizukod/store"
 )
 
@@ -650,6 +651,9 @@ func TestToolSchemas(t *testing.T) {
 		}
 		s := got.InputSchema
 		params, ok := ipc.ToolParams(tool.Name)
+		if !slices.Equal(params, policy.Params(tool.Name)) {
+			t.Errorf("%s: parameters %v, but the grant rules know %v (ipc/policy's params)", tool.Name, params, policy.Params(tool.Name))
+		}
 		var props []string
 		for p, ps := range s.Properties {
 			props = append(props, p)

@@ -3,7 +3,6 @@ package ipc
 import (
 	"context"
 	"slices"
-	"strings"
 
 	"github.com/mark3labs/mcp-go/mcp"
 )
@@ -200,51 +199,4 @@ func init() {
 	for name, spec := range specs {
 		spec.name = name
 	}
-}
-
-// ToolParams returns the parameter names of tool in schema order; ok is
-// false for an unknown tool. Grant rules may narrow a tool only by these.
-func ToolParams(tool string) (names []string, ok bool) {
-	spec, ok := specs[tool]
-	if !ok {
-		return nil, false
-	}
-	for _, p := range spec.params {
-		names = append(names, p.name)
-	}
-	return names, true
-}
-
-// ruleProblem says why rules cannot decide calls of tool: a rule that
-// applies to tool names a parameter that none of the tools its pattern
-// matches has. Such a rule would silently never match (a typo in a negative
-// rule would open what it was meant to close), so calls of those tools are
-// denied until it is fixed. "" means no problem.
-func ruleProblem(rules Rules, tool string) string {
-	for _, r := range rules {
-		if !r.Tool.Match(tool) {
-			continue
-		}
-		for _, p := range r.Params {
-			var matched []string
-			known := false
-			for _, name := range Tools() {
-				if r.Tool.Match(name) {
-					matched = append(matched, name)
-					known = known || specs[name].hasParam(p.Key)
-				}
-			}
-			if known {
-				continue
-			}
-			if r.Tool.literal() {
-				return "grant rule " + r.String() + " names parameter " + p.Key + ", which " + tool +
-					" does not have (its parameters: " + paramNames(specs[tool].params) + "); " + tool +
-					" is denied until the rule is fixed"
-			}
-			return "grant rule " + r.String() + " names parameter " + p.Key + ", which none of the tools it matches (" +
-				strings.Join(matched, ", ") + ") has; " + tool + " is denied until the rule is fixed"
-		}
-	}
-	return ""
 }

@@ -38,7 +38,7 @@ func TestJournald(t *testing.T) {
 	}
 
 	runID := fmt.Sprintf("test-%d-%d", os.Getpid(), time.Now().UnixNano())
-	turn := log.With(RunAttrs(runID, "main/research", "arizuko-main-research-1")...)
+	turn := log.With(FieldRunID, runID, FieldFolder, "main/research", FieldContainer, "arizuko-main-research-1")
 	turn.Debug("stderr line\nwith a second line", "stream", "stderr")
 	turn.Warn("turn finished", FieldStatus, "error", FieldExitCode, 2, FieldDurationMS, int64(1234),
 		slog.Group("arizuko", "failure", "no-output"), "secrets", secret("hunter2"))

@@ -35,6 +35,19 @@ const (
 	FieldStatus     = "ARIZUKO_STATUS"
 	FieldExitCode   = "ARIZUKO_EXIT_CODE"
 	FieldDurationMS = "ARIZUKO_DURATION_MS"
+	FieldState      = "ARIZUKO_STATE"
+	FieldFailure    = "ARIZUKO_FAILURE"
+	FieldError      = "ARIZUKO_ERROR"
+	FieldStream     = "ARIZUKO_STREAM"
+	FieldTaskID     = "ARIZUKO_TASK_ID"
+	// A turn's model usage, from its model gateway.
+	FieldModel            = "ARIZUKO_MODEL"
+	FieldModelRequests    = "ARIZUKO_MODEL_REQUESTS"
+	FieldModelRefused     = "ARIZUKO_MODEL_REFUSED"
+	FieldInputTokens      = "ARIZUKO_INPUT_TOKENS"
+	FieldOutputTokens     = "ARIZUKO_OUTPUT_TOKENS"
+	FieldCacheReadTokens  = "ARIZUKO_CACHE_READ_TOKENS"
+	FieldCacheWriteTokens = "ARIZUKO_CACHE_WRITE_TOKENS"
 )
 
 // DefaultIdentifier is the SYSLOG_IDENTIFIER when Options leave it empty.
@@ -60,17 +73,6 @@ func New(opts Options) *slog.Logger {
 		return slog.New(newJournalHandler(opts, journal.Send))
 	}
 	return slog.New(textHandler(opts))
-}
-
-// RunAttrs are the attributes naming one turn, for Logger.With or a log
-// call's arguments: every entry about the turn, its stderr lines included,
-// then carries ARIZUKO_RUN_ID, ARIZUKO_FOLDER and ARIZUKO_CONTAINER.
-func RunAttrs(runID, folder, container string) []any {
-	return []any{
-		slog.String(FieldRunID, runID),
-		slog.String(FieldFolder, folder),
-		slog.String(FieldContainer, container),
-	}
 }
 
 func textHandler(opts Options) slog.Handler {

@@ -158,7 +158,7 @@ func TestEntry(t *testing.T) {
 		want map[string]string // fields besides SYSLOG_IDENTIFIER
 	}{
 		{"turn", func(l *slog.Logger) {
-			l.Info("turn finished", append(RunAttrs("r1", "main/research", "c1"),
+			l.Info("turn finished", append([]any{slog.String(FieldRunID, "r1"), slog.String(FieldFolder, "main/research"), slog.String(FieldContainer, "c1")},
 				FieldStatus, "ok", FieldExitCode, 0, FieldDurationMS, int64(1234))...)
 		}, map[string]string{
 			"ARIZUKO_RUN_ID": "r1", "ARIZUKO_FOLDER": "main/research", "ARIZUKO_CONTAINER": "c1",
@@ -270,7 +270,7 @@ func TestFallback(t *testing.T) {
 func TestNewStderr(t *testing.T) {
 	var buf bytes.Buffer
 	log := New(Options{Stderr: &buf, ForceStderr: true, Level: slog.LevelDebug})
-	log.With(RunAttrs("r", "main", "c")...).Debug("hello", "s", secret("hunter2"))
+	log.With(FieldRunID, "r", FieldFolder, "main", FieldContainer, "c").Debug("hello", "s", secret("hunter2"))
 	out := buf.String()
 	for _, want := range []string{"level=DEBUG", "msg=hello", "ARIZUKO_RUN_ID=r", "ARIZUKO_FOLDER=main", "ARIZUKO_CONTAINER=c", "s=[redacted]"} {
 		if !strings.Contains(out, want) {

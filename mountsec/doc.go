@@ -1,7 +1,6 @@
 // Package mountsec decides what of the host an agent container may see: it
-// validates additional mounts against the operator's allowlist, builds the
-// filtered environment file handed to containers, and translates local paths
-// to host paths when arizukod itself runs in a container.
+// validates additional mounts against the operator's allowlist and builds the
+// filtered environment file handed to containers.
 //
 // It owns the allowlist format (mount-allowlist.json), the built-in blocked
 // patterns, the mount request/decision types, the dotenv parser and the env

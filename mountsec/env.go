@@ -29,12 +29,10 @@ var ErrEnvName = errors.New("env variable name not allowed")
 // file when present.
 func DefaultEnvNames() []string { return slices.Clone(defaultEnvNames) }
 
-// GitIdentityNames returns the variables filled from the discovered git
-// identity unless the env file sets them.
-func GitIdentityNames() []string { return slices.Clone(gitIdentityNames) }
-
 var (
-	defaultEnvNames  = []string{"GH_TOKEN", "OPENAI_API_KEY"}
+	defaultEnvNames = []string{"GH_TOKEN", "OPENAI_API_KEY"}
+	// gitIdentityNames are filled from the discovered git identity unless the env
+	// file sets them.
 	gitIdentityNames = []string{"GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL"}
 )
 
@@ -241,7 +239,7 @@ func GitConfigIdentity(ctx context.Context) (GitIdentity, error) {
 }
 
 // BuildEnvFile collects the variables a container may see: DefaultEnvNames(),
-// GitIdentityNames() and extraAllowed, taken from the dotenv file envFile (""
+// the git identity variables (GIT_AUTHOR_NAME, ...) and extraAllowed, taken from the dotenv file envFile (""
 // for none), then the git identity (when identity is not nil) for any git
 // variable the file does not set. Everything else in the file is dropped.
 func BuildEnvFile(ctx context.Context, envFile string, extraAllowed []string, identity GitIdentityFunc) (Secrets, error) {

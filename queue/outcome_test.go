@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/arizuko/arizukod/contract"
-	"github.com/arizuko/arizukod/runtime"
+	"github.com/arizuko/arizukod/runtime/runner"
 	"github.com/arizuko/arizukod/store"
 )
 
@@ -20,7 +20,7 @@ func TestOutcome(t *testing.T) {
 	cases := []struct {
 		name     string
 		run      *store.Run
-		res      runtime.Result
+		res      runner.Result
 		state    store.RunState
 		status   store.Status
 		op       store.CursorOp
@@ -28,16 +28,16 @@ func TestOutcome(t *testing.T) {
 		wantFail store.Failure
 		wantTerm bool
 	}{
-		{"ok advances", inbox, runtime.Result{Output: out(contract.StatusOK)}, store.RunExited, store.StatusOK, store.CursorAdvance, true, "", false},
-		{"error advances", inbox, runtime.Result{Output: out(contract.StatusError)}, store.RunExited, store.StatusError, store.CursorAdvance, true, "", false},
-		{"fatal retries", inbox, runtime.Result{Output: out(contract.StatusFatal)}, store.RunError, store.StatusFatal, store.CursorRetry, false, "", false},
-		{"no output retries", inbox, runtime.Result{Failure: runtime.FailNoOutput, Output: out(contract.StatusFatal)}, store.RunError, store.StatusFatal, store.CursorRetry, false, "no-output", false},
-		{"misconfig parks", inbox, runtime.Result{Failure: runtime.FailMisconfig, Terminal: true, Output: out(contract.StatusFatal)}, store.RunError, store.StatusFatal, store.CursorPark, false, store.FailureMisconfig, true},
-		{"kill advances", inbox, runtime.Result{Failure: runtime.FailKilled, Output: out(contract.StatusFatal)}, store.RunKilled, store.StatusFatal, store.CursorAdvance, false, store.FailureKilled, false},
-		{"timeout with an answer", inbox, runtime.Result{Failure: runtime.FailTimeout, Output: out(contract.StatusOK)}, store.RunExited, store.StatusOK, store.CursorAdvance, true, store.FailureTimeout, false},
-		{"oom retries", inbox, runtime.Result{Failure: runtime.FailOOM, Output: out(contract.StatusFatal)}, store.RunError, store.StatusFatal, store.CursorRetry, false, store.FailureOOM, false},
-		{"api run has no cursor", api, runtime.Result{Output: out(contract.StatusOK)}, store.RunExited, store.StatusOK, store.CursorNone, true, "", false},
-		{"task keeps no session", task, runtime.Result{Output: out(contract.StatusOK)}, store.RunExited, store.StatusOK, store.CursorNone, false, "", false},
+		{"ok advances", inbox, runner.Result{Output: out(contract.StatusOK)}, store.RunExited, store.StatusOK, store.CursorAdvance, true, "", false},
+		{"error advances", inbox, runner.Result{Output: out(contract.StatusError)}, store.RunExited, store.StatusError, store.CursorAdvance, true, "", false},
+		{"fatal retries", inbox, runner.Result{Output: out(contract.StatusFatal)}, store.RunError, store.StatusFatal, store.CursorRetry, false, "", false},
+		{"no output retries", inbox, runner.Result{Failure: runner.FailNoOutput, Output: out(contract.StatusFatal)}, store.RunError, store.StatusFatal, store.CursorRetry, false, "no-output", false},
+		{"misconfig parks", inbox, runner.Result{Failure: runner.FailMisconfig, Terminal: true, Output: out(contract.StatusFatal)}, store.RunError, store.StatusFatal, store.CursorPark, false, store.FailureMisconfig, true},
+		{"kill advances", inbox, runner.Result{Failure: runner.FailKilled, Output: out(contract.StatusFatal)}, store.RunKilled, store.StatusFatal, store.CursorAdvance, false, store.FailureKilled, false},
+		{"timeout with an answer", inbox, runner.Result{Failure: runner.FailTimeout, Output: out(contract.StatusOK)}, store.RunExited, store.StatusOK, store.CursorAdvance, true, store.FailureTimeout, false},
+		{"oom retries", inbox, runner.Result{Failure: runner.FailOOM, Output: out(contract.StatusFatal)}, store.RunError, store.StatusFatal, store.CursorRetry, false, store.FailureOOM, false},
+		{"api run has no cursor", api, runner.Result{Output: out(contract.StatusOK)}, store.RunExited, store.StatusOK, store.CursorNone, true, "", false},
+		{"task keeps no session", task, runner.Result{Output: out(contract.StatusOK)}, store.RunExited, store.StatusOK, store.CursorNone, false, "", false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/arizuko/arizukod/contract"
+	"github.com/arizuko/arizukod/logging"
 	"github.com/arizuko/arizukod/store"
 )
 
@@ -134,7 +135,7 @@ func (s *Scheduler) check(ctx context.Context) {
 		return
 	}
 	for _, c := range claims {
-		attrs := []any{"ARIZUKO_TASK_ID", c.Task.ID, "ARIZUKO_FOLDER", c.Task.Folder, "ARIZUKO_RUN_ID", c.Run.ID}
+		attrs := []any{logging.FieldTaskID, c.Task.ID, logging.FieldFolder, c.Task.Folder, logging.FieldRunID, c.Run.ID}
 		if c.Task.State == store.TaskCompleted {
 			s.log.Info("scheduled task fired; completed", attrs...)
 		} else {
@@ -155,7 +156,7 @@ func (s *Scheduler) following(t store.Task, now time.Time) (next int64, complete
 	sc, err := parse(string(t.ScheduleKind), t.ScheduleExpr)
 	if err != nil {
 		s.log.Error("scheduled task: unreadable schedule; it fires a last time and completes",
-			"ARIZUKO_TASK_ID", t.ID, "ARIZUKO_FOLDER", t.Folder, "err", err)
+			logging.FieldTaskID, t.ID, logging.FieldFolder, t.Folder, "err", err)
 		return 0, true
 	}
 	slot, nowMS := t.NextRunAt, now.UnixMilli()
@@ -172,7 +173,7 @@ func (s *Scheduler) following(t store.Task, now time.Time) (next int64, complete
 	}
 	if err != nil {
 		s.log.Error("scheduled task: no next time; it completes",
-			"ARIZUKO_TASK_ID", t.ID, "ARIZUKO_FOLDER", t.Folder, "err", err)
+			logging.FieldTaskID, t.ID, logging.FieldFolder, t.Folder, "err", err)
 		return 0, true
 	}
 	return next, false

@@ -14,7 +14,7 @@ import (
 // ErrUnsupported says the engine cannot run what a sidecar asks for; it names the key.
 var ErrUnsupported = errors.New("not supported by this engine")
 
-// Engine kinds, as runtime.Info.Name says them.
+// Engine kinds, as engine.Info.Name says them.
 const (
 	kindPodman = "podman"
 	kindDocker = "docker"

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/arizuko/arizukod/config"
+	"github.com/arizuko/arizukod/runtime/engine"
 )
 
 // ErrBadConfig is wrapped by every error about a sidecar's configuration.
@@ -38,7 +38,7 @@ type Config struct {
 	Env     map[string]string `json:"env,omitempty"`
 	Memory  string            `json:"memory,omitempty"` // like "256m"; default DefaultMemory
 	CPUs    float64           `json:"cpus,omitempty"`   // default DefaultCPUs
-	// Network is the sidecar's network, by the rule of config.CheckNetwork: "none" (the
+	// Network is the sidecar's network, by the rule of engine.CheckNetwork: "none" (the
 	// default), bridge, slirp4netns, pasta, or a network of limits.allowed_networks.
 	Network string `json:"network,omitempty"`
 	Quadlet string `json:"quadlet,omitempty"`
@@ -172,11 +172,11 @@ func checkEnv(env map[string]string) error {
 	return nil
 }
 
-// checkNetwork is config.CheckNetwork: never the host's network or another
+// checkNetwork is engine.CheckNetwork: never the host's network or another
 // container's, which would undo the isolation, and only the named networks the operator
 // allowed.
 func checkNetwork(n string, networks []string) (string, error) {
-	network, err := config.CheckNetwork(n, networks)
+	network, err := engine.CheckNetwork(n, networks)
 	if err != nil {
 		return "", fmt.Errorf("network: %w", err)
 	}
@@ -187,7 +187,7 @@ func parseMemory(s string) (int64, error) {
 	if s == "" {
 		return DefaultMemory, nil
 	}
-	m, err := config.ParseMemory(s)
+	m, err := engine.ParseMemory(s)
 	if err != nil {
 		return 0, fmt.Errorf("memory: %w", err)
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/godbus/dbus/v5"
 
 	"github.com/arizuko/arizukod/groupfolder"
-	"github.com/arizuko/arizukod/runtime"
+	"github.com/arizuko/arizukod/runtime/engine"
 	"github.com/arizuko/arizukod/session"
 )
 
@@ -133,7 +133,7 @@ func testUnit(t *testing.T, c Config, rootless bool) *Unit {
 	return u
 }
 
-// TestUnitNetwork: a unit gets the network as config.CheckNetwork names it, and a named
+// TestUnitNetwork: a unit gets the network as engine.CheckNetwork names it, and a named
 // network only while the operator allows it.
 func TestUnitNetwork(t *testing.T) {
 	for _, tc := range []struct {
@@ -177,7 +177,7 @@ func TestHardening(t *testing.T) {
 		if len(q.Mount) != 1 || len(q.Volume) > 0 || len(q.EnvironmentFile) > 0 || q.Pull != "never" || q.User != "1000:1000" {
 			t.Errorf("%s: mounts, env files, pull or user: %+v", c.Name, q)
 		}
-		if q.Label[runtime.LabelRole] != RoleSidecar || q.Label[runtime.LabelInstance] != "abc123" || q.Label[runtime.LabelFolder] != "main/research" || q.Label[runtime.LabelRun] != "run-1" {
+		if q.Label[engine.LabelRole] != RoleSidecar || q.Label[engine.LabelInstance] != "abc123" || q.Label[engine.LabelFolder] != "main/research" || q.Label[engine.LabelRun] != "run-1" {
 			t.Errorf("%s: labels %v", c.Name, q.Label)
 		}
 		if q.Environment[EnvSocket] != session.SidecarSocketDir+"/"+c.Name+".sock" || u.Socket() != "/srv/arizuko/ipc/main/research/sidecars/"+c.Name+".sock" {

@@ -11,21 +11,21 @@ import (
 	"github.com/arizuko/arizukod/contract"
 	"github.com/arizuko/arizukod/groupfolder"
 	"github.com/arizuko/arizukod/internal/enginetest"
-	"github.com/arizuko/arizukod/runtime"
+	"github.com/arizuko/arizukod/runtime/runner"
 	"github.com/arizuko/arizukod/session"
 	"github.com/arizuko/arizukod/sidecar"
 )
 
 // TestAgentCallsSidecar is a turn as the daemon runs it: the group's sidecar starts as a
 // transient unit of the user manager, settings.json lists it, the example agent (on
-// podman 4 through runtime.Runner) calls its echo tool through the socket in the IPC
+// podman 4 through runner.Runner) calls its echo tool through the socket in the IPC
 // mount, and after the turn the sidecar is gone.
 func TestAgentCallsSidecar(t *testing.T) {
 	systemdUser(t)
 	e := enginetest.Rootful(t)[0]
 	fx := newFixture(t, e, sidecar.ModeSystemdUser, nil)
 	image := enginetest.EnsureAgentImage(t, e, fx.eng)
-	r, err := runtime.NewRunner(runtime.Config{Engine: fx.eng, Info: fx.info, Layout: fx.layout, Image: image, Instance: fx.instance, StopGrace: time.Second, Timeout: time.Minute})
+	r, err := runner.New(runner.Config{Engine: fx.eng, Info: fx.info, Layout: fx.layout, Image: image, Instance: fx.instance, StopGrace: time.Second, Timeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,15 +33,15 @@ func TestAgentCallsSidecar(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	f := groupfolder.Folder("main")
-	h, err := fx.m.Start(ctx, f, "run-e2e", []sidecar.Config{{Name: "echo", Image: sidecarImage}})
+	dirs, err := fx.layout.Ensure(f, os.Getuid(), os.Getgid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := fx.m.Start(ctx, f, dirs.SidecarSockets, "run-e2e", []sidecar.Config{{Name: "echo", Image: sidecarImage}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer fx.stop(h)
-	dirs, err := fx.layout.Paths(f)
-	if err != nil {
-		t.Fatal(err)
-	}
 	if err := session.Seed(ctx, dirs.Session, session.Options{Folder: string(f), Sidecars: h.Names()}); err != nil {
 		t.Fatal(err)
 	}
@@ -52,14 +52,14 @@ func TestAgentCallsSidecar(t *testing.T) {
 	if !strings.Contains(string(settings), `"UNIX-CONNECT:`+sidecar.ContainerSocket("echo")+`"`) {
 		t.Errorf("settings.json has no entry for the sidecar:\n%s", settings)
 	}
-	res, err := r.Run(ctx, runtime.Turn{
+	res, err := r.Run(ctx, runner.Turn{
 		RunID: "run-e2e", Folder: f,
 		Input: contract.Input{Messages: []contract.Message{{Role: "user", Content: `mcp-socket ` + sidecar.ContainerSocket("echo") + ` echo {"text":"hi"}`}}},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Failure != runtime.FailNone || res.Output.Status != contract.StatusOK {
+	if res.Failure != runner.FailNone || res.Output.Status != contract.StatusOK {
 		t.Fatalf("turn: %+v", res)
 	}
 	var got struct {

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/arizuko/arizukod/runtime"
+	"github.com/arizuko/arizukod/runtime/engine"
 	"github.com/arizuko/arizukod/session"
 )
 
@@ -15,9 +15,9 @@ const engineLogMax = 16 << 20
 
 // Spec is the container the engine runs when no systemd manager does: the same
 // container as the unit's, with the config's env in it (the API carries it, no command
-// line). runtime.Spec has no command, entrypoint or the like, so a sidecar that sets
+// line). engine.Spec has no command, entrypoint or the like, so a sidecar that sets
 // one is ErrUnsupported here, naming the key.
-func (u *Unit) Spec() (runtime.Spec, error) {
+func (u *Unit) Spec() (engine.Spec, error) {
 	c := u.Container
 	var set []string
 	for _, k := range []struct {
@@ -33,15 +33,15 @@ func (u *Unit) Spec() (runtime.Spec, error) {
 		}
 	}
 	if len(set) > 0 {
-		return runtime.Spec{}, fmt.Errorf("sidecar %s: %s: %w (sidecars run directly on the engine here, without systemd)", u.Name, strings.Join(set, ", "), ErrUnsupported)
+		return engine.Spec{}, fmt.Errorf("sidecar %s: %s: %w (sidecars run directly on the engine here, without systemd)", u.Name, strings.Join(set, ", "), ErrUnsupported)
 	}
 	env := maps.Clone(c.Environment)
 	maps.Copy(env, u.Env)
-	s := runtime.Spec{
+	s := engine.Spec{
 		Name:        c.ContainerName,
 		Image:       c.Image,
 		Labels:      maps.Clone(c.Label),
-		Mounts:      []runtime.Mount{{Source: u.SocketDir, Target: session.SidecarSocketDir, Origin: "ipc"}},
+		Mounts:      []engine.Mount{{Source: u.SocketDir, Target: session.SidecarSocketDir, Origin: "ipc"}},
 		Network:     c.Network[0],
 		MemoryBytes: u.MemoryBytes,
 		NanoCPUs:    u.NanoCPUs,
@@ -56,7 +56,7 @@ func (u *Unit) Spec() (runtime.Spec, error) {
 	}
 	for _, t := range c.Tmpfs {
 		target, opts, _ := strings.Cut(t, ":")
-		s.Tmpfs = append(s.Tmpfs, runtime.Tmpfs{Target: target, Options: opts})
+		s.Tmpfs = append(s.Tmpfs, engine.Tmpfs{Target: target, Options: opts})
 	}
 	return s, nil
 }

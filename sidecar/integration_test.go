@@ -17,7 +17,7 @@ import (
 
 	"github.com/arizuko/arizukod/groupfolder"
 	"github.com/arizuko/arizukod/internal/enginetest"
-	"github.com/arizuko/arizukod/runtime"
+	"github.com/arizuko/arizukod/runtime/engine"
 	"github.com/arizuko/arizukod/sidecar"
 )
 
@@ -37,7 +37,7 @@ type importOnce struct {
 }
 
 // ensureSidecarImage builds the example sidecar statically, once, and imports it into eng.
-func ensureSidecarImage(t *testing.T, e enginetest.Engine, eng runtime.Engine) {
+func ensureSidecarImage(t *testing.T, e enginetest.Engine, eng engine.Engine) {
 	t.Helper()
 	buildOnce.Do(func() {
 		sidecarBin, buildErr = enginetest.StaticBinary("github.com/arizuko/arizukod/examples/sidecar", "sidecar")
@@ -50,7 +50,7 @@ func ensureSidecarImage(t *testing.T, e enginetest.Engine, eng runtime.Engine) {
 	r.once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		r.err = runtime.ImportStatic(ctx, eng, sidecarImage, sidecarBin)
+		r.err = engine.ImportStatic(ctx, eng, sidecarImage, sidecarBin)
 	})
 	if r.err != nil {
 		t.Fatalf("import sidecar image into %s: %v", e.Name, r.err)
@@ -75,8 +75,8 @@ func systemdUser(t *testing.T) {
 type fixture struct {
 	t        *testing.T
 	e        enginetest.Engine
-	eng      runtime.Engine
-	info     runtime.Info
+	eng      engine.Engine
+	info     engine.Info
 	layout   groupfolder.Layout
 	instance string
 	m        *sidecar.Manager
@@ -128,7 +128,12 @@ func (fx *fixture) start(folder string, cs ...sidecar.Config) (*sidecar.Handle, 
 	fx.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	return fx.m.Start(ctx, groupfolder.Folder(folder), "run-"+fx.e.Name, cs)
+	f := groupfolder.Folder(folder)
+	dirs, err := fx.layout.Ensure(f, os.Getuid(), os.Getgid())
+	if err != nil {
+		return nil, err
+	}
+	return fx.m.Start(ctx, f, dirs.SidecarSockets, "run-"+fx.e.Name, cs)
 }
 
 func (fx *fixture) stop(h *sidecar.Handle) {
@@ -151,7 +156,7 @@ func (fx *fixture) socket(folder, name string) string {
 func (fx *fixture) containers() []string {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	list, err := fx.eng.List(ctx, map[string]string{runtime.LabelInstance: fx.instance, runtime.LabelRole: sidecar.RoleSidecar})
+	list, err := fx.eng.List(ctx, map[string]string{engine.LabelInstance: fx.instance, engine.LabelRole: sidecar.RoleSidecar})
 	if err != nil {
 		fx.t.Fatal(err)
 	}

@@ -18,7 +18,8 @@ import (
 
 	"github.com/arizuko/arizukod/groupfolder"
 	"github.com/arizuko/arizukod/internal/atomicfile"
-	"github.com/arizuko/arizukod/runtime"
+	"github.com/arizuko/arizukod/logging"
+	"github.com/arizuko/arizukod/runtime/engine"
 )
 
 // errDenied says the manager does not let this user start units (polkit): the sidecar
@@ -42,14 +43,14 @@ const (
 
 // Options configure a Manager.
 type Options struct {
-	Engine runtime.Engine
+	Engine engine.Engine
 	// Info describes the engine (its Name is the kind, its Socket the URI the CLI uses);
-	// InfoFunc, when set, is asked instead at every Start, as in runtime.Config.
-	Info     runtime.Info
-	InfoFunc func() runtime.Info
+	// InfoFunc, when set, is asked instead at every Start, as in runner.Config.
+	Info     engine.Info
+	InfoFunc func() engine.Info
 	Layout   groupfolder.Layout
-	Instance string           // runtime.LabelInstance of this daemon's containers
-	Rlimits  []runtime.Rlimit // default runtime.DefaultRlimits()
+	Instance string          // engine.LabelInstance of this daemon's containers
+	Rlimits  []engine.Rlimit // default engine.DefaultRlimits()
 	// Networks are the named networks a sidecar may join (limits.allowed_networks).
 	Networks []string
 	// Mode forces a mode; empty detects it (see New).
@@ -87,7 +88,7 @@ func New(ctx context.Context, o Options) (*Manager, error) {
 		return nil, errors.New("sidecar manager: no data directory")
 	}
 	if o.Rlimits == nil {
-		o.Rlimits = runtime.DefaultRlimits()
+		o.Rlimits = engine.DefaultRlimits()
 	}
 	if o.EnvDir == "" {
 		o.EnvDir = filepath.Join(o.Layout.DataDir, "sidecar-env")
@@ -155,7 +156,7 @@ func Probe(ctx context.Context) (Mode, string) {
 	return want, "transient units, run by " + strings.Join(clis, " or ")
 }
 
-func (m *Manager) info() runtime.Info {
+func (m *Manager) info() engine.Info {
 	if m.o.InfoFunc != nil {
 		return m.o.InfoFunc()
 	}
@@ -188,7 +189,8 @@ func (h *Handle) Names() []string {
 // Start starts the sidecars of a turn of f, one after the other, each until its socket
 // answers. When one fails, those already started are stopped and the error (ErrStart,
 // with what the sidecar logged last) fails the turn. No sidecars is a Handle with none.
-func (m *Manager) Start(ctx context.Context, f groupfolder.Folder, runID string, cs []Config) (*Handle, error) {
+// socketDir is f's sidecar socket directory, as Layout.Ensure made it for the turn.
+func (m *Manager) Start(ctx context.Context, f groupfolder.Folder, socketDir, runID string, cs []Config) (*Handle, error) {
 	h := &Handle{m: m}
 	if len(cs) == 0 {
 		return h, nil
@@ -196,17 +198,13 @@ func (m *Manager) Start(ctx context.Context, f groupfolder.Folder, runID string,
 	if err := Validate(cs, m.o.Networks); err != nil {
 		return nil, err
 	}
-	dirs, err := m.o.Layout.Ensure(f, os.Getuid(), os.Getgid())
-	if err != nil {
-		return nil, fmt.Errorf("sidecars of %s: %w", f, err)
-	}
 	info := m.info()
 	user := ""
 	if !info.Rootless {
 		user = fmt.Sprintf("%d:%d", os.Getuid(), os.Getgid())
 	}
 	for _, c := range cs {
-		u, err := NewUnit(f, c, UnitOptions{Instance: m.o.Instance, RunID: runID, SocketDir: dirs.SidecarSockets, User: user, Rlimits: m.o.Rlimits, Networks: m.o.Networks})
+		u, err := NewUnit(f, c, UnitOptions{Instance: m.o.Instance, RunID: runID, SocketDir: socketDir, User: user, Rlimits: m.o.Rlimits, Networks: m.o.Networks})
 		if err != nil {
 			return nil, errors.Join(err, h.Stop(ctx))
 		}
@@ -221,8 +219,8 @@ func (m *Manager) Start(ctx context.Context, f groupfolder.Folder, runID string,
 
 // start starts one sidecar: as a transient unit when a systemd manager and the engine's
 // CLI are there, else on the engine.
-func (m *Manager) start(ctx context.Context, u *Unit, info runtime.Info, runID string) (*running, error) {
-	log := m.log.With("ARIZUKO_FOLDER", u.Folder, "ARIZUKO_RUN_ID", runID, "sidecar", u.Name)
+func (m *Manager) start(ctx context.Context, u *Unit, info engine.Info, runID string) (*running, error) {
+	log := m.log.With(logging.FieldFolder, u.Folder, logging.FieldRunID, runID, "sidecar", u.Name)
 	if err := removeFile(u.Socket()); err != nil {
 		return nil, fmt.Errorf("sidecar %s: stale socket: %w", u.Name, err)
 	}
@@ -262,7 +260,7 @@ func (m *Manager) cli(kind string) (string, error) {
 }
 
 // startUnit runs u as a transient unit whose main process is the engine CLI's `run`.
-func (m *Manager) startUnit(ctx context.Context, u *Unit, info runtime.Info, cli string) (*running, error) {
+func (m *Manager) startUnit(ctx context.Context, u *Unit, info engine.Info, cli string) (*running, error) {
 	name := u.Container.ContainerName
 	// What a crash of an earlier daemon of this instance may have left under the names.
 	state, desc, err := m.sd.unitState(ctx, u.Service)
@@ -394,12 +392,12 @@ func (m *Manager) waitSocket(ctx context.Context, u *Unit, alive func(context.Co
 
 // removeLeftover removes a container of this instance by name: what a crash left.
 func (m *Manager) removeLeftover(ctx context.Context, name string) error {
-	list, err := m.o.Engine.List(ctx, map[string]string{runtime.LabelInstance: m.o.Instance, runtime.LabelRole: RoleSidecar})
+	list, err := m.o.Engine.List(ctx, map[string]string{engine.LabelInstance: m.o.Instance, engine.LabelRole: RoleSidecar})
 	if err != nil {
 		return fmt.Errorf("list leftover containers: %w", err)
 	}
 	for _, c := range list {
-		if strings.TrimPrefix(c.Name, "/") == name && c.Labels[runtime.LabelInstance] == m.o.Instance {
+		if strings.TrimPrefix(c.Name, "/") == name && c.Labels[engine.LabelInstance] == m.o.Instance {
 			if err := m.o.Engine.Remove(ctx, c.ID); err != nil {
 				return fmt.Errorf("remove leftover container %s: %w", name, err)
 			}
@@ -409,7 +407,7 @@ func (m *Manager) removeLeftover(ctx context.Context, name string) error {
 }
 
 // containerTail is the last lines a container printed, for an error.
-func containerTail(ctx context.Context, e runtime.Engine, id string) string {
+func containerTail(ctx context.Context, e engine.Engine, id string) string {
 	var b strings.Builder
 	if err := e.Logs(ctx, id, &b, &b); err != nil && b.Len() == 0 {
 		return fmt.Sprintf("(no logs: %v)", err)
@@ -439,7 +437,7 @@ func (m *Manager) stop(ctx context.Context, r *running) error {
 		errs = append(errs, m.sd.stopUnit(ctx, r.u.Service))
 		errs = append(errs, m.o.Engine.Remove(ctx, r.u.Container.ContainerName))
 	} else {
-		if err := m.o.Engine.Stop(ctx, r.id, m.o.StopGrace); err != nil && !errors.Is(err, runtime.ErrNoSuchContainer) {
+		if err := m.o.Engine.Stop(ctx, r.id, m.o.StopGrace); err != nil && !errors.Is(err, engine.ErrNoSuchContainer) {
 			errs = append(errs, err)
 		}
 		errs = append(errs, m.o.Engine.Remove(ctx, r.id))
@@ -475,19 +473,19 @@ func (m *Manager) Cleanup(ctx context.Context) ([]string, error) {
 			done = append(done, u.Name)
 		}
 	}
-	list, err := m.o.Engine.List(ctx, map[string]string{runtime.LabelInstance: m.o.Instance, runtime.LabelRole: RoleSidecar})
+	list, err := m.o.Engine.List(ctx, map[string]string{engine.LabelInstance: m.o.Instance, engine.LabelRole: RoleSidecar})
 	if err != nil {
 		errs = append(errs, fmt.Errorf("list sidecar containers: %w", err))
 	}
 	for _, c := range list {
-		if c.Labels[runtime.LabelInstance] != m.o.Instance || c.Labels[runtime.LabelRole] != RoleSidecar {
+		if c.Labels[engine.LabelInstance] != m.o.Instance || c.Labels[engine.LabelRole] != RoleSidecar {
 			continue
 		}
 		if err := m.o.Engine.Remove(ctx, c.ID); err != nil {
 			errs = append(errs, fmt.Errorf("remove leftover sidecar %s: %w", c.Name, err))
 			continue
 		}
-		m.log.Info("removed leftover sidecar container", "container", c.Name, "ARIZUKO_FOLDER", c.Labels[runtime.LabelFolder])
+		m.log.Info("removed leftover sidecar container", "container", c.Name, logging.FieldFolder, c.Labels[engine.LabelFolder])
 		done = append(done, c.Name)
 	}
 	entries, err := os.ReadDir(m.o.EnvDir)

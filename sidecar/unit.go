@@ -11,7 +11,7 @@ import (
 
 	"github.com/arizuko/arizukod/groupfolder"
 	"github.com/arizuko/arizukod/quadlet"
-	"github.com/arizuko/arizukod/runtime"
+	"github.com/arizuko/arizukod/runtime/engine"
 	"github.com/arizuko/arizukod/session"
 )
 
@@ -32,7 +32,7 @@ const (
 	EnvFolder = "ARIZUKO_FOLDER"
 )
 
-// RoleSidecar is the value of runtime.LabelRole on sidecar containers.
+// RoleSidecar is the value of engine.LabelRole on sidecar containers.
 const RoleSidecar = "sidecar"
 
 // LabelSidecar carries the sidecar's name on its container.
@@ -40,15 +40,15 @@ const LabelSidecar = "io.arizuko.sidecar"
 
 // UnitOptions are what a Unit needs beyond its Config.
 type UnitOptions struct {
-	Instance string // runtime.LabelInstance
-	RunID    string // runtime.LabelRun
+	Instance string // engine.LabelInstance
+	RunID    string // engine.LabelRun
 	// SocketDir is the host directory of the folder's sidecar sockets
 	// (groupfolder.Dirs.SidecarSockets), mounted read-write at session.SidecarSocketDir.
 	SocketDir string
 	// User is "uid:gid" on a rootful engine, as for the agent, so the agent can use the
 	// socket the sidecar makes; empty on a rootless one.
 	User    string
-	Rlimits []runtime.Rlimit // default runtime.DefaultRlimits()
+	Rlimits []engine.Rlimit // default engine.DefaultRlimits()
 	// Networks are the named networks a sidecar may join (limits.allowed_networks).
 	Networks []string
 }
@@ -67,7 +67,7 @@ type Unit struct {
 	MemoryBytes int64
 	NanoCPUs    int64
 	PidsLimit   int64
-	Rlimits     []runtime.Rlimit
+	Rlimits     []engine.Rlimit
 }
 
 // ContainerName is arizuko-sc-<folder slug>-<name>, also the unit's name without
@@ -269,7 +269,7 @@ func NewUnit(f groupfolder.Folder, c Config, o UnitOptions) (*Unit, error) {
 	}
 	rl := o.Rlimits
 	if rl == nil {
-		rl = runtime.DefaultRlimits()
+		rl = engine.DefaultRlimits()
 	}
 	name := ContainerName(f, c.Name)
 	q := src.c
@@ -296,11 +296,11 @@ func NewUnit(f groupfolder.Folder, c Config, o UnitOptions) (*Unit, error) {
 		q.Label = map[string]string{}
 	}
 	maps.Copy(q.Label, map[string]string{
-		runtime.LabelInstance: o.Instance,
-		runtime.LabelFolder:   string(f),
-		runtime.LabelRun:      o.RunID,
-		runtime.LabelRole:     RoleSidecar,
-		LabelSidecar:          c.Name,
+		engine.LabelInstance: o.Instance,
+		engine.LabelFolder:   string(f),
+		engine.LabelRun:      o.RunID,
+		engine.LabelRole:     RoleSidecar,
+		LabelSidecar:         c.Name,
 	})
 	q.Environment = map[string]string{EnvSocket: ContainerSocket(c.Name), EnvName: c.Name, EnvFolder: string(f)}
 	q.User = o.User

@@ -117,29 +117,6 @@ func (s *Store) ListGroups(ctx context.Context) ([]Group, error) {
 	return out, nil
 }
 
-// DeleteGroup removes folder's registration: ErrNotFound if there is none,
-// ErrConflict while groups name it as their parent. Its runs, inbox, session,
-// grants, routes and tasks are kept.
-func (s *Store) DeleteGroup(ctx context.Context, folder string) error {
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `DELETE FROM groups WHERE folder = ?`, folder)
-		if isForeignKeyViolation(err) {
-			return fmt.Errorf("group %q: %w: it has child groups", folder, ErrConflict)
-		}
-		if err != nil {
-			return err
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return fmt.Errorf("group %q: %w", folder, ErrNotFound)
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("store: delete %w", err)
-	}
-	return nil
-}
-
 func setSession(ctx context.Context, q querier, folder, sessionID string, now int64) error {
 	_, err := q.ExecContext(ctx, `INSERT INTO sessions (folder, session_id, updated_at) VALUES (?, ?, ?)
 		ON CONFLICT (folder) DO UPDATE SET session_id = excluded.session_id, updated_at = excluded.updated_at`,

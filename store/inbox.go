@@ -336,74 +336,6 @@ func applyCursorUpdate(ctx context.Context, q querier, folder string, upTo int64
 	return c, err
 }
 
-// updateCursor applies u to folder's cursor in its own transaction.
-func (s *Store) updateCursor(ctx context.Context, folder string, upTo int64, u CursorUpdate) (Cursor, error) {
-	if folder == "" {
-		return Cursor{}, fmt.Errorf("folder: %w: empty", ErrInvalid)
-	}
-	if err := checkCursorUpdate(u); err != nil {
-		return Cursor{}, err
-	}
-	var c Cursor
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		var err error
-		c, err = applyCursorUpdate(ctx, tx, folder, upTo, u, s.nowMS())
-		return err
-	})
-	return c, err
-}
-
-// AdvanceCursor marks folder's messages up to toID handled, outside any run
-// (an operator skipping them, say). The cursor never moves back. toID must be
-// the id of one of folder's inbox messages (ErrInvalid), and no inbox run of
-// the folder may be open (ErrConflict): that run's FinishRun moves the cursor.
-func (s *Store) AdvanceCursor(ctx context.Context, folder string, toID int64) (Cursor, error) {
-	var c Cursor
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		var n int
-		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM inbox WHERE folder = ? AND id = ?`, folder, toID).Scan(&n); err != nil {
-			return err
-		}
-		if n == 0 {
-			return fmt.Errorf("to id: %w: %d is not a message of %q", ErrInvalid, toID, folder)
-		}
-		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM runs WHERE folder = ?
-			AND inbox_last IS NOT NULL AND state IN ('queued', 'running')`, folder).Scan(&n); err != nil {
-			return err
-		}
-		if n > 0 {
-			return fmt.Errorf("%w: an inbox run of %q is open", ErrConflict, folder)
-		}
-		var err error
-		c, err = applyCursorUpdate(ctx, tx, folder, toID, CursorUpdate{Op: CursorAdvance}, s.nowMS())
-		return err
-	})
-	if err != nil {
-		return Cursor{}, fmt.Errorf("store: advance cursor of %q: %w", folder, err)
-	}
-	return c, nil
-}
-
-// RecordFailure is CursorRetry outside FinishRun: it counts a failed attempt
-// at folder's pending messages, records reason, and delays the next attempt
-// by backoff, or parks the folder once Retries exceeds maxRetries.
-func (s *Store) RecordFailure(ctx context.Context, folder, reason string, backoff time.Duration, maxRetries int) (Cursor, error) {
-	c, err := s.updateCursor(ctx, folder, 0, CursorUpdate{Op: CursorRetry, Reason: reason, Backoff: backoff, MaxRetries: maxRetries})
-	if err != nil {
-		return Cursor{}, fmt.Errorf("store: record failure of %q: %w", folder, err)
-	}
-	return c, nil
-}
-
-// Park stops inbox runs of folder until Unpark, showing reason.
-func (s *Store) Park(ctx context.Context, folder, reason string) (Cursor, error) {
-	c, err := s.updateCursor(ctx, folder, 0, CursorUpdate{Op: CursorPark, Reason: reason})
-	if err != nil {
-		return Cursor{}, fmt.Errorf("store: park %q: %w", folder, err)
-	}
-	return c, nil
-}
-
 // Unpark lets inbox runs of folder resume at once: it clears the parked
 // reason, the retry count, the last error and any backoff. The pending
 // messages are not touched.
@@ -454,4 +386,32 @@ ORDER BY i.folder`, s.nowMS())
 		out = append(out, f)
 	}
 	return out, rows.Err()
+}
+
+// Park stops inbox runs of folder until Unpark, showing reason. The queue parks through
+// FinishRun; this is the same state for tests of what a parked folder looks like from the
+// API and the command line.
+func (s *Store) Park(ctx context.Context, folder, reason string) (Cursor, error) {
+	c, err := s.updateCursor(ctx, folder, 0, CursorUpdate{Op: CursorPark, Reason: reason})
+	if err != nil {
+		return Cursor{}, fmt.Errorf("store: park %q: %w", folder, err)
+	}
+	return c, nil
+}
+
+// updateCursor applies u to folder's cursor in its own transaction.
+func (s *Store) updateCursor(ctx context.Context, folder string, upTo int64, u CursorUpdate) (Cursor, error) {
+	if folder == "" {
+		return Cursor{}, fmt.Errorf("folder: %w: empty", ErrInvalid)
+	}
+	if err := checkCursorUpdate(u); err != nil {
+		return Cursor{}, err
+	}
+	var c Cursor
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		var err error
+		c, err = applyCursorUpdate(ctx, tx, folder, upTo, u, s.nowMS())
+		return err
+	})
+	return c, err
 }

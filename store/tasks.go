@@ -228,19 +228,6 @@ func (s *Store) UpdateTask(ctx context.Context, id string, p TaskPatch) (*Task, 
 	return out, nil
 }
 
-// DeleteTask deletes the task with the given id, or reports ErrNotFound. Its
-// runs are kept and still name it.
-func (s *Store) DeleteTask(ctx context.Context, id string) error {
-	res, err := s.db.ExecContext(ctx, `DELETE FROM tasks WHERE id = ?`, id)
-	if err != nil {
-		return fmt.Errorf("store: delete task %q: %w", id, err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return fmt.Errorf("store: task %q: %w", id, ErrNotFound)
-	}
-	return nil
-}
-
 // ClaimDueTasks fires the due tasks: the active tasks with NextRunAt <= now,
 // oldest due first. In ONE transaction, for each it asks computeNext for the
 // task's next due time (or whether it is completed), asks newRun for the run

@@ -10,7 +10,7 @@ import (
 
 	"github.com/arizuko/arizukod/contract"
 	"github.com/arizuko/arizukod/groupfolder"
-	"github.com/arizuko/arizukod/runtime"
+	"github.com/arizuko/arizukod/runtime/engine"
 	"github.com/arizuko/arizukod/sidecar"
 	"github.com/arizuko/arizukod/store"
 	"github.com/arizuko/arizukod/turn"
@@ -82,7 +82,7 @@ func TestBuildListsSidecars(t *testing.T) {
 }
 
 // TestBuildNetwork: whatever the store holds, a turn gets a network by the rule of
-// config.CheckNetwork with the builder's list, or the build fails naming the field.
+// engine.CheckNetwork with the builder's list, or the build fails naming the field.
 func TestBuildNetwork(t *testing.T) {
 	for _, tc := range []struct {
 		stored, want string // want "" means refused
@@ -99,7 +99,7 @@ func TestBuildNetwork(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		b := &turn.Builder{Layout: layout, Networks: []string{"agents"}, Limits: runtime.Limits{Network: "none"},
+		b := &turn.Builder{Layout: layout, Networks: []string{"agents"}, Limits: engine.Limits{Network: "none"},
 			Store: groupStore{store.Group{Folder: "main", ContainerConfig: []byte(tc.stored)}}}
 		tn, err := b.Build(context.Background(), turn.Request{RunID: "r1", Folder: "main", Messages: []contract.Message{{Role: "user", Content: "hi"}}})
 		var ce *turn.ConfigError

@@ -1,17 +1,21 @@
-// Package turn builds what one turn of a group needs before its container starts: the
-// group's container config, the validated mount table, the system prompt from memory, the
-// seeded ~/.claude and the grants. The daemon's queue, `arizukod run --local`, `arizukod
-// mounts` and `arizukod prompt` all use it, so they agree on what a turn gets.
+// Package turn is one turn of a group from start to end (Builder.Run): what it needs
+// before its container starts (the group's container config, read once; the validated
+// mount table; its directories, made once; the system prompt from memory; the seeded
+// ~/.claude; the grants), the services that live exactly as long as the container
+// (Services: the group's sidecars, its MCP server, model gateway and egress proxy), and the
+// container itself, which a Runner runs. The daemon's queue and `arizukod run --local` both
+// run turns through it, and `arizukod mounts`, `prompt` and `quadlet` read its plan, so
+// they all agree on what a turn gets.
 //
-// It reads the store (groups, sessions, grants) and the group's files; it writes only the
-// group's session directory. It must not start containers or touch the queue.
+// It reads the store (groups, sessions, grants) and the group's files and writes the
+// group's session directory; its services record usage, egress and outbox rows through
+// the store. It must not touch the queue or an engine: the runner and the sidecar manager
+// it is handed do.
 package turn
 
 import (
-	"bytes"
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -19,13 +23,12 @@ import (
 	"os"
 	"time"
 
-	"github.com/arizuko/arizukod/config"
 	"github.com/arizuko/arizukod/contract"
-	"github.com/arizuko/arizukod/gateway"
 	"github.com/arizuko/arizukod/groupfolder"
 	"github.com/arizuko/arizukod/memory"
 	"github.com/arizuko/arizukod/mountsec"
-	"github.com/arizuko/arizukod/runtime"
+	"github.com/arizuko/arizukod/runtime/engine"
+	"github.com/arizuko/arizukod/runtime/runner"
 	"github.com/arizuko/arizukod/session"
 	"github.com/arizuko/arizukod/sidecar"
 	"github.com/arizuko/arizukod/store"
@@ -38,124 +41,6 @@ var (
 	// ErrBadContainerConfig says the group's stored container config is unusable.
 	ErrBadContainerConfig = errors.New("bad container config")
 )
-
-// ContainerConfig is a group's container settings, stored as JSON with the group (seed 003).
-type ContainerConfig struct {
-	AdditionalMounts []mountsec.MountRequest `json:"additional_mounts,omitempty"`
-	// Timeout is the run timeout in milliseconds; 0 keeps the daemon's.
-	Timeout int64   `json:"timeout,omitempty"`
-	Network string  `json:"network,omitempty"`
-	Memory  string  `json:"memory,omitempty"`
-	CPUs    float64 `json:"cpus,omitempty"`
-	Pids    int64   `json:"pids,omitempty"`
-	// Sidecars are the group's MCP sidecars, started around each of its turns.
-	Sidecars []sidecar.Config `json:"sidecars,omitempty"`
-	// Model is the group's own model policy; nil uses the daemon's credential, any model
-	// and no budget.
-	Model *ModelPolicy `json:"model,omitempty"`
-	// Egress lists the HOST:PORTs the group's agent may reach through the egress proxy.
-	Egress []string `json:"egress,omitempty"`
-	// DeliverResult false keeps an inbox turn's result out of the outbox, for agents that
-	// answer only through the send tools; nil or true delivers it to the chat (the store
-	// reads the key when the run ends).
-	DeliverResult *bool `json:"deliver_result,omitempty"`
-}
-
-// ModelPolicy is what a group's turns may do through the model gateway.
-type ModelPolicy struct {
-	// Credential names the group's own credential in the credentials directory.
-	Credential string `json:"credential,omitempty"`
-	// Models, when not empty, are the only models its agent may ask for.
-	Models []string `json:"models,omitempty"`
-	// TokensPerDay bounds input, output and cache-write tokens over the calendar day.
-	TokensPerDay int64 `json:"tokens_per_day,omitempty"`
-	// RequestsPerTurn bounds the model requests of one turn.
-	RequestsPerTurn int64 `json:"requests_per_turn,omitempty"`
-}
-
-// ConfigError is a mistake in a container config. It matches ErrBadContainerConfig
-// (errors.Is); Field names the key it is about ("network", "sidecars", "model.models";
-// "" for the whole document), for an answer that names it.
-type ConfigError struct {
-	Field string
-	Err   error
-}
-
-func (e *ConfigError) Error() string { return ErrBadContainerConfig.Error() + ": " + e.Err.Error() }
-func (e *ConfigError) Unwrap() error { return e.Err }
-
-// Is reports whether target is ErrBadContainerConfig.
-func (e *ConfigError) Is(target error) bool { return target == ErrBadContainerConfig }
-
-func badField(field, format string, args ...any) error {
-	return &ConfigError{Field: field, Err: fmt.Errorf(format, args...)}
-}
-
-// ParseContainerConfig decodes and checks a container config; unknown fields are
-// errors. networks are the named networks the operator allowed
-// (limits.allowed_networks): the network, and each sidecar's, must pass
-// config.CheckNetwork with them. The returned config's Network is as CheckNetwork
-// names it ("" is "none").
-func ParseContainerConfig(raw []byte, networks []string) (ContainerConfig, error) {
-	var c ContainerConfig
-	if len(bytes.TrimSpace(raw)) == 0 {
-		return c, nil
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&c); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) && te.Field != "" {
-			return c, badField(te.Field, "%s: must be %s, not %s", te.Field, te.Type, te.Value)
-		}
-		return c, badField("", "%v", err)
-	}
-	switch {
-	case c.Timeout < 0:
-		return c, badField("timeout", "timeout: must not be negative")
-	case c.CPUs < 0 || c.CPUs > 1024:
-		return c, badField("cpus", "cpus: %v is out of range", c.CPUs)
-	case c.Pids < 0:
-		return c, badField("pids", "pids: must not be negative")
-	}
-	if c.Memory != "" {
-		if _, err := config.ParseMemory(c.Memory); err != nil {
-			return c, badField("memory", "memory: %v", err)
-		}
-	}
-	if c.Network != "" {
-		network, err := config.CheckNetwork(c.Network, networks)
-		if err != nil {
-			return c, &ConfigError{Field: "network", Err: err}
-		}
-		c.Network = network
-	}
-	if err := sidecar.Validate(c.Sidecars, networks); err != nil {
-		return c, &ConfigError{Field: "sidecars", Err: err}
-	}
-	if err := gateway.CheckEgress(c.Egress); err != nil {
-		return c, &ConfigError{Field: "egress", Err: err}
-	}
-	if m := c.Model; m != nil {
-		switch {
-		case m.TokensPerDay < 0:
-			return c, badField("model.tokens_per_day", "model.tokens_per_day: must not be negative")
-		case m.RequestsPerTurn < 0:
-			return c, badField("model.requests_per_turn", "model.requests_per_turn: must not be negative")
-		}
-		if m.Credential != "" {
-			if err := gateway.CheckCredentialName(m.Credential); err != nil {
-				return c, badField("model.credential", "model.%v", err)
-			}
-		}
-		for i, name := range m.Models {
-			if name == "" || len(name) > 128 {
-				return c, badField("model.models", "model.models[%d]: a model name of 1 to 128 characters", i)
-			}
-		}
-	}
-	return c, nil
-}
 
 // Store is what the builder reads.
 type Store interface {
@@ -175,7 +60,7 @@ type Builder struct {
 	Skills   fs.FS
 	Location *time.Location
 	// Limits are the daemon's defaults; a group's container config overrides them.
-	Limits runtime.Limits
+	Limits engine.Limits
 	// Networks are the named networks a group may name (limits.allowed_networks).
 	Networks    []string
 	DiaryMax    int
@@ -184,6 +69,8 @@ type Builder struct {
 	SettingsEnv map[string]string
 	Now         func() time.Time
 	Logger      *slog.Logger
+	// Services are started around each turn Run runs; nil starts none.
+	Services *Services
 }
 
 // Request is one turn to build.
@@ -198,6 +85,16 @@ type Request struct {
 	Timeout   time.Duration
 	// Isolated turns (scheduled tasks) start a fresh session.
 	Isolated bool
+	// Attempt is the run's attempt, part of its model token.
+	Attempt int
+	// Recorded says the run is a row of the store: its outbox rows, model usage and
+	// egress are recorded against it.
+	Recorded bool
+	// Adopt, when set, adopts a running container instead of creating one.
+	Adopt *Adoption
+	// Wake is called with a folder after an MCP tool put a message into its inbox; nil
+	// when nothing waits for inbox messages.
+	Wake func(folder string)
 }
 
 // Plan is a group's container config with its mounts judged.
@@ -228,59 +125,66 @@ func (b *Builder) Plan(ctx context.Context, f groupfolder.Folder) (Plan, error) 
 	return p, nil
 }
 
-// Build prepares the turn: plan, prompt, session, grants. A rejected mount is an error
-// (ErrRejectedMount) naming the mount and the rule: the turn fails closed.
-func (b *Builder) Build(ctx context.Context, req Request) (runtime.Turn, error) {
+// Build prepares the turn without starting anything: plan, directories, prompt, session,
+// grants. A rejected mount is an error (ErrRejectedMount) naming the mount and the rule:
+// the turn fails closed.
+func (b *Builder) Build(ctx context.Context, req Request) (runner.Turn, error) {
+	t, _, _, err := b.build(ctx, req)
+	return t, err
+}
+
+// build is Build, with the plan it read and the directories it made, for the services.
+func (b *Builder) build(ctx context.Context, req Request) (runner.Turn, Plan, groupfolder.Dirs, error) {
 	f := req.Folder
+	var dirs groupfolder.Dirs
 	plan, err := b.Plan(ctx, f)
 	if err != nil {
-		return runtime.Turn{}, err
+		return runner.Turn{}, plan, dirs, err
 	}
 	if len(plan.Rejected) > 0 {
 		r := plan.Rejected[0]
-		return runtime.Turn{}, fmt.Errorf("%w (%d of %d refused): %v", ErrRejectedMount, len(plan.Rejected), len(plan.Config.AdditionalMounts), r.Err)
+		return runner.Turn{}, plan, dirs, fmt.Errorf("%w (%d of %d refused): %v", ErrRejectedMount, len(plan.Rejected), len(plan.Config.AdditionalMounts), r.Err)
 	}
 	limits, err := b.limits(plan.Config)
 	if err != nil {
-		return runtime.Turn{}, err
+		return runner.Turn{}, plan, dirs, err
 	}
-	var extra []runtime.Mount
+	var extra []engine.Mount
 	for _, m := range plan.Mounts {
 		if err := mountsec.Recheck(m); err != nil {
-			return runtime.Turn{}, fmt.Errorf("%w: %v", ErrRejectedMount, err)
+			return runner.Turn{}, plan, dirs, fmt.Errorf("%w: %v", ErrRejectedMount, err)
 		}
-		extra = append(extra, runtime.Mount{Source: m.HostPath, Target: m.ContainerPath, ReadOnly: m.ReadOnly})
+		extra = append(extra, engine.Mount{Source: m.HostPath, Target: m.ContainerPath, ReadOnly: m.ReadOnly})
 	}
-	dirs, err := b.Layout.Ensure(f, os.Getuid(), os.Getgid())
-	if err != nil {
-		return runtime.Turn{}, err
+	if dirs, err = b.Layout.Ensure(f, os.Getuid(), os.Getgid()); err != nil {
+		return runner.Turn{}, plan, dirs, err
 	}
 	prompt, err := b.Prompt(ctx, f, req.SenderJID)
 	if err != nil {
-		return runtime.Turn{}, err
+		return runner.Turn{}, plan, dirs, err
 	}
 	sessionID := req.SessionID
 	if sessionID == "" && !req.Isolated && b.Store != nil {
 		if sessionID, err = b.Store.GetSession(ctx, string(f)); err != nil {
-			return runtime.Turn{}, err
+			return runner.Turn{}, plan, dirs, err
 		}
 	}
 	grants, err := b.grants(ctx, f)
 	if err != nil {
-		return runtime.Turn{}, err
+		return runner.Turn{}, plan, dirs, err
 	}
 	err = session.Seed(ctx, dirs.Session, session.Options{
 		Folder: string(f), Env: b.SettingsEnv, Skills: b.Skills, Sidecars: sidecar.Names(plan.Config.Sidecars),
 		Owner: &session.Owner{UID: os.Getuid(), GID: os.Getgid()}, Logger: b.Logger,
 	})
 	if err != nil {
-		return runtime.Turn{}, fmt.Errorf("seed session of %s: %w", f, err)
+		return runner.Turn{}, plan, dirs, fmt.Errorf("seed session of %s: %w", f, err)
 	}
 	timeout := req.Timeout
 	if timeout <= 0 && plan.Config.Timeout > 0 {
 		timeout = time.Duration(plan.Config.Timeout) * time.Millisecond
 	}
-	return runtime.Turn{
+	return runner.Turn{
 		RunID:  req.RunID,
 		Folder: f,
 		TaskID: req.TaskID,
@@ -295,7 +199,7 @@ func (b *Builder) Build(ctx context.Context, req Request) (runtime.Turn, error) 
 		Limits:      limits,
 		ExtraMounts: extra,
 		Timeout:     timeout,
-	}, nil
+	}, plan, dirs, nil
 }
 
 // Prompt is the system prompt a turn of f from sender gets.
@@ -325,10 +229,10 @@ func (b *Builder) grants(ctx context.Context, f groupfolder.Folder) ([]string, e
 	return g, err
 }
 
-func (b *Builder) limits(c ContainerConfig) (runtime.Limits, error) {
+func (b *Builder) limits(c ContainerConfig) (engine.Limits, error) {
 	l := b.Limits
 	if c.Memory != "" {
-		m, err := config.ParseMemory(c.Memory)
+		m, err := engine.ParseMemory(c.Memory)
 		if err != nil {
 			return l, badField("memory", "memory: %v", err)
 		}

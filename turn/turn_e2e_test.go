@@ -10,12 +10,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/arizuko/arizukod/config"
 	"github.com/arizuko/arizukod/contract"
 	"github.com/arizuko/arizukod/groupfolder"
 	"github.com/arizuko/arizukod/internal/enginetest"
 	"github.com/arizuko/arizukod/mountsec"
-	"github.com/arizuko/arizukod/runtime"
+	"github.com/arizuko/arizukod/runtime/engine"
+	"github.com/arizuko/arizukod/runtime/runner"
 	"github.com/arizuko/arizukod/store"
 	"github.com/arizuko/arizukod/turn"
 )
@@ -124,7 +124,7 @@ func TestAdditionalMountsFromInside(t *testing.T) {
 					if err != nil {
 						t.Fatalf("Build: %v", err)
 					}
-					r, err := runtime.NewRunner(runtime.Config{Engine: eng, Info: info, Layout: fx.layout, Image: image, Instance: "mounts-" + filepath.Base(fx.dataDir), Timeout: time.Minute})
+					r, err := runner.New(runner.Config{Engine: eng, Info: info, Layout: fx.layout, Image: image, Instance: "mounts-" + filepath.Base(fx.dataDir), Timeout: time.Minute})
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -218,7 +218,7 @@ func TestParseContainerConfig(t *testing.T) {
 }
 
 // TestContainerConfigNetwork: the network of a group's container config follows
-// config.CheckNetwork with the operator's list, and is kept as the engines name it.
+// engine.CheckNetwork with the operator's list, and is kept as the engines name it.
 func TestContainerConfigNetwork(t *testing.T) {
 	allowed := []string{"agents"}
 	for _, c := range []struct {
@@ -243,7 +243,7 @@ func TestContainerConfigNetwork(t *testing.T) {
 		switch {
 		case c.err == "" && (err != nil || got.Network != c.want):
 			t.Errorf("network %q: %q, %v; want %q", c.network, got.Network, err, c.want)
-		case c.err != "" && (!errors.As(err, &ce) || ce.Field != "network" || !errors.Is(err, config.ErrNetwork) || !strings.Contains(err.Error(), c.err)):
+		case c.err != "" && (!errors.As(err, &ce) || ce.Field != "network" || !errors.Is(err, engine.ErrNetwork) || !strings.Contains(err.Error(), c.err)):
 			t.Errorf("network %q: %v; want a ConfigError of field network with %q", c.network, err, c.err)
 		}
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/arizuko/arizukod/config"
 	"github.com/arizuko/arizukod/mountsec"
-	"github.com/arizuko/arizukod/runtime"
+	"github.com/arizuko/arizukod/runtime/engine"
 )
 
 // check is one doctor check: what it looks at, and the command that fixes a failure on
@@ -29,13 +29,13 @@ type doctorOpts struct {
 	host       host
 
 	opened bool // the engine was asked, once for every check
-	eng    runtime.Engine
-	info   runtime.Info
+	eng    engine.Engine
+	info   engine.Info
 	engErr error
 }
 
 // engine is the engine the flags name, asked once: every check sees the same answer.
-func (o *doctorOpts) engine(ctx context.Context) (runtime.Engine, runtime.Info, error) {
+func (o *doctorOpts) engine(ctx context.Context) (engine.Engine, engine.Info, error) {
 	if !o.opened {
 		o.opened = true
 		o.eng, o.info, o.engErr = o.ef.open(ctx)

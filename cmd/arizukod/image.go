@@ -9,7 +9,8 @@ import (
 	"time"
 
 	"github.com/arizuko/arizukod/agentimage"
-	"github.com/arizuko/arizukod/runtime"
+	"github.com/arizuko/arizukod/config"
+	"github.com/arizuko/arizukod/runtime/engine"
 )
 
 const imageUsage = `usage: arizukod image <verb> [flags]
@@ -41,7 +42,7 @@ func cmdImage(ctx context.Context, args []string) error {
 func imageImportStatic(ctx context.Context, args []string) error {
 	fs := newFlags("image import-static", "--tag REF BINARY")
 	var ef engineFlags
-	tag := fs.String("tag", "localhost/arizuko-agent:latest", "image reference to create")
+	tag := fs.String("tag", config.DefaultImage, "image reference to create")
 	ef.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return errUsage
@@ -54,7 +55,7 @@ func imageImportStatic(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := runtime.ImportStatic(ctx, eng, *tag, fs.Arg(0)); err != nil {
+	if err := engine.ImportStatic(ctx, eng, *tag, fs.Arg(0)); err != nil {
 		return err
 	}
 	fmt.Printf("imported %s into %s %s at %s\n", *tag, info.Name, info.Version, info.Socket)

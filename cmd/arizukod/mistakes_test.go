@@ -19,7 +19,7 @@ import (
 	"github.com/arizuko/arizukod/api"
 	"github.com/arizuko/arizukod/config"
 	"github.com/arizuko/arizukod/internal/enginetest"
-	"github.com/arizuko/arizukod/runtime"
+	"github.com/arizuko/arizukod/runtime/engine"
 	"github.com/arizuko/arizukod/store"
 )
 
@@ -321,7 +321,7 @@ func TestCheckCgroups(t *testing.T) {
 			old := cgroupRoot
 			cgroupRoot = cg
 			defer func() { cgroupRoot = old }()
-			o := &doctorOpts{opened: true, info: runtime.Info{Name: "podman", Rootless: tc.rootless, Socket: "unix://" + sock}}
+			o := &doctorOpts{opened: true, info: engine.Info{Name: "podman", Rootless: tc.rootless, Socket: "unix://" + sock}}
 			detail, err := checkCgroups(context.Background(), o)
 			got := detail
 			if err != nil {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/arizuko/arizukod/groupfolder"
 	"github.com/arizuko/arizukod/mountsec"
-	"github.com/arizuko/arizukod/runtime"
+	"github.com/arizuko/arizukod/runtime/runner"
 )
 
 // errRejected makes the exit status 1 after the table has been printed.
@@ -40,11 +40,7 @@ func cmdMounts(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	var extra []runtime.Mount
-	for _, m := range plan.Mounts {
-		extra = append(extra, runtime.Mount{Source: m.HostPath, Target: m.ContainerPath, ReadOnly: m.ReadOnly})
-	}
-	table := runtime.MountTable(f, dirs, runtime.MountOptions{SkillsDir: lf.skillsDir, EnvFile: envFileIfPresent(b.Layout)}, extra)
+	table := runner.MountTable(f, dirs, runner.NewMountOptions(b.Layout, lf.skillsDir, existingDir(lf.cfg.WebDir)), runner.ExtraMounts(plan.Mounts))
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "HOST PATH\tCONTAINER PATH\tMODE\tORIGIN")
 	for _, m := range table {
@@ -66,15 +62,4 @@ func cmdMounts(ctx context.Context, args []string) error {
 		fmt.Printf("  %s -> %s: %v\n", r.Request.HostPath, r.Request.ContainerPath, r.Err)
 	}
 	return errRejected
-}
-
-func envFileIfPresent(l groupfolder.Layout) string {
-	p, err := l.EnvFile()
-	if err != nil {
-		return ""
-	}
-	if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
-		return p
-	}
-	return ""
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/arizuko/arizukod/config"
 	"github.com/arizuko/arizukod/groupfolder"
 	"github.com/arizuko/arizukod/turn"
 )
@@ -28,7 +29,7 @@ func runPrompt(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		sender  = fs.String("sender", "", "sender JID of the message: selects the user layer")
 		now     = fs.String("now", "", "the turn's date, YYYY-MM-DD (default: today)")
 		tz      = fs.String("tz", "", "time zone that decides which day it is, e.g. Europe/Berlin (default: the local zone, $TZ)")
-		dataDir = fs.String("data-dir", defaultDataDir(), "data directory ($DATA_DIR)")
+		dataDir = fs.String("data-dir", "", "data directory (default: data_dir of arizukod.toml, $DATA_DIR)")
 		verbose = fs.Bool("verbose", false, "log every skipped file to stderr")
 	)
 	if err := parseFlags(fs, args); err != nil {
@@ -51,6 +52,13 @@ func runPrompt(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return fmt.Errorf("--now %q: want a date as YYYY-MM-DD", *now)
 		}
 		at = time.Date(d.Year(), d.Month(), d.Day(), 12, 0, 0, 0, loc)
+	}
+	if *dataDir == "" {
+		cfg, err := config.Load(serviceMode(), "", os.Getenv)
+		if err != nil {
+			return err
+		}
+		*dataDir = cfg.DataDir
 	}
 	abs, err := filepath.Abs(*dataDir)
 	if err != nil {

@@ -1,22 +1,24 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/arizuko/arizukod/config"
 	"github.com/arizuko/arizukod/groupfolder"
 	"github.com/arizuko/arizukod/internal/atomicfile"
 	"github.com/arizuko/arizukod/quadlet"
-	"github.com/arizuko/arizukod/runtime"
+	"github.com/arizuko/arizukod/runtime/engine"
+	"github.com/arizuko/arizukod/runtime/runner"
 	"github.com/arizuko/arizukod/sidecar"
 	"github.com/arizuko/arizukod/turn"
 )
@@ -24,12 +26,11 @@ import (
 // quadletRunID is the io.arizuko.run label of the containers `arizukod quadlet` writes.
 const quadletRunID = "quadlet"
 
-// agentTmpfs is the /tmp of an agent container, as runtime.Runner mounts it.
-const agentTmpfs = "/tmp:rw,nosuid,nodev,size=256m,mode=1777"
-
 // cmdQuadlet writes Podman Quadlet .container units that reproduce a turn of a group: the
 // agent's container with its mount table and hardening, and one unit per sidecar, for
-// running or debugging them by hand under systemd.
+// running or debugging them by hand under systemd. It reads the daemon's configuration and
+// prepares the group as a turn would (its directories and seeded session, which the units
+// mount).
 func cmdQuadlet(ctx context.Context, args []string) error {
 	return runQuadlet(ctx, args, os.Stdout, os.Stderr)
 }
@@ -42,13 +43,12 @@ type quadletUnit struct {
 }
 
 func runQuadlet(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("quadlet", "--folder F [-o DIR] [--data-dir D] [--image REF] [--user UID:GID] [--skills-dir DIR] [--allowlist FILE]")
+	fs := newFlags("quadlet", "--folder F [-o DIR] [--config FILE] [--data-dir D] [--image REF] [--user UID:GID] [--skills-dir DIR] [--allowlist FILE]")
 	fs.SetOutput(stderr)
 	var lf localFlags
 	lf.register(fs)
 	folder := fs.String("folder", "", "group folder, e.g. main or main/research (required)")
 	out := fs.String("o", ".", "directory for the units, e.g. /etc/containers/systemd or ~/.config/containers/systemd")
-	image := fs.String("image", defaultImage(), "agent image ($CONTAINER_IMAGE)")
 	user := fs.String("user", "", "uid:gid the containers run as (default: for root, the owner of the data directory unless it is root; else the rootless engine's mapping)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -71,7 +71,7 @@ func runQuadlet(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	} else if !regexp.MustCompile(`^[0-9]+:[0-9]+$`).MatchString(*user) {
 		return fmt.Errorf("--user %q: want UID:GID", *user)
 	}
-	units, err := quadletUnits(ctx, b, f, quadletOptions{image: *image, user: *user, skillsDir: lf.skillsDir, outDir: outDir})
+	units, err := quadletUnits(ctx, b, f, quadletOptions{cfg: lf.cfg, user: *user, skillsDir: lf.skillsDir, outDir: outDir})
 	if err != nil {
 		return err
 	}
@@ -89,7 +89,7 @@ func runQuadlet(ctx context.Context, args []string, stdout, stderr io.Writer) er
 }
 
 type quadletOptions struct {
-	image     string
+	cfg       *config.Config // the daemon's: image, instance, run timeout, web directory
 	user      string
 	skillsDir string
 	outDir    string // where the units go: env files are named by their absolute path
@@ -110,7 +110,7 @@ func quadletUnits(ctx context.Context, b *turn.Builder, f groupfolder.Folder, o 
 	if err != nil {
 		return nil, err
 	}
-	instance := instanceLabel(b.Layout.DataDir)
+	instance := o.cfg.Instance
 	var units []quadletUnit
 	var services []string
 	for _, c := range plan.Config.Sidecars {
@@ -133,10 +133,11 @@ func quadletUnits(ctx context.Context, b *turn.Builder, f groupfolder.Folder, o 
 		units = append(units, quadletUnit{name + ".container", append([]byte(header), text...), 0o644})
 		services = append(services, u.Service)
 	}
-	agent, err := agentContainer(b.Layout, f, dirs, plan, o, instance)
+	spec, err := quadletAgentSpec(ctx, b, f, dirs, o)
 	if err != nil {
 		return nil, err
 	}
+	agent := agentContainer(spec, fmt.Sprintf("arizuko agent of %s", f))
 	for _, s := range services {
 		agent.Extra = append(agent.Extra, quadlet.Setting{Section: quadlet.SectionUnit, Key: "Wants", Value: s}, quadlet.Setting{Section: quadlet.SectionUnit, Key: "After", Value: s})
 	}
@@ -157,72 +158,58 @@ func quadletUnits(ctx context.Context, b *turn.Builder, f groupfolder.Folder, o 
 	return units, nil
 }
 
-// agentContainer is the container runtime.Runner makes for a turn of f, as a unit.
-func agentContainer(layout groupfolder.Layout, f groupfolder.Folder, dirs groupfolder.Dirs, plan turn.Plan, o quadletOptions, instance string) (*quadlet.Container, error) {
-	cc := plan.Config
-	memory := int64(runtime.DefaultMemory)
-	if cc.Memory != "" {
-		var err error
-		if memory, err = config.ParseMemory(cc.Memory); err != nil {
-			return nil, fmt.Errorf("memory: %w", err)
-		}
+// quadletAgentSpec is the spec of the agent container the daemon would create for a turn
+// of f: the turn as the daemon's builder makes it (limits, additional mounts, timeout),
+// the daemon's mount table, image, instance and run timeout, all through
+// runner.AgentSpec. Only the name and the run label say quadlet.
+func quadletAgentSpec(ctx context.Context, b *turn.Builder, f groupfolder.Folder, dirs groupfolder.Dirs, o quadletOptions) (engine.Spec, error) {
+	t, err := b.Build(ctx, turn.Request{RunID: quadletRunID, Folder: f})
+	if err != nil {
+		return engine.Spec{}, err
 	}
-	cpus := float64(runtime.DefaultNanoCPUs) / 1e9
-	if cc.CPUs > 0 {
-		cpus = cc.CPUs
-	}
-	pids := int64(runtime.DefaultPidsLimit)
-	if cc.Pids > 0 {
-		pids = cc.Pids
-	}
-	network := "none"
-	if cc.Network != "" {
-		network = cc.Network
-	}
-	timeout := runtime.DefaultTimeout
-	if cc.Timeout > 0 {
-		timeout = time.Duration(cc.Timeout) * time.Millisecond
-	}
-	var extra []runtime.Mount
-	for _, m := range plan.Mounts {
-		extra = append(extra, runtime.Mount{Source: m.HostPath, Target: m.ContainerPath, ReadOnly: m.ReadOnly})
-	}
+	mounts := runner.MountTable(f, dirs, runner.NewMountOptions(b.Layout, o.skillsDir, existingDir(o.cfg.WebDir)), t.ExtraMounts)
+	name := "arizuko-" + f.ContainerSlug() + "-" + quadletRunID
+	return runner.AgentSpec(t, name, mounts, cmp.Or(t.Timeout, o.cfg.RunTimeout),
+		runner.AgentOptions{Image: o.cfg.Image, Instance: o.cfg.Instance, User: o.user}), nil
+}
+
+// agentContainer is s as a Quadlet unit: the translation the Podman and Docker engines
+// make of the same spec, with the hardening every engine applies (all capabilities
+// dropped, no-new-privileges, a read-only root) and no pull. A unit has no stdin to keep
+// open and logs to the journal, so Stdin and LogMaxBytes have no counterpart.
+func agentContainer(s engine.Spec, description string) *quadlet.Container {
 	c := &quadlet.Container{
-		Description:   fmt.Sprintf("arizuko agent of %s", f),
-		ContainerName: "arizuko-" + f.ContainerSlug() + "-" + quadletRunID,
-		Image:         o.image,
-		WorkingDir:    "/workspace",
-		User:          o.user,
-		Environment: map[string]string{
-			"HOME":                     "/root",
-			"ARIZUKO_FOLDER":           string(f),
-			"ARIZUKO_RUN_ID":           quadletRunID,
-			"ARIZUKO_QUERY_TIMEOUT_MS": strconv.FormatInt(runtime.QueryTimeout(timeout).Milliseconds(), 10),
-		},
-		Tmpfs:           []string{agentTmpfs},
-		Network:         []string{network},
+		Description:     description,
+		ContainerName:   s.Name,
+		Image:           s.Image,
+		WorkingDir:      s.WorkingDir,
+		User:            s.User,
+		Environment:     map[string]string{},
+		Network:         []string{s.Network},
 		ReadOnly:        ptrTo(true),
 		ReadOnlyTmpfs:   ptrTo(false),
 		DropCapability:  []string{"all"},
 		NoNewPrivileges: ptrTo(true),
-		Memory:          strconv.FormatInt(memory, 10),
-		PidsLimit:       strconv.FormatInt(pids, 10),
-		Label: map[string]string{
-			runtime.LabelInstance: instance,
-			runtime.LabelFolder:   string(f),
-			runtime.LabelRun:      quadletRunID,
-			runtime.LabelRole:     "agent",
-		},
-		Pull:       "never",
-		PodmanArgs: []string{"--cpus=" + strconv.FormatFloat(cpus, 'f', -1, 64)},
+		Memory:          strconv.FormatInt(s.MemoryBytes, 10),
+		PidsLimit:       strconv.FormatInt(s.PidsLimit, 10),
+		Label:           maps.Clone(s.Labels),
+		Pull:            "never",
+		PodmanArgs:      []string{"--cpus=" + strconv.FormatFloat(float64(s.NanoCPUs)/1e9, 'f', -1, 64)},
 	}
-	for _, r := range runtime.DefaultRlimits() {
+	for _, kv := range s.Env {
+		k, v, _ := strings.Cut(kv, "=")
+		c.Environment[k] = v
+	}
+	for _, t := range s.Tmpfs {
+		c.Tmpfs = append(c.Tmpfs, t.Target+":"+t.Options)
+	}
+	for _, r := range s.Rlimits {
 		c.Ulimit = append(c.Ulimit, fmt.Sprintf("%s=%d:%d", r.Type, r.Soft, r.Hard))
 	}
-	for _, m := range runtime.MountTable(f, dirs, runtime.MountOptions{SkillsDir: o.skillsDir, EnvFile: envFileIfPresent(layout)}, extra) {
+	for _, m := range s.Mounts {
 		c.Mount = append(c.Mount, quadlet.BindMount(m.Source, m.Target, m.ReadOnly))
 	}
-	return c, nil
+	return c
 }
 
 func ptrTo[T any](v T) *T { return &v }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -15,7 +16,6 @@ import (
 	"github.com/arizuko/arizukod/api"
 	"github.com/arizuko/arizukod/contract"
 	"github.com/arizuko/arizukod/groupfolder"
-	"github.com/arizuko/arizukod/runtime"
 	"github.com/arizuko/arizukod/turn"
 )
 
@@ -38,7 +38,10 @@ type runResult struct {
 	LogFile      string `json:"logFile,omitempty"`
 }
 
-func cmdRun(ctx context.Context, args []string) error {
+func cmdRun(ctx context.Context, args []string) error { return runCommand(ctx, args, os.Stdout) }
+
+// runCommand is `arizukod run`; a local turn's result JSON goes to out.
+func runCommand(ctx context.Context, args []string, out io.Writer) error {
 	fs := newFlags("run", "--folder F --message TEXT [--local] [flags]")
 	var (
 		ef      engineFlags
@@ -46,8 +49,7 @@ func cmdRun(ctx context.Context, args []string) error {
 		local   = fs.Bool("local", false, "run the turn in this process, without a daemon (otherwise: through the daemon's socket)")
 		folder  = fs.String("folder", "", "group folder, e.g. main or main/research (required)")
 		message = fs.String("message", "", "the message of the turn (required)")
-		image   = fs.String("image", defaultImage(), "agent image; runs never pull ($CONTAINER_IMAGE)")
-		timeout = fs.Duration("timeout", envDuration("RUNED_RUN_TIMEOUT", runtime.DefaultTimeout), "run timeout ($RUNED_RUN_TIMEOUT)")
+		timeout = fs.Duration("timeout", 0, "run timeout (default: the daemon's, run_timeout of the configuration, $RUNED_RUN_TIMEOUT)")
 		sender  = fs.String("sender", "", "sender JID of the message")
 		chat    = fs.String("chat", "", "the chat the turn answers, where send_reply without a chat_jid goes")
 		session = fs.String("session", "", "session id to continue (default: the group's last)")
@@ -71,11 +73,7 @@ func cmdRun(ctx context.Context, args []string) error {
 		if err := refuseLocalFlags(fs); err != nil {
 			return err
 		}
-		var t time.Duration
-		if *timeout != runtime.DefaultTimeout {
-			t = *timeout
-		}
-		return runDaemon(ctx, *socket, string(f), *message, *session, *sender, *chat, t)
+		return runDaemon(ctx, *socket, string(f), *message, *session, *sender, *chat, *timeout)
 	}
 	builder, st, err := lf.open(ctx)
 	if err != nil {
@@ -86,33 +84,25 @@ func cmdRun(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	runner, err := runtime.NewRunner(runtime.Config{
-		Engine:    eng,
-		Info:      info,
-		Layout:    builder.Layout,
-		Instance:  instanceLabel(builder.Layout.DataDir),
-		Image:     *image,
-		Timeout:   *timeout,
-		SkillsDir: lf.skillsDir,
-		// The operator's word from arizukod.toml, as the daemon has it.
-		Networks:       lf.limits.AllowedNetworks,
-		AllowUnlimited: lf.limits.AllowUnlimited,
-	})
+	r, err := lf.runner(eng, info, *timeout)
 	if err != nil {
 		return err
 	}
 	// The result is printed before the container's removal, which happens off the turn's
 	// critical path; wait for it before exiting.
-	defer runner.Close()
-	runID := fmt.Sprintf("local-%d", time.Now().UnixMilli())
-	t, err := builder.Build(ctx, turn.Request{
-		RunID: runID, Folder: f, SenderJID: *sender, ChatJID: *chat, SessionID: *session,
-		Messages: []contract.Message{{Role: "user", Content: *message}},
-	})
+	defer r.Close()
+	services, release, err := lf.services(ctx, builder, st, eng, info)
 	if err != nil {
 		return err
 	}
-	res, err := runner.Run(ctx, t)
+	defer release()
+	builder.Services = services
+	// The run is no row of the store: the daemon's queue never sees it, and its outbox rows,
+	// model usage and egress are not recorded.
+	res, err := builder.Run(ctx, turn.Request{
+		RunID: fmt.Sprintf("local-%d", time.Now().UnixMilli()), Folder: f, SenderJID: *sender, ChatJID: *chat, SessionID: *session,
+		Messages: []contract.Message{{Role: "user", Content: *message}},
+	}, r, turn.Watch{})
 	if err != nil {
 		return err
 	}
@@ -121,15 +111,15 @@ func cmdRun(ctx context.Context, args []string) error {
 			return err
 		}
 	}
-	out := runResult{
+	result := runResult{
 		RunID: res.RunID, Folder: string(f), Container: res.Container,
 		Status: string(res.Output.Status), Result: res.Output.Result, NewSessionID: res.Output.NewSessionID,
 		Error: res.Output.Error, Failure: string(res.Failure), Terminal: res.Terminal,
 		ExitCode: res.ExitCode, DurationMs: res.Duration.Milliseconds(), LogFile: res.LogFile,
 	}
-	enc := json.NewEncoder(os.Stdout)
+	enc := json.NewEncoder(out)
 	enc.SetIndent("", "  ")
-	if err := enc.Encode(out); err != nil {
+	if err := enc.Encode(result); err != nil {
 		return err
 	}
 	if res.Output.Status != contract.StatusOK {

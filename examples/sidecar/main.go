@@ -1,6 +1,6 @@
 // Command sidecar is the example MCP sidecar: the reference for sidecar authors and the
 // fixture of arizukod's sidecar tests. Built static (CGO_ENABLED=0) it is an image of its
-// own with runtime.ImportStatic or `arizukod image`.
+// own with engine.ImportStatic or `arizukod image`.
 //
 // It listens on the unix socket named by -socket or $ARIZUKO_SIDECAR_SOCKET (arizukod
 // sets it to /var/run/pub/arizuko/sidecars/<name>.sock) and speaks MCP as newline-delimited

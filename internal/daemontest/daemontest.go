@@ -34,7 +34,7 @@ import (
 	"github.com/arizuko/arizukod/api"
 	"github.com/arizuko/arizukod/contract"
 	"github.com/arizuko/arizukod/internal/enginetest"
-	"github.com/arizuko/arizukod/runtime"
+	"github.com/arizuko/arizukod/runtime/engine"
 	"github.com/arizuko/arizukod/store"
 )
 
@@ -129,7 +129,7 @@ type Daemon struct {
 	ConfigPath string
 	Instance   string // the io.arizuko.instance label of its containers
 	Bin        string
-	Eng        runtime.Engine
+	Eng        engine.Engine
 	Client     *api.Client
 	StderrLog  string // the daemon's stderr (journald has its log while it runs)
 
@@ -557,11 +557,11 @@ func (d *Daemon) OpenStore(t testing.TB) *store.Store {
 }
 
 // Leftovers lists the containers of this daemon's instance.
-func (d *Daemon) Leftovers(t testing.TB) []runtime.Container {
+func (d *Daemon) Leftovers(t testing.TB) []engine.Container {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	list, err := d.Eng.List(ctx, map[string]string{runtime.LabelInstance: d.Instance})
+	list, err := d.Eng.List(ctx, map[string]string{engine.LabelInstance: d.Instance})
 	if err != nil {
 		t.Errorf("list containers of instance %s: %v", d.Instance, err)
 	}

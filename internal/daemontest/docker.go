@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/arizuko/arizukod/internal/enginetest"
-	"github.com/arizuko/arizukod/runtime"
+	"github.com/arizuko/arizukod/runtime/detect"
 )
 
 // Docker is a private dockerd with a containerd of its own, both over a directory of the
@@ -65,7 +65,7 @@ func StartIsolatedDocker(t testing.TB) *Docker {
 		"--iptables=false", "--ip-forward=false", "--ip-masq=false", "--userland-proxy=false",
 		"--exec-opt", "native.cgroupdriver=cgroupfs", "--cgroup-parent", "/arizuko-testhost-docker",
 		"--default-ulimit", "nofile=1024:1024", "--default-ulimit", "nproc=4096:4096")
-	eng, err := runtime.Open("docker", d.URI)
+	eng, err := detect.Open("docker", d.URI)
 	if err != nil {
 		t.Fatal(err)
 	}

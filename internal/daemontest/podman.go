@@ -18,7 +18,8 @@ import (
 	"time"
 
 	"github.com/arizuko/arizukod/internal/enginetest"
-	"github.com/arizuko/arizukod/runtime"
+	"github.com/arizuko/arizukod/runtime/detect"
+	"github.com/arizuko/arizukod/runtime/engine"
 )
 
 // Podman is a private rootful Podman API service that one test starts, stops and starts
@@ -168,7 +169,7 @@ func (p *Podman) Start() {
 	}
 	p.cmd, p.exited = cmd, make(chan struct{})
 	go func(c *exec.Cmd, done chan struct{}) { c.Wait(); close(done) }(cmd, p.exited)
-	eng, err := runtime.Open("podman", p.URI)
+	eng, err := detect.Open("podman", p.URI)
 	if err != nil {
 		p.t.Fatal(err)
 	}
@@ -293,8 +294,8 @@ func ContainerStarts(t testing.TB, e enginetest.Engine, instance string, since t
 		} else if err != nil {
 			t.Fatalf("podman events of %s: %v", e.Name, err)
 		}
-		if ev.Attributes[runtime.LabelInstance] == instance {
-			starts[ev.Attributes[runtime.LabelRun]]++
+		if ev.Attributes[engine.LabelInstance] == instance {
+			starts[ev.Attributes[engine.LabelRun]]++
 		}
 	}
 	return starts

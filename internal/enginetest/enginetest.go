@@ -20,7 +20,8 @@ import (
 	"time"
 
 	"github.com/arizuko/arizukod/agentimage"
-	"github.com/arizuko/arizukod/runtime"
+	"github.com/arizuko/arizukod/runtime/detect"
+	"github.com/arizuko/arizukod/runtime/engine"
 )
 
 // AgentImage is the repository the example agent is imported into, tagged with a digest of
@@ -100,9 +101,9 @@ func get(t testing.TB, name, kind, env string) Engine {
 }
 
 // Open connects to e and checks that it answers.
-func (e Engine) Open(t testing.TB) (runtime.Engine, runtime.Info) {
+func (e Engine) Open(t testing.TB) (engine.Engine, engine.Info) {
 	t.Helper()
-	eng, err := runtime.Open(e.Kind, e.URI)
+	eng, err := detect.Open(e.Kind, e.URI)
 	if err != nil {
 		t.Fatalf("open %s: %v", e.Name, err)
 	}
@@ -192,7 +193,7 @@ func checkoutID(dir string) string {
 
 // EnsureAgentImage imports the example agent into eng as AgentImage:<digest of the binary>,
 // once per process, and returns that reference.
-func EnsureAgentImage(t testing.TB, e Engine, eng runtime.Engine) string {
+func EnsureAgentImage(t testing.TB, e Engine, eng engine.Engine) string {
 	t.Helper()
 	bin := AgentBinary(t)
 	v, _ := imported.LoadOrStore(e.URI, &importResult{})
@@ -207,7 +208,7 @@ func EnsureAgentImage(t testing.TB, e Engine, eng runtime.Engine) string {
 		r.ref = AgentImage + ":" + hex.EncodeToString(sum[:6])
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		r.err = runtime.ImportStatic(ctx, eng, r.ref, bin)
+		r.err = engine.ImportStatic(ctx, eng, r.ref, bin)
 	})
 	if r.err != nil {
 		t.Fatalf("import agent image into %s: %v", e.Name, r.err)
@@ -233,7 +234,7 @@ var claudeImported sync.Map // engine URI -> *importResult
 // tree's runner: the Debian rootfs and Claude Code's package come from the cache directory
 // ($ARIZUKO_CACHE_DIR, else the user's cache), downloaded on the first build. It fails
 // (never skips) when the image cannot be built.
-func EnsureClaudeImage(t testing.TB, e Engine, eng runtime.Engine) string {
+func EnsureClaudeImage(t testing.TB, e Engine, eng engine.Engine) string {
 	t.Helper()
 	v, _ := claudeImported.LoadOrStore(e.URI, &importResult{})
 	r := v.(*importResult)

@@ -1,0 +1,5 @@
+// Package archtest holds the checks of the module as a whole. It pins the import graph to
+// ARCHITECTURE.md: its test reads the table of what each room may not import and fails on
+// a forbidden import, naming the edge, and on a package the table of rooms does not name;
+// and it fails when `go mod tidy` would change go.mod or go.sum. It holds no code of its own.
+package archtest

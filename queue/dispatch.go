@@ -1,0 +1,73 @@
+package queue
+
+import (
+	"context"
+
+	"github.com/arizuko/arizukod/groupfolder"
+	"github.com/arizuko/arizukod/logging"
+	"github.com/arizuko/arizukod/store"
+)
+
+// dispatch makes inbox runs and starts what the store lets start.
+func (q *Queue) dispatch(ctx context.Context) {
+	if !q.cfg.EngineUp() {
+		return
+	}
+	q.adoptOrphans(ctx)
+	q.cfg.Runner.RetryRemovals(ctx)
+	q.makeInboxRuns(ctx)
+	for ctx.Err() == nil {
+		run, err := q.cfg.Store.StartNext(ctx, q.cfg.MaxRunning)
+		if err != nil {
+			q.log.Error("start next run", "err", err)
+			return
+		}
+		if run == nil {
+			return
+		}
+		q.cfg.OnChange()
+		q.start(ctx, run, "")
+	}
+}
+
+// adoptOrphans adopts the containers of the runs the engine dropped while it was away.
+func (q *Queue) adoptOrphans(ctx context.Context) {
+	q.mu.Lock()
+	orphans := q.orphans
+	q.orphans = map[string]string{}
+	q.mu.Unlock()
+	for id, container := range orphans {
+		run, err := q.cfg.Store.GetRun(ctx, id)
+		if err != nil {
+			q.log.Error("adopt after the engine came back", logging.FieldRunID, id, "err", err)
+			continue
+		}
+		q.log.Info("adopting run after the engine came back", logging.FieldRunID, id, logging.FieldFolder, run.Folder, logging.FieldContainer, container)
+		q.start(ctx, run, container)
+	}
+}
+
+// start runs one run in its own goroutine; container is set when adopting.
+func (q *Queue) start(ctx context.Context, run *store.Run, container string) {
+	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	f := groupfolder.Folder(run.Folder)
+	q.mu.Lock()
+	q.inflight[run.ID] = &flight{cancel: cancel, folder: f}
+	q.mu.Unlock()
+	q.wg.Add(1)
+	go func() {
+		defer q.wg.Done()
+		defer cancel()
+		q.execute(rctx, run, container)
+		q.mu.Lock()
+		if fl := q.inflight[run.ID]; fl != nil && fl.orphan != "" {
+			q.orphans[run.ID] = fl.orphan
+		}
+		delete(q.inflight, run.ID)
+		close(q.changed)
+		q.changed = make(chan struct{})
+		q.mu.Unlock()
+		q.cfg.OnChange()
+		q.Wake()
+	}()
+}

@@ -1,0 +1,146 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"io"
+	"time"
+)
+
+// Engine is a container engine that can run hardened, throw-away containers.
+type Engine interface {
+	// Info asks the engine who it is; it is also the liveness check.
+	Info(ctx context.Context) (Info, error)
+	// ImageExists reports whether ref is present locally. Runs never pull.
+	ImageExists(ctx context.Context, ref string) (bool, error)
+	// ImportImage makes image ref from a rootfs tar stream, with Dockerfile-style changes
+	// such as `ENTRYPOINT ["/agent"]`.
+	ImportImage(ctx context.Context, ref string, rootfs io.Reader, changes []string) error
+	// Create creates, and never starts, a container. A missing image is ErrNoSuchImage.
+	Create(ctx context.Context, spec Spec) (id string, err error)
+	// Attach connects to a created container's stdin, stdout and stderr.
+	Attach(ctx context.Context, id string) (*Attachment, error)
+	Start(ctx context.Context, id string) error
+	// Wait blocks until the container is not running and returns its final state.
+	Wait(ctx context.Context, id string) (State, error)
+	Inspect(ctx context.Context, id string) (State, error)
+	// Signal sends a signal by name, such as "SIGUSR1".
+	Signal(ctx context.Context, id, signal string) error
+	// Stop sends SIGTERM, then SIGKILL after grace.
+	Stop(ctx context.Context, id string, grace time.Duration) error
+	// Remove removes the container by force, with its anonymous volumes. A container that
+	// is already gone is not an error.
+	Remove(ctx context.Context, id string) error
+	// List returns the containers, running or not, that carry every one of labels.
+	List(ctx context.Context, labels map[string]string) ([]Container, error)
+	// Logs copies what the container printed so far, as the engine's log kept it.
+	Logs(ctx context.Context, id string, stdout, stderr io.Writer) error
+}
+
+// Info describes an engine.
+type Info struct {
+	Name       string // "podman" or "docker"
+	Version    string
+	APIVersion string
+	Rootless   bool
+	Socket     string // the URI it was reached at
+	// Networks are the network modes the engine has besides none and named networks:
+	// bridge, slirp4netns, pasta.
+	Networks []string
+	// NoLimits says why the engine cannot apply memory, CPU and pids limits, and what
+	// would fix it; "" when it applies them.
+	NoLimits string
+}
+
+// State is what an engine knows of a container's life.
+type State struct {
+	Running    bool
+	ExitCode   int
+	OOMKilled  bool
+	Status     string // the engine's own word: created, running, exited, ...
+	Error      string // the engine's error for a container that failed to start
+	StartedAt  time.Time
+	FinishedAt time.Time
+}
+
+// Container is one entry of List.
+type Container struct {
+	ID      string
+	Name    string
+	Labels  map[string]string
+	Running bool
+	Created time.Time
+}
+
+// Spec is everything an engine needs to create one agent or sidecar container. There are
+// no fields for capabilities, privileges or a writable root: those are fixed.
+type Spec struct {
+	Name        string
+	Image       string
+	Labels      map[string]string
+	Env         []string // KEY=VALUE
+	Mounts      []Mount
+	Tmpfs       []Tmpfs
+	Network     string // as CheckNetwork returns it: none, a mode or a named network
+	MemoryBytes int64
+	NanoCPUs    int64
+	PidsLimit   int64
+	Rlimits     []Rlimit
+	User        string // "uid:gid"; empty keeps the image's user
+	WorkingDir  string
+	Stdin       bool // keep stdin open for Attach
+	// LogMaxBytes caps the engine's own log of the container's output.
+	LogMaxBytes int64
+}
+
+// Mount is one bind mount.
+type Mount struct {
+	Source   string // absolute host path
+	Target   string // absolute container path
+	ReadOnly bool
+	Origin   string // why it is there: group, share, session, ipc, skills, web, env, extra
+}
+
+// Tmpfs is one tmpfs mount, such as /tmp.
+type Tmpfs struct {
+	Target  string
+	Options string // e.g. "rw,nosuid,nodev,size=64m,mode=1777"
+}
+
+// Rlimit is one POSIX resource limit, such as {"nofile", 1024, 1024}.
+type Rlimit struct {
+	Type string
+	Soft uint64
+	Hard uint64
+}
+
+// Attachment is a live connection to a container's standard streams.
+type Attachment struct {
+	// Stdin writes to the container; Close half-closes it so the container sees EOF.
+	Stdin io.WriteCloser
+	// copyOut demultiplexes stdout and stderr until the container's streams end.
+	copyOut func(stdout, stderr io.Writer) error
+	closeFn func() error
+}
+
+// NewAttachment is what an Engine's Attach returns: stdin, the function that copies the
+// container's stdout and stderr until both end, and the one that drops the connection.
+func NewAttachment(stdin io.WriteCloser, copyOut func(stdout, stderr io.Writer) error, close func() error) *Attachment {
+	return &Attachment{Stdin: stdin, copyOut: copyOut, closeFn: close}
+}
+
+// CopyOutput copies the container's stdout and stderr into the writers until both end.
+func (a *Attachment) CopyOutput(stdout, stderr io.Writer) error { return a.copyOut(stdout, stderr) }
+
+// Close drops the connection.
+func (a *Attachment) Close() error { return a.closeFn() }
+
+// Errors callers branch on.
+var (
+	ErrNoSuchImage     = errors.New("no such image")
+	ErrNoSuchContainer = errors.New("no such container")
+	ErrNoEngine        = errors.New("no container engine answered")
+	// ErrCreate marks a container the engine refused to create: a misconfiguration that a
+	// retry will not fix.
+	ErrCreate = errors.New("engine refused to create the container")
+)

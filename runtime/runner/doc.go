@@ -1,0 +1,10 @@
+// Package runner runs agent turns: one fresh, hardened container per turn, thrown away
+// after. It owns the agent container's one spec (AgentSpec) and mount table (MountTable),
+// which `arizukod quadlet` renders too, and the Runner that drives a turn from create to
+// remove: the soft and hard deadlines, the classification of how it ended, adoption of a
+// container a previous daemon left, steering, the run log and leftover removal.
+//
+// It talks to an engine only through engine.Engine, and must not touch the store, the
+// API or the queue: a caller hands it a Turn and gets a Result back. It reads and writes
+// only the directories the caller's Layout names.
+package runner

@@ -1,0 +1,81 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/arizuko/arizukod/runtime/engine"
+)
+
+// remove removes the container unless the run was detached; it runs even when ctx is
+// cancelled.
+func (tr *turnRun) remove(ctx context.Context) {
+	if tr.res.Failure == FailDetached {
+		return
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := tr.r.cfg.Engine.Remove(rctx, tr.id); err != nil {
+		tr.note("remove failed: %v", err)
+		if tr.res.Failure == FailEngine {
+			// The engine went away under the turn: the queue adopts the container when
+			// the engine is back, or it is a leftover; it is not this removal's to retry.
+			tr.r.log.Warn("remove container", "container", tr.res.Container, "err", err)
+			return
+		}
+		tr.r.log.Error("remove container: retried once the engine answers", "container", tr.res.Container, "err", err)
+		tr.r.mu.Lock()
+		if tr.r.unremoved == nil {
+			tr.r.unremoved = map[string]string{}
+		}
+		tr.r.unremoved[tr.id] = tr.res.Container
+		tr.r.mu.Unlock()
+	}
+}
+
+// RetryRemovals removes again the containers whose removal failed. The queue calls it
+// while the engine answers; a container still not removable stays for the next call.
+func (r *Runner) RetryRemovals(ctx context.Context) {
+	r.mu.Lock()
+	pending := r.unremoved
+	r.unremoved = nil
+	r.mu.Unlock()
+	for id, name := range pending {
+		err := r.cfg.Engine.Remove(ctx, id)
+		if err == nil || errors.Is(err, engine.ErrNoSuchContainer) {
+			r.log.Info("removed container after a failed removal", "container", name)
+			continue
+		}
+		r.log.Warn("remove container again", "container", name, "err", err)
+		r.mu.Lock()
+		if r.unremoved == nil {
+			r.unremoved = map[string]string{}
+		}
+		r.unremoved[id] = name
+		r.mu.Unlock()
+	}
+}
+
+// RemoveLeftovers removes the containers of this instance, running or not, that keep does
+// not claim: what a crash left behind. keep lets a restarting daemon spare the containers of
+// runs it adopts; nil keeps none. It returns the names removed.
+func (r *Runner) RemoveLeftovers(ctx context.Context, keep func(engine.Container) bool) ([]string, error) {
+	list, err := r.cfg.Engine.List(ctx, map[string]string{engine.LabelInstance: r.cfg.Instance})
+	if err != nil {
+		return nil, fmt.Errorf("list leftovers: %w", err)
+	}
+	var removed []string
+	for _, c := range list {
+		if c.Labels[engine.LabelInstance] != r.cfg.Instance || keep != nil && keep(c) {
+			continue
+		}
+		if err := r.cfg.Engine.Remove(ctx, c.ID); err != nil {
+			return removed, fmt.Errorf("remove leftover %s: %w", c.Name, err)
+		}
+		r.log.Info("removed leftover container", "container", c.Name, "ARIZUKO_FOLDER", c.Labels[engine.LabelFolder], "ARIZUKO_RUN_ID", c.Labels[engine.LabelRun])
+		removed = append(removed, c.Name)
+	}
+	return removed, nil
+}

@@ -1,0 +1,82 @@
+package runner
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/arizuko/arizukod/groupfolder"
+	"github.com/arizuko/arizukod/mountsec"
+	"github.com/arizuko/arizukod/runtime/engine"
+)
+
+// MountOptions are the daemon-wide sources of a turn's mount table; empty ones are left out.
+type MountOptions struct {
+	SkillsDir string
+	WebDir    string
+	EnvFile   string
+}
+
+// NewMountOptions are the mount options of a data directory: the skills and web
+// directories given, and the filtered env file when the layout has one.
+func NewMountOptions(l groupfolder.Layout, skillsDir, webDir string) MountOptions {
+	o := MountOptions{SkillsDir: skillsDir, WebDir: webDir}
+	if env, err := l.EnvFile(); err == nil {
+		if fi, err := os.Stat(env); err == nil && fi.Mode().IsRegular() {
+			o.EnvFile = env
+		}
+	}
+	return o
+}
+
+// ExtraMounts are a group's validated additional mounts as mounts of its turns.
+func ExtraMounts(ms []mountsec.Mount) []engine.Mount {
+	var extra []engine.Mount
+	for _, m := range ms {
+		extra = append(extra, engine.Mount{Source: m.HostPath, Target: m.ContainerPath, ReadOnly: m.ReadOnly})
+	}
+	return extra
+}
+
+// MountTable is the mount table of a turn of f, in the order the engine gets it: the seed's
+// table, then the additional mounts (already validated). Parents come before the mounts
+// nested in them. media/ and, for a world's own turns, share/ live inside the group
+// directory already: mounting them again would only add a window for a symlink swap.
+func MountTable(f groupfolder.Folder, d groupfolder.Dirs, o MountOptions, extra []engine.Mount) []engine.Mount {
+	m := []engine.Mount{{Source: d.Group, Target: "/workspace", Origin: "group"}}
+	if f.Depth() > 0 {
+		m = append(m, engine.Mount{Source: d.Share, Target: "/workspace/share", Origin: "share"})
+	}
+	m = append(m, engine.Mount{Source: d.Session, Target: "/root", Origin: "session"}, engine.Mount{Source: d.IPC, Target: "/var/run/pub/arizuko", Origin: "ipc"})
+	if o.SkillsDir != "" {
+		m = append(m, engine.Mount{Source: o.SkillsDir, Target: "/skills", ReadOnly: true, Origin: "skills"})
+	}
+	if o.WebDir != "" {
+		m = append(m, engine.Mount{Source: o.WebDir, Target: "/workspace/web", ReadOnly: true, Origin: "web"})
+	}
+	if o.EnvFile != "" {
+		m = append(m, engine.Mount{Source: o.EnvFile, Target: "/workspace/env-dir/env", ReadOnly: true, Origin: "env"})
+	}
+	for _, e := range extra {
+		e.Origin = "extra"
+		m = append(m, e)
+	}
+	return m
+}
+
+// Mounts is MountTable for a turn of this runner, with every source checked.
+func (r *Runner) Mounts(f groupfolder.Folder, d groupfolder.Dirs, extra []engine.Mount) ([]engine.Mount, error) {
+	o := NewMountOptions(r.cfg.Layout, r.cfg.SkillsDir, r.cfg.WebDir)
+	for _, e := range extra {
+		if !strings.HasPrefix(e.Target, "/workspace/extra/") {
+			return nil, fmt.Errorf("additional mount %s: target %q is not under /workspace/extra", e.Source, e.Target)
+		}
+	}
+	m := MountTable(f, d, o, extra)
+	for _, x := range m {
+		if _, err := os.Stat(x.Source); err != nil {
+			return nil, fmt.Errorf("mount %s -> %s: source unusable: %w", x.Source, x.Target, err)
+		}
+	}
+	return m, nil
+}

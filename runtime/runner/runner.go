@@ -1,0 +1,267 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/arizuko/arizukod/config"
+	"github.com/arizuko/arizukod/contract"
+	"github.com/arizuko/arizukod/groupfolder"
+	"github.com/arizuko/arizukod/runtime/engine"
+)
+
+const (
+	// softGap is how long before the hard deadline the agent is told to wrap up.
+	softGap       = 30 * time.Second
+	maxStderrKept = 64 << 10
+	logMaxBytes   = 16 << 20
+)
+
+// Config is what a Runner needs for every turn.
+type Config struct {
+	Engine engine.Engine
+	// Info describes the engine; InfoFunc, when set, is asked instead at every turn, for a
+	// daemon that learns the engine only once it answers.
+	Info     engine.Info
+	InfoFunc func() engine.Info
+	Layout   groupfolder.Layout
+	Instance string // the value of engine.LabelInstance on every container
+	Image    string
+	Timeout  time.Duration
+	// StopGrace is how long a container gets between SIGTERM and SIGKILL.
+	StopGrace time.Duration
+	// SkillsDir is mounted read-only at /skills when set.
+	SkillsDir string
+	// WebDir is mounted read-only at /workspace/web when set.
+	WebDir  string
+	Rlimits []engine.Rlimit
+	// Networks are the named networks a turn may join (limits.allowed_networks).
+	Networks []string
+	// AllowUnlimited runs turns where the engine cannot apply the memory, CPU and pids
+	// limits (limits.allow_unlimited); otherwise they fail as a terminal misconfiguration.
+	AllowUnlimited bool
+	// Redact removes secret values from text before it is logged; nil logs text as is.
+	Redact func(string) string
+	Logger *slog.Logger
+}
+
+// Runner runs turns. It is safe for concurrent use.
+type Runner struct {
+	cfg Config
+	log *slog.Logger
+	// removals are the removals still running after their turn's result.
+	removals sync.WaitGroup
+	// unremoved holds the containers (ID to name) whose removal failed, typically because
+	// the engine went away just then; RetryRemovals tries them again.
+	mu        sync.Mutex
+	unremoved map[string]string
+}
+
+// New checks cfg and returns a Runner.
+func New(cfg Config) (*Runner, error) {
+	if cfg.Engine == nil {
+		return nil, errors.New("runner: no engine")
+	}
+	if cfg.Image == "" {
+		return nil, errors.New("runner: no image")
+	}
+	if cfg.Instance == "" {
+		return nil, errors.New("runner: no instance label")
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = config.DefaultRunTimeout
+	}
+	if cfg.StopGrace <= 0 {
+		cfg.StopGrace = config.DefaultStopGrace
+	}
+	if cfg.Rlimits == nil {
+		cfg.Rlimits = engine.DefaultRlimits()
+	}
+	if cfg.Redact == nil {
+		cfg.Redact = func(s string) string { return s }
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Runner{cfg: cfg, log: log}, nil
+}
+
+func (r *Runner) info() engine.Info {
+	if r.cfg.InfoFunc != nil {
+		return r.cfg.InfoFunc()
+	}
+	return r.cfg.Info
+}
+
+// Run runs one turn to its end. Cancelling ctx kills the container; the Result then says
+// FailKilled. The returned error is non-nil only when the turn could not be attempted at
+// all (bad input, directories that cannot be made); everything that happens to the
+// container is in the Result.
+func (r *Runner) Run(ctx context.Context, t Turn) (Result, error) {
+	start := time.Now()
+	name := ContainerName(t.Folder, t.TaskID, start)
+	res := Result{RunID: t.RunID, Container: name}
+	timeout := r.timeout(t)
+	dirs, err := r.cfg.Layout.Ensure(t.Folder, os.Getuid(), os.Getgid())
+	if err != nil {
+		return res, fmt.Errorf("prepare %s: %w", t.Folder, err)
+	}
+	if err := clearInput(dirs.IPCInput); err != nil {
+		return res, fmt.Errorf("prepare %s: %w", t.Folder, err)
+	}
+	t.Input.Folder = string(t.Folder)
+	stdin, err := contract.EncodeInput(t.Input)
+	if err != nil {
+		return res, err
+	}
+	mounts, err := r.Mounts(t.Folder, dirs, t.ExtraMounts)
+	if err != nil {
+		return res, err
+	}
+	spec := r.spec(t, name, mounts, timeout)
+	tr := &turnRun{r: r, t: t, res: &res, dirs: dirs, started: start}
+	if err := r.admit(&spec); err != nil {
+		tr.fail(FailMisconfig, true, "%v", err)
+	} else {
+		tr.run(ctx, spec, stdin, timeout)
+	}
+	res.Duration = time.Since(start)
+	if res.Failure != FailDetached {
+		tr.writeLog()
+		switch {
+		case tr.id == "":
+		case res.Failure == FailNone:
+			// The answer does not depend on the removal: take it off the critical path.
+			r.removals.Add(1)
+			go func() { defer r.removals.Done(); tr.remove(ctx) }()
+		default:
+			// A failed, killed or timed-out turn is gone when its result is.
+			tr.remove(ctx)
+		}
+	}
+	return res, nil
+}
+
+// Close waits for the removals still running after their turns' results. The daemon
+// calls it when it stops; RemoveLeftovers covers a crash.
+func (r *Runner) Close() { r.removals.Wait() }
+
+// turnRun is the state of one Run.
+type turnRun struct {
+	r       *Runner
+	t       Turn
+	res     *Result
+	dirs    groupfolder.Dirs
+	started time.Time
+	id      string
+	stderr  tailBuffer
+	events  []string
+}
+
+func (tr *turnRun) note(format string, args ...any) {
+	tr.events = append(tr.events, fmt.Sprintf("%s "+format, append([]any{time.Since(tr.started).Round(time.Millisecond)}, args...)...))
+}
+
+func (tr *turnRun) fail(f Failure, terminal bool, format string, args ...any) {
+	tr.res.Failure = f
+	tr.res.Terminal = terminal
+	tr.res.Output = contract.Output{Status: contract.StatusFatal, Error: tr.r.cfg.Redact(fmt.Sprintf(format, args...))}
+	tr.note("failed (%s): %s", f, tr.res.Output.Error)
+}
+
+func (tr *turnRun) run(ctx context.Context, spec engine.Spec, stdin []byte, timeout time.Duration) {
+	e := tr.r.cfg.Engine
+	// A kill does not cancel the creation: the engine may finish a create whose request was
+	// cancelled, and the container would be left behind. It is removed once it exists.
+	id, err := e.Create(context.WithoutCancel(ctx), spec)
+	if err != nil {
+		if errors.Is(err, engine.ErrCreate) {
+			tr.fail(FailMisconfig, true, "create %s: %v", spec.Name, err)
+		} else {
+			tr.fail(FailEngine, false, "create %s: %v", spec.Name, err)
+		}
+		return
+	}
+	tr.id = id
+	tr.note("created %s", id[:min(12, len(id))])
+	if ctx.Err() != nil {
+		tr.fail(FailKilled, false, "killed before start")
+		return
+	}
+	if tr.t.OnCreated != nil {
+		tr.t.OnCreated(spec.Name, id)
+	}
+	att, err := e.Attach(ctx, id)
+	if err != nil {
+		if ctx.Err() != nil {
+			tr.fail(FailKilled, false, "killed before start")
+		} else {
+			tr.fail(FailEngine, false, "attach %s: %v", spec.Name, err)
+		}
+		return
+	}
+	defer att.Close()
+	capture := &contract.Capture{}
+	stderr := tr.stderrWriter()
+	copied := make(chan error, 1)
+	streamEnd := make(chan struct{})
+	go func() { copied <- att.CopyOutput(capture, stderr); close(streamEnd) }()
+	if err := e.Start(ctx, id); err != nil {
+		if ctx.Err() != nil {
+			tr.fail(FailKilled, false, "killed before start")
+		} else {
+			tr.fail(FailMisconfig, true, "start %s: %v", spec.Name, err)
+		}
+		return
+	}
+	tr.note("started")
+	// The input counts as sent once Write took the whole line: the agent may then have
+	// read it. Closing stdin only adds the EOF after it.
+	inputErr := make(chan error, 1)
+	go func() {
+		_, err := att.Stdin.Write(stdin)
+		if err == nil {
+			if cerr := att.Stdin.Close(); cerr != nil {
+				tr.r.log.Debug("close stdin", "container", spec.Name, "err", cerr)
+			}
+			if tr.t.OnInput != nil {
+				tr.t.OnInput()
+			}
+		}
+		inputErr <- err
+	}()
+	cause, w := tr.supervise(ctx, timeout, tr.started, streamEnd)
+	if cause == FailDetached {
+		return
+	}
+	// The streams end when the container does; do not let a stuck stream hold the turn.
+	select {
+	case <-copied:
+	case <-time.After(5 * time.Second):
+		tr.note("output stream did not end 5s after exit")
+		att.Close()
+	}
+	// A write still blocked now never completes: the container is gone. Closing the
+	// connection ends it with an error.
+	var werr error
+	select {
+	case werr = <-inputErr:
+	default:
+		att.Close()
+		werr = <-inputErr
+	}
+	if werr != nil {
+		tr.note("input not written whole: %v", werr)
+	}
+	tr.classify(cause, w, capture, spec.MemoryBytes, timeout, werr == nil)
+}
+
+func (tr *turnRun) stderrWriter() *lineSplitter {
+	return &lineSplitter{onLine: tr.t.OnStderr, tail: &tr.stderr, redact: tr.r.cfg.Redact}
+}

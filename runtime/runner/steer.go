@@ -1,0 +1,90 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/arizuko/arizukod/contract"
+	"github.com/arizuko/arizukod/groupfolder"
+	"github.com/arizuko/arizukod/internal/atomicfile"
+	"github.com/arizuko/arizukod/runtime/engine"
+)
+
+// ErrNotRunning says a container is not running (not yet started, or ended), so it cannot
+// be steered.
+var ErrNotRunning = errors.New("container is not running")
+
+// Steer drops messages into a running turn's IPC input directory and sends SIGUSR1 so the
+// agent reads them. A container that is gone or not running is engine.ErrNoSuchContainer or
+// ErrNotRunning, and the messages are taken back: the caller is told they were not
+// delivered, so they must not turn up later.
+func (r *Runner) Steer(ctx context.Context, f groupfolder.Folder, containerID string, msgs []contract.Message) error {
+	dir, err := r.cfg.Layout.IPCInputDir(f)
+	if err != nil {
+		return err
+	}
+	now := time.Now().UnixNano()
+	var written []string
+	takeBack := func() {
+		for _, name := range written {
+			os.Remove(name)
+		}
+	}
+	for i, m := range msgs {
+		b, err := json.Marshal(m)
+		if err != nil {
+			takeBack()
+			return err
+		}
+		name := filepath.Join(dir, fmt.Sprintf("%d-%03d.json", now, i))
+		if err := atomicfile.Write(name, b, 0o644); err != nil {
+			takeBack()
+			return fmt.Errorf("steer %s: %w", f, err)
+		}
+		written = append(written, name)
+	}
+	// The engine refuses a signal to a container that is not running, each in its own
+	// words: ask it what the container is then. One that started meanwhile (the signal
+	// came while it was being started) gets the signal again.
+	var serr error
+	for try := 0; ; try++ {
+		if serr = r.cfg.Engine.Signal(ctx, containerID, "SIGUSR1"); serr == nil {
+			return nil
+		}
+		st, ierr := r.cfg.Engine.Inspect(context.WithoutCancel(ctx), containerID)
+		switch {
+		case errors.Is(serr, engine.ErrNoSuchContainer), errors.Is(ierr, engine.ErrNoSuchContainer):
+			takeBack()
+			return fmt.Errorf("steer %s: %w", f, engine.ErrNoSuchContainer)
+		case ierr == nil && !st.Running:
+			takeBack()
+			return fmt.Errorf("steer %s: %w (%s)", f, ErrNotRunning, st.Status)
+		case ierr == nil && try < 2:
+			continue
+		}
+		takeBack()
+		return fmt.Errorf("steer %s: signal: %w", f, serr)
+	}
+}
+
+// clearInput removes what an earlier turn left in the IPC input directory: a stale _close
+// would end the new turn at once. A file already gone is fine: a steer to the earlier turn
+// that found it ended takes its messages back.
+func clearInput(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
+}

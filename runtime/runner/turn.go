@@ -1,0 +1,82 @@
+package runner
+
+import (
+	"time"
+
+	"github.com/arizuko/arizukod/contract"
+	"github.com/arizuko/arizukod/groupfolder"
+	"github.com/arizuko/arizukod/runtime/engine"
+)
+
+// CloseSentinel is the file written into the group's IPC input directory at the soft deadline.
+const CloseSentinel = "_close"
+
+// Failure says why a turn did not produce a usable answer, so the caller can act on it.
+type Failure string
+
+// Failures a Result can carry; empty means the agent answered.
+const (
+	FailNone      Failure = ""
+	FailTimeout   Failure = "timeout"
+	FailOOM       Failure = "oom"
+	FailMisconfig Failure = "misconfig" // create failure, exit 125/126/127, missing image: terminal
+	FailNoOutput  Failure = "no-output"
+	FailBadOutput Failure = "bad-output"
+	FailKilled    Failure = "killed"
+	FailEngine    Failure = "engine"
+	// FailLost: the container of an adopted run was gone, and its result with it.
+	FailLost Failure = "lost"
+	// FailDetached: the run was left running on purpose; it is not over.
+	FailDetached Failure = "detached"
+	// FailNoInput: the agent never got its input and gave no ok or error answer, so nothing
+	// it did can depend on the turn: the input line was not written whole to its stdin (the
+	// container ended first, or the daemon that ran it stopped before), or the container
+	// never started. The turn may run again.
+	FailNoInput Failure = "no-input"
+)
+
+// Turn is one request to run the agent.
+type Turn struct {
+	RunID  string
+	Folder groupfolder.Folder
+	// TaskID names a scheduled task's container arizuko-<folder>-task-<id>-<unix_ms>.
+	TaskID string
+	Input  contract.Input
+	Limits engine.Limits
+	// ExtraMounts are additional mounts, already validated against the allowlist.
+	ExtraMounts []engine.Mount
+	// Timeout overrides Config.Timeout when positive.
+	Timeout time.Duration
+	// Env is more of the container's environment (KEY=VALUE), such as the turn's model
+	// token; it cannot replace the variables the runner sets.
+	Env []string
+	// OnCreated, when set, learns the container's name and id before it starts.
+	OnCreated func(name, id string)
+	// OnInput, when set, is called once the whole input line is written to the container's
+	// stdin, so that a daemon adopting the run later knows the agent may have acted on it.
+	OnInput func()
+	// InputSent tells Adopt that the daemon that started the container wrote its input
+	// whole (OnInput was called); without it, an adopted turn whose agent gave no ok or
+	// error answer ends FailNoInput.
+	InputSent bool
+	// OnStderr, when set, gets each line the container prints on stderr.
+	OnStderr func(line string)
+	// Detach, when closed, makes Run return at once and leave the container running, for
+	// a daemon that stops gracefully; Adopt collects the result later.
+	Detach <-chan struct{}
+}
+
+// Result is how a turn ended.
+type Result struct {
+	RunID     string
+	Container string
+	Output    contract.Output
+	ExitCode  int
+	Failure   Failure
+	// Terminal marks failures that a retry will not fix.
+	Terminal    bool
+	Duration    time.Duration
+	StdoutBytes int64
+	Stderr      string // the last bytes of stderr, redacted
+	LogFile     string
+}

@@ -1,0 +1,155 @@
+package turn
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"path/filepath"
+	"time"
+
+	"github.com/arizuko/arizukod/gateway"
+	"github.com/arizuko/arizukod/groupfolder"
+	"github.com/arizuko/arizukod/ipc"
+	"github.com/arizuko/arizukod/logging"
+	"github.com/arizuko/arizukod/runtime/runner"
+	"github.com/arizuko/arizukod/scheduler"
+	"github.com/arizuko/arizukod/sidecar"
+	"github.com/arizuko/arizukod/store"
+)
+
+// Where the agent finds the per-turn sockets: the group's IPC directory is mounted there.
+const (
+	containerIPCDir = "/var/run/pub/arizuko"
+	routerSocket    = "router.sock"
+	modelSocket     = "model.sock"
+	egressSocket    = "egress.sock"
+)
+
+// ServiceStore is what the services of a turn read and record: the MCP tools' tables,
+// model usage, egress and the folder's tokens of the day.
+type ServiceStore interface {
+	ipc.Store
+	AddUsage(ctx context.Context, runID string, u store.Usage) error
+	AddEgress(ctx context.Context, runID string, e store.Egress) error
+	FolderTokens(ctx context.Context, folder string, since int64) (int64, error)
+}
+
+// Services are what lives exactly as long as a turn's container, in the group's IPC
+// directory: the group's sidecars, its MCP server on router.sock, its model gateway on
+// model.sock and its egress proxy on egress.sock. Every field is required but Location
+// (time.Local), Logger (slog.Default) and OnUsage.
+type Services struct {
+	Store    ServiceStore
+	Sidecars *sidecar.Manager
+	Model    *ModelGateway
+	// Location is the daemon's time zone: of task schedules and the model budget's day.
+	Location *time.Location
+	Logger   *slog.Logger
+	// OnUsage, when set, hears each model response's usage as the gateway reads it (the
+	// daemon's metrics), whether or not the run is a row of the store.
+	OnUsage func(gateway.Usage)
+}
+
+func (s *Services) logger() *slog.Logger {
+	if s.Logger == nil {
+		return slog.Default()
+	}
+	return s.Logger
+}
+
+func (s *Services) location() *time.Location {
+	if s.Location == nil {
+		return time.Local
+	}
+	return s.Location
+}
+
+// start starts the services of one turn and hands the agent what reaches them in t's
+// environment; the returned func stops them, the last started first.
+func (s *Services) start(ctx context.Context, req Request, plan Plan, dirs groupfolder.Dirs, t *runner.Turn) (func(), error) {
+	var stops []func()
+	stopAll := func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+	}
+	log := s.logger().With(logging.FieldRunID, req.RunID, logging.FieldFolder, string(req.Folder))
+	sc, err := s.Sidecars.Start(ctx, req.Folder, dirs.SidecarSockets, req.RunID, plan.Config.Sidecars)
+	if err != nil {
+		return nil, err
+	}
+	stops = append(stops, func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		if err := sc.Stop(sctx); err != nil {
+			log.Error("stop sidecars", "err", err)
+		}
+	})
+	srv, err := ipc.Start(ctx, ipc.ServerConfig{
+		Folder: string(req.Folder), SocketPath: filepath.Join(dirs.IPC, routerSocket), GroupDir: dirs.Group,
+		ReplyTo: t.Input.ChatJID, Store: s.Store, RunID: s.recordedID(req), Logger: s.logger(), Wake: req.Wake,
+		NextRun: func(kind, expr string, now time.Time) (int64, error) {
+			return scheduler.NextRun(kind, expr, now, s.location())
+		},
+	})
+	if err != nil {
+		stopAll()
+		return nil, err
+	}
+	stops = append(stops, func() {
+		if err := srv.Stop(); err != nil && !errors.Is(err, context.Canceled) {
+			log.Warn("stop MCP server", "err", err)
+		}
+	})
+	model, err := s.startModel(ctx, req, plan.Config.Model, filepath.Join(dirs.IPC, modelSocket), log)
+	if err != nil {
+		stopAll()
+		return nil, err
+	}
+	stops = append(stops, model.Stop)
+	egress, err := gateway.StartEgress(gateway.EgressConfig{
+		SocketPath: filepath.Join(dirs.IPC, egressSocket), Allow: plan.Config.Egress, Logger: log,
+		Record: s.recordEgress(ctx, req, log),
+	})
+	if err != nil {
+		stopAll()
+		return nil, err
+	}
+	stops = append(stops, egress.Stop)
+	token := s.Model.tokens.Token(req.RunID, req.Attempt)
+	t.Env = append(t.Env,
+		"ARIZUKO_MODEL_TOKEN="+token,
+		"ANTHROPIC_API_KEY="+token,
+		"ARIZUKO_MODEL_SOCKET="+containerIPCDir+"/"+modelSocket,
+		"ARIZUKO_EGRESS_SOCKET="+containerIPCDir+"/"+egressSocket,
+	)
+	return stopAll, nil
+}
+
+// recordedID is the run the MCP server records outbox rows for: none for a run that is
+// not a row of the store.
+func (s *Services) recordedID(req Request) string {
+	if !req.Recorded {
+		return ""
+	}
+	return req.RunID
+}
+
+// recordEgress records what the egress proxy moved against the run, when it is a row of
+// the store.
+func (s *Services) recordEgress(ctx context.Context, req Request, log *slog.Logger) func(host string, up, down int64, refused bool) {
+	if !req.Recorded {
+		return nil
+	}
+	return func(host string, up, down int64, refused bool) {
+		e := store.Egress{Host: host, BytesUp: up, BytesDown: down}
+		if refused {
+			e.Refused = 1
+		} else {
+			e.Requests = 1
+		}
+		if err := s.Store.AddEgress(context.WithoutCancel(ctx), req.RunID, e); err != nil {
+			log.Error("record egress", "err", err)
+		}
+	}
+}
