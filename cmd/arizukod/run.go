@@ -147,6 +147,7 @@ var localOnly = map[string]string{
 	"data-dir":      "a daemon keeps its own data directory (data_dir in arizukod.toml, DATA_DIR in its environment); --socket PATH names another daemon",
 	"skills-dir":    "a daemon mounts its own skills (skills_dir in arizukod.toml)",
 	"allowlist":     "a daemon reads its own mount allowlist (allowlist in arizukod.toml)",
+	"config":        "a daemon reads the configuration it was started with (arizukod serve --config FILE)",
 }
 
 // refuseLocalFlags refuses a turn through the daemon that was given a flag only --local
