@@ -35,7 +35,9 @@ type Queue interface {
 	Wake()
 	Kill(id string) bool
 	Steer(ctx context.Context, id string, msgs []contract.Message) error
-	Changed() <-chan struct{}
+	// Ended returns a channel closed when run id's turn ends, and the func that gives it
+	// back once the caller stops waiting.
+	Ended(id string) (ended <-chan struct{}, release func())
 }
 
 // Health is what /health reports beyond the store.
