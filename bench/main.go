@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -42,6 +43,7 @@ type options struct {
 	phaseTurns    int
 	tpTurns       int
 	tpFolders     int
+	sweep         intsFlag
 	coldRuns      int
 	skipGoBench   bool
 	keepWork      bool
@@ -67,6 +69,32 @@ func (c *candidateFlag) Set(v string) error {
 		return err
 	}
 	*c = append(*c, candidate{name, abs})
+	return nil
+}
+
+// intsFlag is a comma-separated list of positive integers.
+type intsFlag []int
+
+func (f *intsFlag) String() string {
+	var s []string
+	for _, n := range *f {
+		s = append(s, strconv.Itoa(n))
+	}
+	return strings.Join(s, ",")
+}
+
+func (f *intsFlag) Set(v string) error {
+	*f = nil
+	for _, part := range strings.Split(v, ",") {
+		if part = strings.TrimSpace(part); part == "" {
+			continue
+		}
+		n, err := strconv.Atoi(part)
+		if err != nil || n < 1 {
+			return fmt.Errorf("%q: want positive integers separated by commas", v)
+		}
+		*f = append(*f, n)
+	}
 	return nil
 }
 
@@ -99,6 +127,8 @@ func run(ctx context.Context, args []string) error {
 	fs.IntVar(&o.phaseTurns, "phase-turns", 25, "measured turns per variant of the phase measurement")
 	fs.IntVar(&o.tpTurns, "throughput-turns", 200, "turns of the throughput measurement")
 	fs.IntVar(&o.tpFolders, "throughput-folders", 20, "folders of the throughput measurement")
+	o.sweep = intsFlag{1, 20, 200}
+	fs.Var(&o.sweep, "throughput-sweep", "comma-separated numbers of folders to repeat the daemon's throughput run over, besides -throughput-folders (\"\" for none)")
 	fs.IntVar(&o.coldRuns, "cold", 10, "socket-activated cold starts")
 	fs.BoolVar(&o.skipGoBench, "skip-go-bench", false, "skip the go test benchmarks of memory and ipc")
 	fs.BoolVar(&o.keepWork, "keep", false, "keep the work directory")
