@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/arizuko/arizukod/runtime/docker"
@@ -22,8 +23,13 @@ type bench struct {
 	began    time.Time
 
 	podman  engine.Engine
+	podman5 engine.Engine // nil without -podman5
+	// p5Work is the Podman 5 daemon's directory, under a path the test host's chrooted
+	// Podman 5 shares with the host (ARIZUKO_TEST_PODMAN5_SHARED_PATHS, default /tmp).
+	p5Work  string
 	docker  engine.Engine
 	pInfo   engine.Info
+	p5Info  engine.Info
 	dInfo   engine.Info
 	daemons []*daemonProc
 	report  report
@@ -36,6 +42,9 @@ func (b *bench) run(ctx context.Context) error {
 		return err
 	}
 	b.report.machine.engines = append(b.report.machine.engines, fmt.Sprintf("podman %s (API %s) at %s", b.pInfo.Version, b.pInfo.APIVersion, b.o.podmanSocket))
+	if b.podman5 != nil {
+		b.report.machine.engines = append(b.report.machine.engines, fmt.Sprintf("podman %s (API %s) at %s", b.p5Info.Version, b.p5Info.APIVersion, b.o.podman5Socket))
+	}
 	if b.docker != nil {
 		b.report.machine.engines = append(b.report.machine.engines, fmt.Sprintf("docker %s (API %s) at %s", b.dInfo.Version, b.dInfo.APIVersion, b.o.dockerSocket))
 	}
@@ -89,6 +98,19 @@ func (b *bench) openEngines(ctx context.Context) error {
 	if b.pInfo, err = b.podman.Info(cctx); err != nil {
 		return fmt.Errorf("podman at %s: %w", b.o.podmanSocket, err)
 	}
+	if b.o.podman5Socket != "" {
+		b.podman5 = podman.New(b.o.podman5Socket)
+		if b.p5Info, err = b.podman5.Info(cctx); err != nil {
+			return fmt.Errorf("podman 5 at %s: %w", b.o.podman5Socket, err)
+		}
+		shared, _, _ := strings.Cut(os.Getenv("ARIZUKO_TEST_PODMAN5_SHARED_PATHS"), " ")
+		if shared == "" {
+			shared = "/tmp"
+		}
+		if b.p5Work, err = os.MkdirTemp(shared, "arizuko-bench-p5-"); err != nil {
+			return fmt.Errorf("podman 5: a directory it shares: %w", err)
+		}
+	}
 	if b.o.dockerSocket == "" {
 		return nil
 	}
@@ -107,7 +129,7 @@ func (b *bench) importImages(ctx context.Context) error {
 	for _, e := range []struct {
 		name string
 		eng  engine.Engine
-	}{{"podman", b.podman}, {"docker", b.docker}} {
+	}{{"podman", b.podman}, {"podman 5", b.podman5}, {"docker", b.docker}} {
 		if e.eng == nil {
 			continue
 		}
@@ -150,7 +172,10 @@ func (b *bench) cleanup() {
 		d.stop()
 		labels = append(labels, d.instance)
 	}
-	for _, eng := range []engine.Engine{b.podman, b.docker} {
+	if b.p5Work != "" && !b.o.keepWork {
+		defer os.RemoveAll(b.p5Work)
+	}
+	for _, eng := range []engine.Engine{b.podman, b.podman5, b.docker} {
 		if eng == nil {
 			continue
 		}

@@ -71,9 +71,14 @@ func daemonEnv() []string {
 // startDaemon starts binary (an arizukod) serve on engine and waits until its health says the engine
 // answers.
 func (b *bench) startDaemon(ctx context.Context, name, engine, socket, binary string) (*daemonProc, error) {
-	dir := filepath.Join(b.o.work, name)
+	return b.startDaemonIn(ctx, filepath.Join(b.o.work, name), b.o.skillsDir, name, engine, socket, binary)
+}
+
+// startDaemonIn is startDaemon with its directory and skills directory ("" for none) given:
+// for an engine that sees only some of the host's paths.
+func (b *bench) startDaemonIn(ctx context.Context, dir, skills, name, engine, socket, binary string) (*daemonProc, error) {
 	instance := fmt.Sprintf("bench%d-%s", os.Getpid(), name)
-	cfg, err := daemonConfig(dir, name, engine, socket, b.o.image, b.o.skillsDir, instance)
+	cfg, err := daemonConfig(dir, name, engine, socket, b.o.image, skills, instance)
 	if err != nil {
 		return nil, err
 	}

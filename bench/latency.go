@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -12,7 +13,7 @@ import (
 // latencyMethod is one way to run a no-op turn, measured submit to result.
 type latencyMethod struct {
 	name   string
-	engine string // "podman" or "docker"
+	engine string // "podman", "podman5" or "docker"
 	about  string
 	daemon *daemonProc // nil for a command line
 	// candidate marks an arizukod build other than the one under test (-candidate).
@@ -47,13 +48,16 @@ func (b *bench) latency(ctx context.Context) error {
 		return err
 	}
 	var methods []*latencyMethod
-	engines := map[string]string{"podman": b.o.podmanSocket, "docker": b.o.dockerSocket}
+	engines := map[string]string{"podman": b.o.podmanSocket, "docker": b.o.dockerSocket, "podman5": b.o.podman5Socket}
 	type daemonSpec struct{ name, kind, binary, about string }
 	var specs []daemonSpec
 	for _, kind := range strings.Split(b.o.daemonEngines, ",") {
 		if kind == "podman" || kind == "docker" && b.o.dockerSocket != "" {
 			specs = append(specs, daemonSpec{"arizukod-" + kind, kind, b.o.arizukod, b.o.arizukod})
 		}
+	}
+	if b.o.podman5Socket != "" {
+		specs = append(specs, daemonSpec{"arizukod-podman5", "podman5", b.o.arizukod, b.o.arizukod})
 	}
 	for _, c := range b.o.candidates {
 		for _, kind := range strings.Split(b.o.daemonEngines, ",") {
@@ -63,7 +67,16 @@ func (b *bench) latency(ctx context.Context) error {
 		}
 	}
 	for _, ds := range specs {
-		d, err := b.startDaemon(ctx, ds.name, ds.kind, engines[ds.kind], ds.binary)
+		kind := ds.kind
+		if kind == "podman5" {
+			kind = "podman"
+		}
+		dir, skills := filepath.Join(b.o.work, ds.name), b.o.skillsDir
+		if ds.kind == "podman5" {
+			// The chrooted Podman 5 sees only its shared paths: no skills mount.
+			dir, skills = filepath.Join(b.p5Work, ds.name), ""
+		}
+		d, err := b.startDaemonIn(ctx, dir, skills, ds.name, kind, engines[ds.kind], ds.binary)
 		if err != nil {
 			return err
 		}
@@ -71,6 +84,9 @@ func (b *bench) latency(ctx context.Context) error {
 			return err
 		}
 		name := "arizukod on " + ds.kind
+		if ds.kind == "podman5" {
+			name = "arizukod on podman 5"
+		}
 		if ds.binary != b.o.arizukod {
 			name = strings.TrimSuffix(ds.name, "-"+ds.kind) + " on " + ds.kind
 		}
@@ -90,6 +106,12 @@ func (b *bench) latency(ctx context.Context) error {
 		cli    cliMethod
 		engine string
 	}{{podmanLocal(b.o.testhostDir), "podman"}, {podmanRemote(b.o.podmanSocket), "podman"}}
+	if b.o.podman5Socket != "" {
+		clis = append(clis, struct {
+			cli    cliMethod
+			engine string
+		}{podman5Remote(b.o.podman5Socket), "podman5"})
+	}
 	if b.o.dockerSocket != "" {
 		clis = append(clis, struct {
 			cli    cliMethod

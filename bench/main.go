@@ -29,6 +29,7 @@ type options struct {
 	mode          string
 	podmanSocket  string
 	dockerSocket  string
+	podman5Socket string
 	testhostDir   string
 	dockerCLI     string
 	arizukod      string
@@ -112,6 +113,7 @@ func run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.StringVar(&o.mode, "mode", "all", "all: every measurement and BENCHMARKS.md; phases, latency, throughput: only that measurement, printed")
 	fs.StringVar(&o.podmanSocket, "podman", os.Getenv("ARIZUKO_TEST_PODMAN4"), "the Podman 4 API service (unix://PATH)")
+	fs.StringVar(&o.podman5Socket, "podman5", os.Getenv("ARIZUKO_TEST_PODMAN5"), "the Podman 5 API service (unix://PATH); empty skips its latency rows")
 	fs.StringVar(&o.dockerSocket, "docker", os.Getenv("ARIZUKO_TEST_DOCKER"), "the Docker API (unix://PATH); empty skips docker")
 	fs.StringVar(&o.testhostDir, "testhost", envOr("ARIZUKO_TESTHOST_DIR", "/var/tmp/arizuko-testhost"), "the test host's directory, for the local podman CLI's storage and configuration")
 	fs.StringVar(&o.dockerCLI, "docker-cli", "", "the docker command line (default: Debian's /usr/bin/docker, else docker on PATH with DOCKER_API_VERSION=1.41)")

@@ -137,6 +137,9 @@ func (r *report) latencySection(p printer) {
 			cells[0], cells[1] = ratio(m.sample.p50(), local), ratio(m.sample.p50(), remote)
 		case m.daemon != nil && m.engine == "docker":
 			cells[2] = ratio(m.sample.p50(), dock)
+		case m.daemon != nil && m.engine == "podman5":
+			// Against the CLI on the same Podman 5 service, in the remote column.
+			cells[1] = ratio(m.sample.p50(), r.cliP50("podman CLI, remote, podman 5"))
 		}
 		p("| %s | %s | %s | %s | %s | %s | %s | %s |", m.name, m.engine, ms(m.sample.p50()), ms(m.sample.pct(90)), ms(m.sample.pct(99)),
 			cells[0], cells[1], cells[2])

@@ -24,7 +24,6 @@ type throughputRow struct {
 	leftovers int
 	prepared  int // containers created ahead and never started: not leftovers
 	daemon    bool
-	folders   int // the daemon's rows: how many folders the turns were spread over
 	// leftoverWait is how long after the last result the engine held none of its containers.
 	leftoverWait time.Duration
 	daemonCPU    time.Duration
@@ -173,8 +172,12 @@ func (b *bench) daemonThroughput(ctx context.Context, d *daemonProc, n, enginePI
 	b.say("throughput: %d turns over %d folders through arizukod on podman (max_running default 5)", b.o.tpTurns, n)
 	e0, _ := cpuTime(enginePID)
 	c0, _ := cpuTime(d.cmd.Process.Pid)
-	row := throughputRow{name: fmt.Sprintf("arizukod on podman, %d folders", n), daemon: true, folders: n, turns: b.o.tpTurns,
-		about: fmt.Sprintf("%d runs submitted at once over %d folders, default max_running", b.o.tpTurns, n)}
+	of := fmt.Sprintf("%d folders", n)
+	if n == 1 {
+		of = "1 folder"
+	}
+	row := throughputRow{name: "arizukod on podman, " + of, daemon: true, turns: b.o.tpTurns,
+		about: fmt.Sprintf("%d runs submitted at once over %s, default max_running", b.o.tpTurns, of)}
 	t0 := time.Now()
 	ids := make([]string, 0, b.o.tpTurns)
 	for i := 0; i < b.o.tpTurns; i++ {
