@@ -74,8 +74,8 @@ func (b *bench) startDaemon(ctx context.Context, name, engine, socket, binary st
 	return b.startDaemonIn(ctx, filepath.Join(b.o.work, name), b.o.skillsDir, name, engine, socket, binary)
 }
 
-// startDaemonIn is startDaemon with its directory and skills directory ("" for none) given:
-// for an engine that sees only some of the host's paths.
+// startDaemonIn is startDaemon with its directory and skills directory given: for an
+// engine that sees only some of the host's paths.
 func (b *bench) startDaemonIn(ctx context.Context, dir, skills, name, engine, socket, binary string) (*daemonProc, error) {
 	instance := fmt.Sprintf("bench%d-%s", os.Getpid(), name)
 	cfg, err := daemonConfig(dir, name, engine, socket, b.o.image, skills, instance)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -73,8 +74,12 @@ func (b *bench) latency(ctx context.Context) error {
 		}
 		dir, skills := filepath.Join(b.o.work, ds.name), b.o.skillsDir
 		if ds.kind == "podman5" {
-			// The chrooted Podman 5 sees only its shared paths: no skills mount.
-			dir, skills = filepath.Join(b.p5Work, ds.name), ""
+			// The chrooted Podman 5 sees only its shared paths: a copy of the skills there.
+			dir = filepath.Join(b.p5Work, ds.name)
+			skills = filepath.Join(dir, "skills")
+			if err := os.CopyFS(skills, os.DirFS(b.o.skillsDir)); err != nil {
+				return fmt.Errorf("skills for podman 5: %w", err)
+			}
 		}
 		d, err := b.startDaemonIn(ctx, dir, skills, ds.name, kind, engines[ds.kind], ds.binary)
 		if err != nil {
