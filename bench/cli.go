@@ -46,6 +46,13 @@ func podman5Remote(socket string) cliMethod {
 	return m
 }
 
+// rootlessRemote is the podman CLI in remote mode against a rootless Podman service.
+func rootlessRemote(socket string) cliMethod {
+	m := podmanRemote(socket)
+	m.name = "podman CLI, remote, rootless"
+	return m
+}
+
 // podmanLocal is the podman CLI as a gateway runs it on a host without a service: the
 // local engine in the CLI's own process, on the test host's Podman 4 storage and
 // configuration.

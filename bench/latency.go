@@ -14,7 +14,7 @@ import (
 // latencyMethod is one way to run a no-op turn, measured submit to result.
 type latencyMethod struct {
 	name   string
-	engine string // "podman", "podman5" or "docker"
+	engine string // "podman", "podman5", "rootless" or "docker"
 	about  string
 	daemon *daemonProc // nil for a command line
 	// candidate marks an arizukod build other than the one under test (-candidate).
@@ -49,7 +49,7 @@ func (b *bench) latency(ctx context.Context) error {
 		return err
 	}
 	var methods []*latencyMethod
-	engines := map[string]string{"podman": b.o.podmanSocket, "docker": b.o.dockerSocket, "podman5": b.o.podman5Socket}
+	engines := map[string]string{"podman": b.o.podmanSocket, "docker": b.o.dockerSocket, "podman5": b.o.podman5Socket, "rootless": b.o.rootless}
 	type daemonSpec struct{ name, kind, binary, about string }
 	var specs []daemonSpec
 	for _, kind := range strings.Split(b.o.daemonEngines, ",") {
@@ -60,6 +60,9 @@ func (b *bench) latency(ctx context.Context) error {
 	if b.o.podman5Socket != "" {
 		specs = append(specs, daemonSpec{"arizukod-podman5", "podman5", b.o.arizukod, b.o.arizukod})
 	}
+	if b.o.rootless != "" {
+		specs = append(specs, daemonSpec{"arizukod-rootless", "rootless", b.o.arizukod, b.o.arizukod})
+	}
 	for _, c := range b.o.candidates {
 		for _, kind := range strings.Split(b.o.daemonEngines, ",") {
 			if kind == "podman" || kind == "docker" && b.o.dockerSocket != "" {
@@ -69,7 +72,7 @@ func (b *bench) latency(ctx context.Context) error {
 	}
 	for _, ds := range specs {
 		kind := ds.kind
-		if kind == "podman5" {
+		if kind == "podman5" || kind == "rootless" {
 			kind = "podman"
 		}
 		dir, skills := filepath.Join(b.o.work, ds.name), b.o.skillsDir
@@ -81,7 +84,18 @@ func (b *bench) latency(ctx context.Context) error {
 				return fmt.Errorf("skills for podman 5: %w", err)
 			}
 		}
-		d, err := b.startDaemonIn(ctx, dir, skills, ds.name, kind, engines[ds.kind], ds.binary)
+		var as *runAs
+		if ds.kind == "rootless" {
+			// Its own user's daemon, in a directory of that user's, with a copy of the skills.
+			dir = filepath.Join(b.rlWork, ds.name)
+			skills = filepath.Join(dir, "skills")
+			if err := os.CopyFS(skills, os.DirFS(b.o.skillsDir)); err != nil {
+				return fmt.Errorf("skills for rootless podman: %w", err)
+			}
+			as = &runAs{uid: b.o.rootlessUID, gid: b.o.rootlessGID, allowUnlimited: b.rlInfo.NoLimits != "",
+				home: envOr("ARIZUKO_TEST_ROOTLESS_HOME", "/"), runtime: fmt.Sprintf("/run/user/%d", b.o.rootlessUID)}
+		}
+		d, err := b.startDaemonIn(ctx, dir, skills, ds.name, kind, engines[ds.kind], ds.binary, as)
 		if err != nil {
 			return err
 		}
@@ -89,8 +103,11 @@ func (b *bench) latency(ctx context.Context) error {
 			return err
 		}
 		name := "arizukod on " + ds.kind
-		if ds.kind == "podman5" {
+		switch ds.kind {
+		case "podman5":
 			name = "arizukod on podman 5"
+		case "rootless":
+			name = "arizukod on rootless podman"
 		}
 		if ds.binary != b.o.arizukod {
 			name = strings.TrimSuffix(ds.name, "-"+ds.kind) + " on " + ds.kind
@@ -116,6 +133,12 @@ func (b *bench) latency(ctx context.Context) error {
 			cli    cliMethod
 			engine string
 		}{podman5Remote(b.o.podman5Socket), "podman5"})
+	}
+	if b.o.rootless != "" {
+		clis = append(clis, struct {
+			cli    cliMethod
+			engine string
+		}{rootlessRemote(b.o.rootless), "rootless"})
 	}
 	if b.o.dockerSocket != "" {
 		clis = append(clis, struct {

@@ -30,6 +30,9 @@ type options struct {
 	podmanSocket  string
 	dockerSocket  string
 	podman5Socket string
+	rootless      string // the rootless Podman service, run by rootlessUID:rootlessGID
+	rootlessUID   int
+	rootlessGID   int
 	testhostDir   string
 	dockerCLI     string
 	arizukod      string
@@ -73,6 +76,12 @@ func (c *candidateFlag) Set(v string) error {
 	return nil
 }
 
+// envInt is the integer in the environment variable k, or 0.
+func envInt(k string) int {
+	n, _ := strconv.Atoi(os.Getenv(k))
+	return n
+}
+
 // intsFlag is a comma-separated list of positive integers.
 type intsFlag []int
 
@@ -114,6 +123,9 @@ func run(ctx context.Context, args []string) error {
 	fs.StringVar(&o.mode, "mode", "all", "all: every measurement and BENCHMARKS.md; phases, latency, throughput: only that measurement, printed")
 	fs.StringVar(&o.podmanSocket, "podman", os.Getenv("ARIZUKO_TEST_PODMAN4"), "the Podman 4 API service (unix://PATH)")
 	fs.StringVar(&o.podman5Socket, "podman5", os.Getenv("ARIZUKO_TEST_PODMAN5"), "the Podman 5 API service (unix://PATH); empty skips its latency rows")
+	fs.StringVar(&o.rootless, "podman-rootless", os.Getenv("ARIZUKO_TEST_PODMAN_ROOTLESS"), "a rootless Podman API service (unix://PATH); empty skips its latency rows")
+	fs.IntVar(&o.rootlessUID, "rootless-uid", envInt("ARIZUKO_TEST_ROOTLESS_UID"), "the user of -podman-rootless, whom its daemon runs as")
+	fs.IntVar(&o.rootlessGID, "rootless-gid", envInt("ARIZUKO_TEST_ROOTLESS_GID"), "the group of -podman-rootless")
 	fs.StringVar(&o.dockerSocket, "docker", os.Getenv("ARIZUKO_TEST_DOCKER"), "the Docker API (unix://PATH); empty skips docker")
 	fs.StringVar(&o.testhostDir, "testhost", envOr("ARIZUKO_TESTHOST_DIR", "/var/tmp/arizuko-testhost"), "the test host's directory, for the local podman CLI's storage and configuration")
 	fs.StringVar(&o.dockerCLI, "docker-cli", "", "the docker command line (default: Debian's /usr/bin/docker, else docker on PATH with DOCKER_API_VERSION=1.41)")

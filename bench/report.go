@@ -140,6 +140,8 @@ func (r *report) latencySection(p printer) {
 		case m.daemon != nil && m.engine == "podman5":
 			// Against the CLI on the same Podman 5 service, in the remote column.
 			cells[1] = ratio(m.sample.p50(), r.cliP50("podman CLI, remote, podman 5"))
+		case m.daemon != nil && m.engine == "rootless":
+			cells[1] = ratio(m.sample.p50(), r.cliP50("podman CLI, remote, rootless"))
 		}
 		p("| %s | %s | %s | %s | %s | %s | %s | %s |", m.name, m.engine, ms(m.sample.p50()), ms(m.sample.pct(90)), ms(m.sample.pct(99)),
 			cells[0], cells[1], cells[2])
