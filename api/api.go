@@ -36,7 +36,9 @@ type Queue interface {
 	Wake()
 	Kill(id string) bool
 	Steer(ctx context.Context, id string, msgs []contract.Message) error
-	Changed() <-chan struct{}
+	// Ended returns a channel closed when run id's turn ends, and the func that gives it
+	// back once the caller stops waiting.
+	Ended(id string) (ended <-chan struct{}, release func())
 }
 
 // Health is what /health reports beyond the store.
@@ -62,9 +64,14 @@ type EngineHealth struct {
 	Error   string `json:"error,omitempty"`
 	// Limits says whether the memory, CPU and pids limits hold: "applied", "not applied"
 	// with the reason when the operator allowed that (allow_unlimited), or, while turns
-	// are refused for it (status degraded), the reason and the fix.
+	// are refused for it (status degraded), the reason and the fix; LimitsPending while
+	// the engine answers but its details are still being asked.
 	Limits string `json:"limits,omitempty"`
 }
+
+// LimitsPending is EngineHealth.Limits between the engine's first answer to a ping and its
+// details: the status is ok, and turns start once the details are known.
+const LimitsPending = "pending"
 
 // Server serves the API.
 type Server struct {

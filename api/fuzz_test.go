@@ -29,7 +29,7 @@ func (idleQueue) Kill(string) bool { return false }
 func (idleQueue) Steer(context.Context, string, []contract.Message) error {
 	return queue.ErrNotRunning
 }
-func (q idleQueue) Changed() <-chan struct{} { return q.changed }
+func (q idleQueue) Ended(string) (<-chan struct{}, func()) { return q.changed, func() {} }
 
 type okHealth struct{}
 

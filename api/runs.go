@@ -168,32 +168,40 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
 		}
 		wait = d
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), wait)
+	run, err := s.awaitRun(r.Context(), id, wait)
+	if errors.Is(err, store.ErrNotFound) {
+		writeErr(w, http.StatusNotFound, "id", "no run %q", id)
+		return
+	}
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	out, err := s.withEgress(r.Context(), run)
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// awaitRun reads run id once it is final or wait is over, woken only when that run's turn
+// ends.
+func (s *Server) awaitRun(ctx context.Context, id string, wait time.Duration) (*store.Run, error) {
+	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	for {
-		changed := s.queue.Changed()
-		run, err := s.store.GetRun(r.Context(), id)
-		if errors.Is(err, store.ErrNotFound) {
-			writeErr(w, http.StatusNotFound, "id", "no run %q", id)
-			return
-		}
-		if err != nil {
-			s.internal(w, r, err)
-			return
-		}
-		if run.State.Final() || wait == 0 || ctx.Err() != nil {
-			out, err := s.withEgress(r.Context(), run)
-			if err != nil {
-				s.internal(w, r, err)
-				return
-			}
-			writeJSON(w, http.StatusOK, out)
-			return
+		ended, release := s.queue.Ended(id)
+		run, err := s.store.GetRun(ctx, id)
+		if err != nil || run.State.Final() || wait == 0 || wctx.Err() != nil {
+			release()
+			return run, err
 		}
 		select {
-		case <-changed:
-		case <-ctx.Done():
+		case <-ended:
+		case <-wctx.Done():
 		}
+		release()
 	}
 }
 

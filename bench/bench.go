@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/arizuko/arizukod/runtime/docker"
@@ -22,11 +23,20 @@ type bench struct {
 	began    time.Time
 
 	podman  engine.Engine
-	docker  engine.Engine
-	pInfo   engine.Info
-	dInfo   engine.Info
-	daemons []*daemonProc
-	report  report
+	podman5 engine.Engine // nil without -podman5
+	// p5Work is the Podman 5 daemon's directory, under a path the test host's chrooted
+	// Podman 5 shares with the host (ARIZUKO_TEST_PODMAN5_SHARED_PATHS, default /tmp).
+	p5Work string
+	// rootless is the rootless Podman; rlWork its daemon's directory, owned by its user.
+	rootless engine.Engine
+	rlInfo   engine.Info
+	rlWork   string
+	docker   engine.Engine
+	pInfo    engine.Info
+	p5Info   engine.Info
+	dInfo    engine.Info
+	daemons  []*daemonProc
+	report   report
 }
 
 func (b *bench) run(ctx context.Context) error {
@@ -36,6 +46,12 @@ func (b *bench) run(ctx context.Context) error {
 		return err
 	}
 	b.report.machine.engines = append(b.report.machine.engines, fmt.Sprintf("podman %s (API %s) at %s", b.pInfo.Version, b.pInfo.APIVersion, b.o.podmanSocket))
+	if b.rootless != nil {
+		b.report.machine.engines = append(b.report.machine.engines, fmt.Sprintf("podman %s rootless (API %s) at %s", b.rlInfo.Version, b.rlInfo.APIVersion, b.o.rootless))
+	}
+	if b.podman5 != nil {
+		b.report.machine.engines = append(b.report.machine.engines, fmt.Sprintf("podman %s (API %s) at %s", b.p5Info.Version, b.p5Info.APIVersion, b.o.podman5Socket))
+	}
 	if b.docker != nil {
 		b.report.machine.engines = append(b.report.machine.engines, fmt.Sprintf("docker %s (API %s) at %s", b.dInfo.Version, b.dInfo.APIVersion, b.o.dockerSocket))
 	}
@@ -94,6 +110,34 @@ func (b *bench) openEngines(ctx context.Context) error {
 	if b.pInfo, err = b.podman.Info(cctx); err != nil {
 		return fmt.Errorf("podman at %s: %w", b.o.podmanSocket, err)
 	}
+	if b.o.podman5Socket != "" {
+		b.podman5 = podman.New(b.o.podman5Socket)
+		if b.p5Info, err = b.podman5.Info(cctx); err != nil {
+			return fmt.Errorf("podman 5 at %s: %w", b.o.podman5Socket, err)
+		}
+		shared, _, _ := strings.Cut(os.Getenv("ARIZUKO_TEST_PODMAN5_SHARED_PATHS"), " ")
+		if shared == "" {
+			shared = "/tmp"
+		}
+		if b.p5Work, err = os.MkdirTemp(shared, "arizuko-bench-p5-"); err != nil {
+			return fmt.Errorf("podman 5: a directory it shares: %w", err)
+		}
+	}
+	if b.o.rootless != "" {
+		if b.o.rootlessUID == 0 {
+			return fmt.Errorf("-podman-rootless %s: -rootless-uid names no user (ARIZUKO_TEST_ROOTLESS_UID)", b.o.rootless)
+		}
+		b.rootless = podman.New(b.o.rootless)
+		if b.rlInfo, err = b.rootless.Info(cctx); err != nil {
+			return fmt.Errorf("rootless podman at %s: %w", b.o.rootless, err)
+		}
+		if b.rlWork, err = os.MkdirTemp("/var/tmp", "arizuko-bench-rootless-"); err != nil {
+			return err
+		}
+		if err := os.Chown(b.rlWork, b.o.rootlessUID, b.o.rootlessGID); err != nil {
+			return fmt.Errorf("rootless podman: %w", err)
+		}
+	}
 	if b.o.dockerSocket == "" {
 		return nil
 	}
@@ -112,7 +156,7 @@ func (b *bench) importImages(ctx context.Context) error {
 	for _, e := range []struct {
 		name string
 		eng  engine.Engine
-	}{{"podman", b.podman}, {"docker", b.docker}} {
+	}{{"podman", b.podman}, {"podman 5", b.podman5}, {"rootless podman", b.rootless}, {"docker", b.docker}} {
 		if e.eng == nil {
 			continue
 		}
@@ -155,7 +199,12 @@ func (b *bench) cleanup() {
 		d.stop()
 		labels = append(labels, d.instance)
 	}
-	for _, eng := range []engine.Engine{b.podman, b.docker} {
+	for _, w := range []string{b.p5Work, b.rlWork} {
+		if w != "" && !b.o.keepWork {
+			defer os.RemoveAll(w)
+		}
+	}
+	for _, eng := range []engine.Engine{b.podman, b.podman5, b.rootless, b.docker} {
 		if eng == nil {
 			continue
 		}

@@ -38,6 +38,21 @@ func podmanRemote(socket string) cliMethod {
 	}
 }
 
+// podman5Remote is the podman CLI in remote mode against the test host's Podman 5 service,
+// the engine arizukod's Podman 5 row runs on.
+func podman5Remote(socket string) cliMethod {
+	m := podmanRemote(socket)
+	m.name = "podman CLI, remote, podman 5"
+	return m
+}
+
+// rootlessRemote is the podman CLI in remote mode against a rootless Podman service.
+func rootlessRemote(socket string) cliMethod {
+	m := podmanRemote(socket)
+	m.name = "podman CLI, remote, rootless"
+	return m
+}
+
 // podmanLocal is the podman CLI as a gateway runs it on a host without a service: the
 // local engine in the CLI's own process, on the test host's Podman 4 storage and
 // configuration.

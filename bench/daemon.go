@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -71,9 +72,22 @@ func daemonEnv() []string {
 // startDaemon starts binary (an arizukod) serve on engine and waits until its health says the engine
 // answers.
 func (b *bench) startDaemon(ctx context.Context, name, engine, socket, binary string) (*daemonProc, error) {
-	dir := filepath.Join(b.o.work, name)
+	return b.startDaemonIn(ctx, filepath.Join(b.o.work, name), b.o.skillsDir, name, engine, socket, binary, nil)
+}
+
+// runAs is the user a daemon of rootless Podman runs as, with the limits it cannot apply
+// allowed (allow_unlimited) when its engine says so.
+type runAs struct {
+	uid, gid       int
+	home, runtime  string
+	allowUnlimited bool
+}
+
+// startDaemonIn is startDaemon with its directory and skills directory given, for an
+// engine that sees only some of the host's paths, and as another user when as is set.
+func (b *bench) startDaemonIn(ctx context.Context, dir, skills, name, engine, socket, binary string, as *runAs) (*daemonProc, error) {
 	instance := fmt.Sprintf("bench%d-%s", os.Getpid(), name)
-	cfg, err := daemonConfig(dir, name, engine, socket, b.o.image, b.o.skillsDir, instance)
+	cfg, err := daemonConfig(dir, name, engine, socket, b.o.image, skills, instance)
 	if err != nil {
 		return nil, err
 	}
@@ -86,6 +100,13 @@ func (b *bench) startDaemon(ctx context.Context, name, engine, socket, binary st
 		dataDir: filepath.Join(dir, "data"), instance: instance}
 	d.cmd = exec.Command(binary, "serve", "--config", cfg)
 	d.cmd.Env = daemonEnv()
+	if as != nil {
+		if err := as.own(dir, cfg); err != nil {
+			return nil, err
+		}
+		d.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(as.uid), Gid: uint32(as.gid)}}
+		d.cmd.Env = append(d.cmd.Env, "HOME="+as.home, "XDG_RUNTIME_DIR="+as.runtime)
+	}
 	d.cmd.Stdout, d.cmd.Stderr = logf, logf
 	if err := d.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start arizukod: %w", err)
@@ -300,4 +321,27 @@ func parseRunLog(text string) (string, runLog) {
 		}
 	}
 	return id, rl
+}
+
+// own hands dir to the user, with the limits line in its configuration when needed.
+func (as *runAs) own(dir, cfg string) error {
+	if as.allowUnlimited {
+		f, err := os.OpenFile(cfg, os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			return err
+		}
+		_, err = f.WriteString("\n[limits]\nallow_unlimited = true\n")
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return filepath.WalkDir(dir, func(p string, _ fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, as.uid, as.gid)
+	})
 }

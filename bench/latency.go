@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -12,7 +14,7 @@ import (
 // latencyMethod is one way to run a no-op turn, measured submit to result.
 type latencyMethod struct {
 	name   string
-	engine string // "podman" or "docker"
+	engine string // "podman", "podman5", "rootless" or "docker"
 	about  string
 	daemon *daemonProc // nil for a command line
 	// candidate marks an arizukod build other than the one under test (-candidate).
@@ -47,13 +49,19 @@ func (b *bench) latency(ctx context.Context) error {
 		return err
 	}
 	var methods []*latencyMethod
-	engines := map[string]string{"podman": b.o.podmanSocket, "docker": b.o.dockerSocket}
+	engines := map[string]string{"podman": b.o.podmanSocket, "docker": b.o.dockerSocket, "podman5": b.o.podman5Socket, "rootless": b.o.rootless}
 	type daemonSpec struct{ name, kind, binary, about string }
 	var specs []daemonSpec
 	for _, kind := range strings.Split(b.o.daemonEngines, ",") {
 		if kind == "podman" || kind == "docker" && b.o.dockerSocket != "" {
 			specs = append(specs, daemonSpec{"arizukod-" + kind, kind, b.o.arizukod, b.o.arizukod})
 		}
+	}
+	if b.o.podman5Socket != "" {
+		specs = append(specs, daemonSpec{"arizukod-podman5", "podman5", b.o.arizukod, b.o.arizukod})
+	}
+	if b.o.rootless != "" {
+		specs = append(specs, daemonSpec{"arizukod-rootless", "rootless", b.o.arizukod, b.o.arizukod})
 	}
 	for _, c := range b.o.candidates {
 		for _, kind := range strings.Split(b.o.daemonEngines, ",") {
@@ -63,7 +71,31 @@ func (b *bench) latency(ctx context.Context) error {
 		}
 	}
 	for _, ds := range specs {
-		d, err := b.startDaemon(ctx, ds.name, ds.kind, engines[ds.kind], ds.binary)
+		kind := ds.kind
+		if kind == "podman5" || kind == "rootless" {
+			kind = "podman"
+		}
+		dir, skills := filepath.Join(b.o.work, ds.name), b.o.skillsDir
+		if ds.kind == "podman5" {
+			// The chrooted Podman 5 sees only its shared paths: a copy of the skills there.
+			dir = filepath.Join(b.p5Work, ds.name)
+			skills = filepath.Join(dir, "skills")
+			if err := os.CopyFS(skills, os.DirFS(b.o.skillsDir)); err != nil {
+				return fmt.Errorf("skills for podman 5: %w", err)
+			}
+		}
+		var as *runAs
+		if ds.kind == "rootless" {
+			// Its own user's daemon, in a directory of that user's, with a copy of the skills.
+			dir = filepath.Join(b.rlWork, ds.name)
+			skills = filepath.Join(dir, "skills")
+			if err := os.CopyFS(skills, os.DirFS(b.o.skillsDir)); err != nil {
+				return fmt.Errorf("skills for rootless podman: %w", err)
+			}
+			as = &runAs{uid: b.o.rootlessUID, gid: b.o.rootlessGID, allowUnlimited: b.rlInfo.NoLimits != "",
+				home: envOr("ARIZUKO_TEST_ROOTLESS_HOME", "/"), runtime: fmt.Sprintf("/run/user/%d", b.o.rootlessUID)}
+		}
+		d, err := b.startDaemonIn(ctx, dir, skills, ds.name, kind, engines[ds.kind], ds.binary, as)
 		if err != nil {
 			return err
 		}
@@ -71,6 +103,12 @@ func (b *bench) latency(ctx context.Context) error {
 			return err
 		}
 		name := "arizukod on " + ds.kind
+		switch ds.kind {
+		case "podman5":
+			name = "arizukod on podman 5"
+		case "rootless":
+			name = "arizukod on rootless podman"
+		}
 		if ds.binary != b.o.arizukod {
 			name = strings.TrimSuffix(ds.name, "-"+ds.kind) + " on " + ds.kind
 		}
@@ -90,6 +128,18 @@ func (b *bench) latency(ctx context.Context) error {
 		cli    cliMethod
 		engine string
 	}{{podmanLocal(b.o.testhostDir), "podman"}, {podmanRemote(b.o.podmanSocket), "podman"}}
+	if b.o.podman5Socket != "" {
+		clis = append(clis, struct {
+			cli    cliMethod
+			engine string
+		}{podman5Remote(b.o.podman5Socket), "podman5"})
+	}
+	if b.o.rootless != "" {
+		clis = append(clis, struct {
+			cli    cliMethod
+			engine string
+		}{rootlessRemote(b.o.rootless), "rootless"})
+	}
 	if b.o.dockerSocket != "" {
 		clis = append(clis, struct {
 			cli    cliMethod

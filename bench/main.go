@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -28,6 +29,10 @@ type options struct {
 	mode          string
 	podmanSocket  string
 	dockerSocket  string
+	podman5Socket string
+	rootless      string // the rootless Podman service, run by rootlessUID:rootlessGID
+	rootlessUID   int
+	rootlessGID   int
 	testhostDir   string
 	dockerCLI     string
 	arizukod      string
@@ -44,6 +49,7 @@ type options struct {
 	tpFolders     int
 	dlMessages    int
 	dlChats       int
+	sweep         intsFlag
 	coldRuns      int
 	skipGoBench   bool
 	keepWork      bool
@@ -72,6 +78,38 @@ func (c *candidateFlag) Set(v string) error {
 	return nil
 }
 
+// envInt is the integer in the environment variable k, or 0.
+func envInt(k string) int {
+	n, _ := strconv.Atoi(os.Getenv(k))
+	return n
+}
+
+// intsFlag is a comma-separated list of positive integers.
+type intsFlag []int
+
+func (f *intsFlag) String() string {
+	var s []string
+	for _, n := range *f {
+		s = append(s, strconv.Itoa(n))
+	}
+	return strings.Join(s, ",")
+}
+
+func (f *intsFlag) Set(v string) error {
+	*f = nil
+	for _, part := range strings.Split(v, ",") {
+		if part = strings.TrimSpace(part); part == "" {
+			continue
+		}
+		n, err := strconv.Atoi(part)
+		if err != nil || n < 1 {
+			return fmt.Errorf("%q: want positive integers separated by commas", v)
+		}
+		*f = append(*f, n)
+	}
+	return nil
+}
+
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -86,6 +124,10 @@ func run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.StringVar(&o.mode, "mode", "all", "all: every measurement and BENCHMARKS.md; phases, latency, throughput, delivery: only that measurement, printed")
 	fs.StringVar(&o.podmanSocket, "podman", os.Getenv("ARIZUKO_TEST_PODMAN4"), "the Podman 4 API service (unix://PATH)")
+	fs.StringVar(&o.podman5Socket, "podman5", os.Getenv("ARIZUKO_TEST_PODMAN5"), "the Podman 5 API service (unix://PATH); empty skips its latency rows")
+	fs.StringVar(&o.rootless, "podman-rootless", os.Getenv("ARIZUKO_TEST_PODMAN_ROOTLESS"), "a rootless Podman API service (unix://PATH); empty skips its latency rows")
+	fs.IntVar(&o.rootlessUID, "rootless-uid", envInt("ARIZUKO_TEST_ROOTLESS_UID"), "the user of -podman-rootless, whom its daemon runs as")
+	fs.IntVar(&o.rootlessGID, "rootless-gid", envInt("ARIZUKO_TEST_ROOTLESS_GID"), "the group of -podman-rootless")
 	fs.StringVar(&o.dockerSocket, "docker", os.Getenv("ARIZUKO_TEST_DOCKER"), "the Docker API (unix://PATH); empty skips docker")
 	fs.StringVar(&o.testhostDir, "testhost", envOr("ARIZUKO_TESTHOST_DIR", "/var/tmp/arizuko-testhost"), "the test host's directory, for the local podman CLI's storage and configuration")
 	fs.StringVar(&o.dockerCLI, "docker-cli", "", "the docker command line (default: Debian's /usr/bin/docker, else docker on PATH with DOCKER_API_VERSION=1.41)")
@@ -103,6 +145,8 @@ func run(ctx context.Context, args []string) error {
 	fs.IntVar(&o.tpFolders, "throughput-folders", 20, "folders of the throughput measurement")
 	fs.IntVar(&o.dlMessages, "delivery-messages", 500, "chat messages of the delivery measurement")
 	fs.IntVar(&o.dlChats, "delivery-chats", 20, "chats (one folder each) of the delivery measurement")
+	o.sweep = intsFlag{1, 20, 200}
+	fs.Var(&o.sweep, "throughput-sweep", "comma-separated numbers of folders to repeat the daemon's throughput run over, besides -throughput-folders (\"\" for none)")
 	fs.IntVar(&o.coldRuns, "cold", 10, "socket-activated cold starts")
 	fs.BoolVar(&o.skipGoBench, "skip-go-bench", false, "skip the go test benchmarks of memory and ipc")
 	fs.BoolVar(&o.keepWork, "keep", false, "keep the work directory")

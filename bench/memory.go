@@ -14,8 +14,11 @@ import (
 type memoryResult struct {
 	idleFresh int64 // KiB, right after start, engine up, no turn run yet
 	idleAfter int64 // KiB, idle after the latency and throughput runs
-	inFlight  int64 // KiB, the largest seen while 5 turns were running
-	inFlightN int   // turns seen running at once
+	// The anonymous part (heap, stacks, SQLite's cache) of idleFresh and idleAfter; the
+	// rest is file-backed: the pages of the binary that were touched.
+	freshAnon, afterAnon int64
+	inFlight             int64 // KiB, the largest seen while 5 turns were running
+	inFlightN            int   // turns seen running at once
 }
 
 func apiRun(folder, message string) api.CreateRunRequest {
@@ -33,12 +36,18 @@ func (b *bench) memory(ctx context.Context) error {
 	if res.idleFresh, err = fresh.rss(); err != nil {
 		return err
 	}
+	if res.freshAnon, err = procStatusKB(fresh.cmd.Process.Pid, "RssAnon"); err != nil {
+		return err
+	}
 	fresh.stop()
 	d := b.daemonNamed("arizukod-podman")
 	if d == nil {
 		return fmt.Errorf("memory: no worked daemon")
 	}
 	if res.idleAfter, err = d.rss(); err != nil {
+		return err
+	}
+	if res.afterAnon, err = procStatusKB(d.cmd.Process.Pid, "RssAnon"); err != nil {
 		return err
 	}
 	folders := []string{"mem1", "mem2", "mem3", "mem4", "mem5"}

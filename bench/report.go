@@ -141,6 +141,11 @@ func (r *report) latencySection(p printer) {
 			cells[0], cells[1] = ratio(m.sample.p50(), local), ratio(m.sample.p50(), remote)
 		case m.daemon != nil && m.engine == "docker":
 			cells[2] = ratio(m.sample.p50(), dock)
+		case m.daemon != nil && m.engine == "podman5":
+			// Against the CLI on the same Podman 5 service, in the remote column.
+			cells[1] = ratio(m.sample.p50(), r.cliP50("podman CLI, remote, podman 5"))
+		case m.daemon != nil && m.engine == "rootless":
+			cells[1] = ratio(m.sample.p50(), r.cliP50("podman CLI, remote, rootless"))
 		}
 		p("| %s | %s | %s | %s | %s | %s | %s | %s |", m.name, m.engine, ms(m.sample.p50()), ms(m.sample.pct(90)), ms(m.sample.pct(99)),
 			cells[0], cells[1], cells[2])
@@ -180,7 +185,7 @@ func (r *report) throughputSection(p printer) {
 	p("|---|---|---:|---:|---:|---:|---:|---:|---:|")
 	for _, t := range r.throughput {
 		left, dcpu := "-", "-"
-		if t.name == "arizukod on podman" {
+		if t.daemon {
 			left = fmt.Sprintf("%d", t.leftovers)
 			if t.prepared > 0 {
 				left += fmt.Sprintf(" (+%d prepared, never started)", t.prepared)
@@ -199,8 +204,8 @@ func (r *report) throughputSection(p printer) {
 	p("Leftovers are counted by the daemon's `io.arizuko.instance` label once the last result is in; a container")
 	p("that never started (prepared ahead for a next turn) is not a leftover.")
 	for _, t := range r.throughput {
-		if t.name == "arizukod on podman" && t.leftovers == 0 {
-			p("The engine held no container of a finished run %s after the last result.", t.leftoverWait.Round(time.Millisecond))
+		if t.daemon && t.leftovers == 0 {
+			p("%s: the engine held no container of a finished run %s after the last result.", t.name, t.leftoverWait.Round(time.Millisecond))
 		}
 	}
 	p("The podman service's CPU does not include conmon and runc, which run as processes of their own;")
@@ -235,11 +240,14 @@ func (r *report) memorySection(p printer) {
 	m := r.memory
 	p("## 4. Resident memory of the daemon (VmRSS)")
 	p("")
-	p("| state | VmRSS MiB |")
-	p("|---|---:|")
-	p("| idle, fresh (started, engine up, no turn yet) | %.1f |", float64(m.idleFresh)/1024)
-	p("| idle after the latency and throughput runs | %.1f |", float64(m.idleAfter)/1024)
-	p("| %d turns in flight (agent `sleep 5s`), largest seen | %.1f |", m.inFlightN, float64(m.inFlight)/1024)
+	p("| state | VmRSS MiB | of which anonymous MiB | file-backed MiB |")
+	p("|---|---:|---:|---:|")
+	p("| idle, fresh (started, engine up, no turn yet) | %.1f | %.1f | %.1f |", float64(m.idleFresh)/1024, float64(m.freshAnon)/1024, float64(m.idleFresh-m.freshAnon)/1024)
+	p("| idle after the latency and throughput runs | %.1f | %.1f | %.1f |", float64(m.idleAfter)/1024, float64(m.afterAnon)/1024, float64(m.idleAfter-m.afterAnon)/1024)
+	p("| %d turns in flight (agent `sleep 5s`), largest seen | %.1f | | |", m.inFlightN, float64(m.inFlight)/1024)
+	p("")
+	p("File-backed pages are the binary's, touched at start by the packages' initialisation (the Podman")
+	p("bindings, the Docker client, the MCP server's JSON Schema); the kernel can drop them under pressure.")
 	p("")
 }
 
@@ -408,15 +416,15 @@ func (r *report) conclusion(p printer) {
 		p("")
 	}
 	if seq, tp := r.daemonCPU(); seq > 0 && tp > 0 {
-		p("Throughput is bound by the engine on this machine (section 2). The daemon's CPU per turn rises from %s ms", ms(seq))
-		p("for one turn at a time to %s ms with %d runs waiting at once: every run's end wakes every waiting", ms(tp), r.throughput[0].turns)
-		p("`GET /v1/runs/{id}?wait=` request, and each then reads its run from the store again.")
+		p("Throughput is bound by the engine on this machine (section 2). The daemon's CPU per turn is %s ms", ms(seq))
+		p("for one turn at a time and %s ms with %d runs waiting at once (each `GET /v1/runs/{id}?wait=` is woken", ms(tp), r.throughput[0].turns)
+		p("by its own run's end only).")
 		p("")
 	}
 	if c := r.cold; c != nil {
-		p("Cold start: the socket-activated daemon answers its first connection in %s ms (p50), but that answer", ms(c.firstAnswer.p50()))
-		p("says the engine is down until the first `Engine.Info` returns (%s ms on Podman, against %s ms for", ms(r.infoP50("podman")), ms(r.pingP50("podman")))
-		p("`GET /_ping`): health turns ok after %s ms, and no turn starts before.", ms(c.healthy.p50()))
+		p("Cold start: the socket-activated daemon answers its first connection in %s ms (p50) and says ok after", ms(c.firstAnswer.p50()))
+		p("%s ms: liveness is the engine's `GET /_ping` (%s ms on Podman), while `Engine.Info` (%s ms) is asked", ms(c.healthy.p50()), ms(r.pingP50("podman")), ms(r.infoP50("podman")))
+		p("in the background (health says limits \"pending\" until it returns, and turns start once it has).")
 		p("")
 	}
 }

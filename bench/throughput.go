@@ -23,6 +23,7 @@ type throughputRow struct {
 	failures  int
 	leftovers int
 	prepared  int // containers created ahead and never started: not leftovers
+	daemon    bool
 	// leftoverWait is how long after the last result the engine held none of its containers.
 	leftoverWait time.Duration
 	daemonCPU    time.Duration
@@ -49,62 +50,23 @@ func (b *bench) throughput(ctx context.Context) error {
 			return err
 		}
 	}
-	folders := make([]string, b.o.tpFolders)
-	for i := range folders {
-		folders[i] = fmt.Sprintf("tp%02d", i+1)
-	}
-	if err := d.addGroups(ctx, folders...); err != nil {
-		return err
-	}
-	b.say("throughput: %d turns over %d folders through arizukod on podman (max_running default 5)", b.o.tpTurns, len(folders))
 	enginePID := b.podmanServicePID()
-	e0, _ := cpuTime(enginePID)
-	c0, _ := cpuTime(d.cmd.Process.Pid)
-	row := throughputRow{name: "arizukod on podman", turns: b.o.tpTurns,
-		about: fmt.Sprintf("%d runs submitted at once over %d folders, default max_running", b.o.tpTurns, len(folders))}
-	t0 := time.Now()
-	ids := make([]string, 0, b.o.tpTurns)
-	for i := 0; i < b.o.tpTurns; i++ {
-		f := folders[i%len(folders)]
-		run, err := d.client.CreateRun(ctx, apiRun(f, "noop"))
-		if err != nil {
-			return fmt.Errorf("throughput: submit: %w", err)
+	// The reference row (-throughput-folders) first, then the sweep over the number of
+	// folders: how the daemon's cost grows with the work it keeps apart.
+	counts := []int{b.o.tpFolders}
+	for _, n := range b.o.sweep {
+		if n != b.o.tpFolders {
+			counts = append(counts, n)
 		}
-		ids = append(ids, run.ID)
 	}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	last := t0
-	for _, id := range ids {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r, err := d.client.WaitRun(ctx, id)
-			now := time.Now()
-			mu.Lock()
-			defer mu.Unlock()
-			if now.After(last) {
-				last = now
-			}
-			if err == nil {
-				err = runOK(r)
-			}
-			if err != nil {
-				row.failures++
-				if row.firstErr == "" {
-					row.firstErr = err.Error()
-				}
-			}
-		}()
+	var rows []throughputRow
+	for _, n := range counts {
+		row, err := b.daemonThroughput(ctx, d, n, enginePID)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, row)
 	}
-	wg.Wait()
-	row.took = last.Sub(t0)
-	c1, _ := cpuTime(d.cmd.Process.Pid)
-	e1, _ := cpuTime(enginePID)
-	row.daemonCPU, row.engineCPU = c1-c0, e1-e0
-	row.leftovers, row.prepared, row.leftoverWait = b.leftovers(ctx, b.podman, d.instance, last)
-	b.say("throughput: arizukod %d turns in %s, %d failures, %d leftovers", row.turns, row.took.Round(time.Millisecond), row.failures, row.leftovers)
-	rows := []throughputRow{row}
 
 	stdin, err := contract.EncodeInput(contract.Input{Messages: []contract.Message{{Role: "user", Content: "noop"}}, Folder: "tp"})
 	if err != nil {
@@ -195,4 +157,67 @@ func (b *bench) podmanServicePID() int {
 		return 0
 	}
 	return pid
+}
+
+// daemonThroughput submits the throughput turns at once over n folders of d and waits for
+// every result, each with its own long poll.
+func (b *bench) daemonThroughput(ctx context.Context, d *daemonProc, n, enginePID int) (throughputRow, error) {
+	folders := make([]string, n)
+	for i := range folders {
+		folders[i] = fmt.Sprintf("tp%03d", i+1)
+	}
+	if err := d.addGroups(ctx, folders...); err != nil {
+		return throughputRow{}, err
+	}
+	b.say("throughput: %d turns over %d folders through arizukod on podman (max_running default 5)", b.o.tpTurns, n)
+	e0, _ := cpuTime(enginePID)
+	c0, _ := cpuTime(d.cmd.Process.Pid)
+	of := fmt.Sprintf("%d folders", n)
+	if n == 1 {
+		of = "1 folder"
+	}
+	row := throughputRow{name: "arizukod on podman, " + of, daemon: true, turns: b.o.tpTurns,
+		about: fmt.Sprintf("%d runs submitted at once over %s, default max_running", b.o.tpTurns, of)}
+	t0 := time.Now()
+	ids := make([]string, 0, b.o.tpTurns)
+	for i := 0; i < b.o.tpTurns; i++ {
+		run, err := d.client.CreateRun(ctx, apiRun(folders[i%n], "noop"))
+		if err != nil {
+			return row, fmt.Errorf("throughput: submit: %w", err)
+		}
+		ids = append(ids, run.ID)
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	last := t0
+	for _, id := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := d.client.WaitRun(ctx, id)
+			now := time.Now()
+			mu.Lock()
+			defer mu.Unlock()
+			if now.After(last) {
+				last = now
+			}
+			if err == nil {
+				err = runOK(r)
+			}
+			if err != nil {
+				row.failures++
+				if row.firstErr == "" {
+					row.firstErr = err.Error()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	row.took = last.Sub(t0)
+	c1, _ := cpuTime(d.cmd.Process.Pid)
+	e1, _ := cpuTime(enginePID)
+	row.daemonCPU, row.engineCPU = c1-c0, e1-e0
+	row.leftovers, row.prepared, row.leftoverWait = b.leftovers(ctx, b.podman, d.instance, last)
+	b.say("throughput: arizukod %d turns over %d folders in %s, %d failures, %d leftovers", row.turns, n, row.took.Round(time.Millisecond), row.failures, row.leftovers)
+	return row, nil
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/arizuko/arizukod/api"
 	"github.com/arizuko/arizukod/internal/daemontest"
 	"github.com/arizuko/arizukod/internal/enginetest"
 )
@@ -124,6 +125,45 @@ func TestSocketActivation(t *testing.T) {
 	word := "activated-" + daemontest.RandHex(4)
 	if r := d.Turn(t, "main", "reply "+word); r.Status != "ok" || r.Result != word {
 		t.Fatalf("turn through the activated socket: %+v", r)
+	}
+}
+
+// TestSocketActivationFirstHealth: the first GET /health of a socket-activated daemon is
+// 200 ok once the engine answers a ping, with the limits "pending" rather than a degraded
+// status while its details are asked; the details follow, and a turn runs.
+func TestSocketActivationFirstHealth(t *testing.T) {
+	if _, err := exec.LookPath("systemd-socket-activate"); err != nil {
+		enginetest.Missing(t, "systemd-socket-activate: %v", err)
+	}
+	d := daemontest.New(t, daemontest.Config{Engine: daemontest.Podman4(t)})
+	d.StartWith(t, []string{"systemd-socket-activate", "-l", d.Socket, "-E", "PATH=" + os.Getenv("PATH"), "-E", "HOME=" + os.Getenv("HOME")}, nil)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(d.Socket); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("systemd-socket-activate made no socket in 10s")
+		}
+	}
+	first, code, err := d.Health()
+	if err != nil {
+		t.Fatalf("first connection: %v\n%s", err, d.Output())
+	}
+	if code != http.StatusOK || first.Status != "ok" || !first.Engine.Up {
+		t.Fatalf("first /health: HTTP %d %+v, want 200 ok with the engine up", code, first)
+	}
+	if first.Engine.Limits != api.LimitsPending && first.Engine.Limits != "applied" {
+		t.Fatalf("first /health: limits %q, want %q or applied", first.Engine.Limits, api.LimitsPending)
+	}
+	h := d.WaitHealthy(t, 30*time.Second)
+	if h.Engine.Limits != "applied" || h.Engine.Name != "podman" || h.Engine.Version == "" {
+		t.Fatalf("health once the details are known: %+v, want podman with its version and limits applied", h)
+	}
+	t.Logf("first /health: %s %q; then %s %s, limits %s", first.Status, first.Engine.Limits, h.Engine.Name, h.Engine.Version, h.Engine.Limits)
+	d.AddGroup(t, "main")
+	word := "first-" + daemontest.RandHex(4)
+	if r := d.Turn(t, "main", "reply "+word); r.Status != "ok" || r.Result != word {
+		t.Fatalf("turn after the first answer: %+v", r)
 	}
 }
 

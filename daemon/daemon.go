@@ -65,6 +65,8 @@ type Daemon struct {
 	engineUp  bool
 	engErr    string
 	checkedAt time.Time // the last check of the engine
+	infoKnown bool      // info is the answering engine's, asked since it last came back
+	infoBusy  bool      // an Info call is under way
 }
 
 // Option is an optional part of Run.
@@ -303,26 +305,16 @@ func writeEnvFile(ctx context.Context, cfg *config.Config, layout groupfolder.La
 	return secrets, nil
 }
 
-func (d *Daemon) up() bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.engineUp
-}
-
-func (d *Daemon) engineInfo() engine.Info {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.info
-}
-
-// watchEngine asks the engine who it is: every 2 s while it is away, every 15 s while it
-// answers. The first answer sends READY=1. A check the queue asked for (checkEngine) counts
-// as the latest, and one that finds the engine away brings the next check within 2 s.
+// watchEngine pings the engine: every 2 s while it is away or its details are not known
+// yet, every 15 s while it answers. The first answer sends READY=1: the API answers and
+// turns start as soon as the details (Info) follow. A check the queue asked for
+// (checkEngine) counts as the latest, and one that finds the engine away brings the next
+// check within 2 s.
 func (d *Daemon) watchEngine(ctx context.Context) {
 	ready := false
 	for {
 		d.mu.Lock()
-		due := !d.engineUp || time.Since(d.checkedAt) >= 15*time.Second
+		due := !d.engineUp || !d.infoKnown || time.Since(d.checkedAt) >= 15*time.Second
 		d.mu.Unlock()
 		if due && d.checkEngine(ctx) && !ready {
 			ready = true
@@ -334,31 +326,6 @@ func (d *Daemon) watchEngine(ctx context.Context) {
 		case <-time.After(2 * time.Second):
 		}
 	}
-}
-
-// checkEngine asks the engine now, records the answer and reports whether it answered.
-func (d *Daemon) checkEngine(ctx context.Context) bool {
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	info, err := d.engine.Info(cctx)
-	cancel()
-	d.mu.Lock()
-	was, first := d.engineUp, d.checkedAt.IsZero()
-	d.engineUp, d.checkedAt = err == nil, time.Now()
-	if err == nil {
-		d.info, d.engErr = info, ""
-	} else {
-		d.engErr = err.Error()
-	}
-	d.mu.Unlock()
-	switch {
-	case err == nil && !was:
-		d.log.Info("engine answers", "engine", info.Name, "version", info.Version, "rootless", info.Rootless, "socket", info.Socket)
-		d.queue.Wake()
-	case err != nil && (was || first):
-		d.log.Warn("engine unavailable: work stays queued until it answers", "err", err)
-	}
-	d.notifyStatus()
-	return err == nil
 }
 
 // watchdog pings systemd at half the interval the unit asks for.
@@ -380,7 +347,7 @@ func (d *Daemon) watchdog(ctx context.Context) {
 }
 
 func (d *Daemon) notifyStatus() {
-	h := d.Health(context.Background())
+	h := d.report(context.Background())
 	eng := "engine unavailable: " + h.Engine.Error
 	if h.Engine.Up {
 		eng = fmt.Sprintf("%s %s", h.Engine.Name, h.Engine.Version)
@@ -392,41 +359,4 @@ func (d *Daemon) notifyStatus() {
 		eng += "; reload refused, running with the previous configuration: " + *why
 	}
 	daemon.SdNotify(false, fmt.Sprintf("STATUS=%d running, %d queued; %s", h.Running, h.Queued, eng))
-}
-
-// Health reports the daemon's state for GET /health and STATUS=.
-func (d *Daemon) Health(ctx context.Context) api.HealthReport {
-	d.mu.Lock()
-	info := d.info
-	h := api.HealthReport{Status: "ok", Version: d.version, Engine: api.EngineHealth{
-		Up: d.engineUp, Name: info.Name, Version: info.Version, Socket: info.Socket, Error: d.engErr}}
-	unchecked := d.checkedAt.IsZero()
-	d.mu.Unlock()
-	switch {
-	case unchecked:
-		h.Status = "starting"
-	case !h.Engine.Up:
-		h.Status = "degraded"
-	case info.CheckLimits(d.cfg.Limits.AllowUnlimited) != nil:
-		// Every turn would be refused: the daemon cannot do its work until this is fixed.
-		h.Status = "degraded"
-	}
-	if h.Engine.Up {
-		h.Engine.Limits = limitsHealth(info, d.cfg.Limits.AllowUnlimited)
-	}
-	if c, err := d.store.CountRuns(ctx); err == nil {
-		h.Running, h.Queued = c.Running, c.Queued
-	}
-	return h
-}
-
-// limitsHealth is EngineHealth.Limits for an engine that answers.
-func limitsHealth(info engine.Info, allowUnlimited bool) string {
-	switch err := info.CheckLimits(allowUnlimited); {
-	case err != nil:
-		return err.Error()
-	case info.NoLimits != "":
-		return "not applied (allow_unlimited = true): " + info.NoLimits
-	}
-	return "applied"
 }

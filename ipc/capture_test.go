@@ -33,7 +33,7 @@ func (idleQueue) Kill(string) bool { return false }
 func (idleQueue) Steer(context.Context, string, []contract.Message) error {
 	return queue.ErrNotRunning
 }
-func (idleQueue) Changed() <-chan struct{} { return nil }
+func (idleQueue) Ended(string) (<-chan struct{}, func()) { return nil, func() {} }
 
 type okHealth struct{}
 

@@ -15,6 +15,8 @@
 // directory as an os.Root, so a symlink planted by an agent cannot make it read
 // anything outside the group directory, and it opens files non-blocking and
 // reads only regular files, so a FIFO cannot stall it. It reads only the
-// directory listings plus the files whose content it injects (see README.md for
-// the one documented exception: episodes whose names carry no date).
+// directory listings (the diary's only when its window is not found by name)
+// plus the files whose content it injects (see README.md for the one documented
+// exception: episodes whose names carry no date, whose frontmatter it keeps in
+// memory per version of the file, so each is read once).
 package memory

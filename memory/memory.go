@@ -150,32 +150,21 @@ type entry struct {
 }
 
 func (a *assembler) diary(budget int) error {
-	names, ok := a.list("diary")
-	if !ok {
-		return nil
+	window, full := a.recentDiary()
+	if !full {
+		names, ok := a.unsorted("diary")
+		if !ok {
+			return nil
+		}
+		window = a.diaryWindow(names)
 	}
 	var entries []entry
-	considered := 0
-	// Dated names all have the same shape, so name order is date order: walk
-	// back from the newest and open only the files of the window.
-	for i := len(names) - 1; i >= 0 && considered < a.opt.DiaryMax; i-- {
-		name := names[i]
-		if len(name) != diaryNameLen || !strings.HasSuffix(name, ".md") {
-			continue
-		}
-		day, ok := parseDay(name[:dateLen])
-		if !ok {
-			continue
-		}
+	for _, name := range window {
+		day, _ := parseDay(name[:dateLen])
 		p := "diary/" + name
-		if day > a.today {
-			a.log.Debug("memory: skipped file dated in the future", "path", p)
-			continue
-		}
 		if err := a.ctx.Err(); err != nil {
 			return err
 		}
-		considered++
 		m, err := a.readMeta(p)
 		if err != nil {
 			a.log.Debug("memory: skipped file", "path", p, "err", err)
@@ -191,37 +180,84 @@ func (a *assembler) diary(budget int) error {
 	return nil
 }
 
+// maxDiaryProbe is how many days back from today recentDiary looks for diary files by
+// name before the directory is listed.
+const maxDiaryProbe = 62
+
+// recentDiary finds the diary window by the names its files must have: a diary name is
+// exactly a date, so looking up today, yesterday and so on finds the newest files in date
+// order without listing a directory of thousands. full is false when fewer than
+// DiaryMax turn up within maxDiaryProbe days: then the directory is listed.
+func (a *assembler) recentDiary() (window []string, full bool) {
+	stat := a.statIn("diary")
+	defer stat.close()
+	for back := int64(0); back < maxDiaryProbe && len(window) < a.opt.DiaryMax; back++ {
+		name := time.Unix((a.today-back)*secondsPerDay, 0).UTC().Format(time.DateOnly) + ".md"
+		switch _, err := stat.lstat(name); {
+		case err == nil:
+			window = append(window, name)
+		case !errors.Is(err, fs.ErrNotExist):
+			return nil, false // the listing says what is wrong
+		}
+	}
+	return window, len(window) == a.opt.DiaryMax
+}
+
+// diaryWindow picks the newest DiaryMax diary names of a listing: dated names all have the
+// same shape, so name order is date order.
+func (a *assembler) diaryWindow(names []string) []string {
+	return newest(names, a.opt.DiaryMax, func(name string) bool {
+		if len(name) != diaryNameLen || !strings.HasSuffix(name, ".md") {
+			return false
+		}
+		day, ok := parseDay(name[:dateLen])
+		if ok && day > a.today {
+			a.log.Debug("memory: skipped file dated in the future", "path", "diary/"+name)
+		}
+		return ok && day <= a.today
+	})
+}
+
 // episodes picks the EpisodesMax most recent episodes by date. A name that
 // starts with YYYY-MM-DD gives the date without opening the file, and name
 // order is date order among such names, so only the window is read. A name
 // without a date costs a frontmatter read to learn its date: that is the one
 // case where a file is read but not injected.
 func (a *assembler) episodes(budget int) error {
-	names, ok := a.list("episodes")
+	names, ok := a.unsorted("episodes")
 	if !ok {
 		return nil
 	}
 	var cands []entry
-	dated := 0
-	for i := len(names) - 1; i >= 0; i-- {
-		name := names[i]
-		if !strings.HasSuffix(name, ".md") || strings.HasPrefix(name, ".") {
-			continue
+	var withDate, undated []string
+	for _, name := range names {
+		switch _, ok := nameDay(name); {
+		case !strings.HasSuffix(name, ".md") || strings.HasPrefix(name, "."):
+		case ok:
+			withDate = append(withDate, name)
+		default:
+			undated = append(undated, name)
 		}
+	}
+	dated := newest(withDate, a.opt.EpisodesMax, func(name string) bool {
+		day, _ := nameDay(name)
+		if day > a.today {
+			a.log.Debug("memory: skipped file dated in the future", "path", "episodes/"+name)
+		}
+		return day <= a.today
+	})
+	for _, name := range dated {
+		day, _ := nameDay(name)
+		cands = append(cands, entry{days: a.today - day, date: name[:dateLen], file: name})
+	}
+	stat := a.statIn("episodes")
+	defer stat.close()
+	for _, name := range undated {
 		p := "episodes/" + name
-		if day, ok := nameDay(name); ok {
-			if day > a.today {
-				a.log.Debug("memory: skipped file dated in the future", "path", p)
-			} else if dated < a.opt.EpisodesMax {
-				dated++
-				cands = append(cands, entry{days: a.today - day, date: name[:dateLen], file: name})
-			}
-			continue
-		}
 		if err := a.ctx.Err(); err != nil {
 			return err
 		}
-		m, err := a.readMeta(p)
+		m, err := a.cachedReadMeta(stat, name, p)
 		if err != nil {
 			a.log.Debug("memory: skipped file", "path", p, "err", err)
 			continue
@@ -447,6 +483,36 @@ func (a *assembler) list(dir string) ([]string, bool) {
 	}
 	slices.Sort(names)
 	return names, true
+}
+
+// unsorted is list without the sort, for the layers that pick a window of names.
+func (a *assembler) unsorted(dir string) ([]string, bool) {
+	names, err := a.names(dir)
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			a.log.Warn("memory: layer skipped: directory unreadable", "dir", dir, "err", err)
+		}
+		return nil, false
+	}
+	return names, true
+}
+
+// newest returns the k greatest of names that keep accepts, greatest first, without
+// sorting them all: keep sees every name greater than the k-th greatest kept so far.
+func newest(names []string, k int, keep func(string) bool) []string {
+	top := make([]string, 0, k+1)
+	for _, n := range names {
+		if len(top) == k && (k == 0 || n <= top[k-1]) {
+			continue
+		}
+		if !keep(n) {
+			continue
+		}
+		i, _ := slices.BinarySearchFunc(top, n, func(x, y string) int { return strings.Compare(y, x) })
+		top = slices.Insert(top, i, n)
+		top = top[:min(len(top), k)]
+	}
+	return top
 }
 
 func (a *assembler) names(dir string) ([]string, error) {

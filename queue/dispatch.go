@@ -66,6 +66,10 @@ func (q *Queue) start(ctx context.Context, run *store.Run, container string) {
 		delete(q.inflight, run.ID)
 		close(q.changed)
 		q.changed = make(chan struct{})
+		if w := q.ended[run.ID]; w != nil {
+			close(w.ch)
+			delete(q.ended, run.ID)
+		}
 		q.mu.Unlock()
 		q.cfg.OnChange()
 		q.Wake()

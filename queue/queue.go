@@ -87,6 +87,7 @@ type Queue struct {
 	inflight map[string]*flight
 	orphans  map[string]string // run id -> container, waiting for the engine
 	changed  chan struct{}     // closed and replaced when a run ends
+	ended    map[string]*waiters
 	detach   chan struct{}
 	wg       sync.WaitGroup
 }
@@ -133,7 +134,7 @@ func New(cfg Config) (*Queue, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Queue{cfg: cfg, log: log, wake: make(chan struct{}, 1), inflight: map[string]*flight{}, orphans: map[string]string{}, changed: make(chan struct{}), detach: make(chan struct{})}, nil
+	return &Queue{cfg: cfg, log: log, wake: make(chan struct{}, 1), inflight: map[string]*flight{}, orphans: map[string]string{}, ended: map[string]*waiters{}, changed: make(chan struct{}), detach: make(chan struct{})}, nil
 }
 
 // Wake tells the queue that work may be waiting. It never blocks.
@@ -222,6 +223,42 @@ func (q *Queue) Changed() <-chan struct{} {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.changed
+}
+
+// waiters are the callers waiting for one run's turn to end.
+type waiters struct {
+	ch chan struct{} // closed when the turn ends
+	n  int           // callers holding ch
+}
+
+// Ended returns a channel that is closed when run id's turn here ends (whatever its
+// outcome: done, failed, requeued, detached), so a long poll wakes for its own run only:
+// take the channel, check the run, then wait on it. release gives the channel back once
+// the caller stops waiting; a run nobody waits for costs nothing.
+func (q *Queue) Ended(id string) (ended <-chan struct{}, release func()) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	w := q.ended[id]
+	if w == nil {
+		w = &waiters{ch: make(chan struct{})}
+		q.ended[id] = w
+	}
+	w.n++
+	return w.ch, func() {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		if w.n--; w.n == 0 && q.ended[id] == w {
+			delete(q.ended, id)
+		}
+	}
+}
+
+// Waiting is the number of runs someone waits for with Ended: for tests that a wait
+// leaves nothing behind.
+func (q *Queue) Waiting() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.ended)
 }
 
 // Running is the number of runs in flight here.

@@ -24,7 +24,7 @@ type stillQueue struct{}
 func (stillQueue) Wake()                                                   {}
 func (stillQueue) Kill(string) bool                                        { return false }
 func (stillQueue) Steer(context.Context, string, []contract.Message) error { return nil }
-func (stillQueue) Changed() <-chan struct{}                                { return nil }
+func (stillQueue) Ended(string) (<-chan struct{}, func())                  { return nil, func() {} }
 
 type okHealth struct{}
 

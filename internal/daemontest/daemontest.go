@@ -339,7 +339,7 @@ func (d *Daemon) Running() bool {
 	}
 }
 
-// WaitHealthy polls GET /health until it answers 200 ok.
+// WaitHealthy polls GET /health until it answers 200 ok with the engine's details known.
 func (d *Daemon) WaitHealthy(t testing.TB, timeout time.Duration) api.HealthReport {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
@@ -349,7 +349,7 @@ func (d *Daemon) WaitHealthy(t testing.TB, timeout time.Duration) api.HealthRepo
 			t.Fatalf("arizukod exited during start: %s\n%s", d.cmd.ProcessState, d.Output())
 		}
 		h, code, err := d.Health()
-		if err == nil && code == http.StatusOK && h.Status == "ok" {
+		if err == nil && code == http.StatusOK && h.Status == "ok" && h.Engine.Limits != api.LimitsPending {
 			return h
 		}
 		last = fmt.Sprintf("HTTP %d %+v %v", code, h, err)

@@ -152,6 +152,12 @@ func (e *Engine) get(id string) (*container, error) {
 	return nil, fmt.Errorf("%w: %s", engine.ErrNoSuchContainer, id)
 }
 
+func (e *Engine) Ping(context.Context) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.down
+}
+
 func (e *Engine) Info(context.Context) (engine.Info, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()

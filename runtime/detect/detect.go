@@ -59,10 +59,24 @@ func Open(kind, uri string) (engine.Engine, error) {
 	return nil, fmt.Errorf("engine %q: must be podman or docker", kind)
 }
 
-// Detect returns the first candidate engine that answers. With an explicit uri only that
-// one is tried, as kind (default podman). When nothing answers, the error lists every
-// socket tried and why it failed.
+// Detect returns the first candidate engine that answers, and what it says of itself. With
+// an explicit uri only that one is tried, as kind (default podman). When nothing answers,
+// the error lists every socket tried and why it failed.
 func Detect(ctx context.Context, kind, uri string) (engine.Engine, engine.Info, error) {
+	e, err := Find(ctx, kind, uri)
+	if err != nil {
+		return nil, engine.Info{}, err
+	}
+	info, err := e.Info(ctx)
+	if err != nil {
+		return nil, engine.Info{}, err
+	}
+	return e, info, nil
+}
+
+// Find returns the first candidate engine that answers a ping, as Detect chooses it, without
+// asking it for its details.
+func Find(ctx context.Context, kind, uri string) (engine.Engine, error) {
 	var cands []Candidate
 	if uri != "" {
 		if kind == "" {
@@ -86,13 +100,13 @@ func Detect(ctx context.Context, kind, uri string) (engine.Engine, engine.Info, 
 			continue
 		}
 		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		info, err := e.Info(pctx)
+		err = e.Ping(pctx)
 		cancel()
 		if err != nil {
 			tried = append(tried, fmt.Sprintf("%s %s (%s): %v", c.Kind, c.URI, c.From, err))
 			continue
 		}
-		return e, info, nil
+		return e, nil
 	}
-	return nil, engine.Info{}, fmt.Errorf("%w; tried:\n  %s", engine.ErrNoEngine, strings.Join(tried, "\n  "))
+	return nil, fmt.Errorf("%w; tried:\n  %s", engine.ErrNoEngine, strings.Join(tried, "\n  "))
 }

@@ -11,7 +11,7 @@ import (
 )
 
 // Detecting is an engine.Engine that finds its engine on first use, and again whenever
-// the one it found stops answering Info: for a daemon that starts before its engine does.
+// the one it found stops answering a ping: for a daemon that starts before its engine does.
 type Detecting struct {
 	kind string
 
@@ -22,21 +22,35 @@ type Detecting struct {
 // New returns an engine.Engine over the first candidate of kind that answers.
 func New(kind string) *Detecting { return &Detecting{kind: kind} }
 
-// Info detects the engine when there is none, or when the current one does not answer.
+// Ping detects the engine when there is none, or when the current one does not answer.
+func (d *Detecting) Ping(ctx context.Context) error {
+	_, err := d.answering(ctx)
+	return err
+}
+
+// Info asks the engine that answers, detecting it as Ping does.
 func (d *Detecting) Info(ctx context.Context) (engine.Info, error) {
+	e, err := d.answering(ctx)
+	if err != nil {
+		return engine.Info{}, err
+	}
+	return e.Info(ctx)
+}
+
+// answering returns the current engine if it answers a ping, or else the first one Find
+// finds, which becomes the current one.
+func (d *Detecting) answering(ctx context.Context) (engine.Engine, error) {
 	d.mu.Lock()
 	cur := d.cur
 	d.mu.Unlock()
-	if cur != nil {
-		if info, err := cur.Info(ctx); err == nil {
-			return info, nil
-		}
+	if cur != nil && cur.Ping(ctx) == nil {
+		return cur, nil
 	}
-	e, info, err := Detect(ctx, d.kind, "")
+	e, err := Find(ctx, d.kind, "")
 	d.mu.Lock()
 	d.cur = e
 	d.mu.Unlock()
-	return info, err
+	return e, err
 }
 
 func (d *Detecting) current() (engine.Engine, error) {

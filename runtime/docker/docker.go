@@ -53,6 +53,14 @@ func dockerErr(err error) error {
 	return err
 }
 
+// Ping asks the Docker API's /_ping.
+func (d *Docker) Ping(ctx context.Context) error {
+	if _, err := d.cli.Ping(ctx); err != nil {
+		return fmt.Errorf("docker at %s: %w", d.uri, err)
+	}
+	return nil
+}
+
 func (d *Docker) Info(ctx context.Context) (engine.Info, error) {
 	v, err := d.cli.ServerVersion(ctx)
 	if err != nil {

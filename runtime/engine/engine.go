@@ -9,7 +9,12 @@ import (
 
 // Engine is a container engine that can run hardened, throw-away containers.
 type Engine interface {
-	// Info asks the engine who it is; it is also the liveness check.
+	// Ping asks whether the engine answers, with the cheapest call it has (/_ping): the
+	// liveness check.
+	Ping(ctx context.Context) error
+	// Info asks the engine who it is: version, rootless, networks, whether limits apply.
+	// It can take hundreds of milliseconds (Podman gathers host details), so callers ask
+	// it once the engine answers a Ping, not to learn that it answers.
 	Info(ctx context.Context) (Info, error)
 	// ImageExists reports whether ref is present locally. Runs never pull.
 	ImageExists(ctx context.Context, ref string) (bool, error)

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -105,6 +106,26 @@ func podmanErr(err error) error {
 		return fmt.Errorf("%w: %v", engine.ErrNoSuchImage, err)
 	}
 	return err
+}
+
+// Ping asks libpod's /_ping: the bindings' connection (made by pinging when there is
+// none) and then the ping itself.
+func (p *Podman) Ping(ctx context.Context) error {
+	return p.call(ctx, func(ctx context.Context) error {
+		c, err := bindings.GetClient(ctx)
+		if err != nil {
+			return err
+		}
+		resp, err := c.DoRequest(ctx, nil, http.MethodGet, "/_ping", nil, nil)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("podman at %s: ping answered %s", p.uri, resp.Status)
+		}
+		return nil
+	})
 }
 
 func (p *Podman) Info(ctx context.Context) (engine.Info, error) {

@@ -1,0 +1,129 @@
+package daemon
+
+import (
+	"context"
+	"time"
+
+	"github.com/arizuko/arizukod/api"
+	"github.com/arizuko/arizukod/runtime/engine"
+)
+
+// up reports whether turns may start: the engine answers and its details (which the
+// runner checks limits and networks against) are known.
+func (d *Daemon) up() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.engineUp && d.infoKnown
+}
+
+func (d *Daemon) engineInfo() engine.Info {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.info
+}
+
+// checkEngine pings the engine now, records the answer and reports whether it answered.
+// An engine that answers and whose details are not known (first answer, or back after
+// being away, perhaps another one) is asked for them in the background.
+func (d *Daemon) checkEngine(ctx context.Context) bool {
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	err := d.engine.Ping(cctx)
+	cancel()
+	d.mu.Lock()
+	was, first := d.engineUp, d.checkedAt.IsZero()
+	d.engineUp, d.checkedAt = err == nil, time.Now()
+	if err == nil {
+		d.engErr = ""
+	} else {
+		d.engErr, d.infoKnown = err.Error(), false
+	}
+	ask := err == nil && !d.infoKnown && !d.infoBusy
+	d.infoBusy = d.infoBusy || ask
+	d.mu.Unlock()
+	switch {
+	case err == nil && !was:
+		d.log.Info("engine answers a ping", "socket", d.cfg.EngineSocket)
+	case err != nil && (was || first):
+		d.log.Warn("engine unavailable: work stays queued until it answers", "err", err)
+	}
+	if ask {
+		go d.askInfo(context.WithoutCancel(ctx))
+	}
+	d.notifyStatus()
+	return err == nil
+}
+
+// askInfo asks the engine for its details; once they are known turns may start.
+func (d *Daemon) askInfo(ctx context.Context) {
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	info, err := d.engine.Info(cctx)
+	cancel()
+	d.mu.Lock()
+	d.infoBusy = false
+	if err == nil {
+		d.info, d.infoKnown = info, true
+	}
+	d.mu.Unlock()
+	if err != nil {
+		d.log.Warn("engine answers a ping but not Info: turns wait until it does", "err", err)
+		return
+	}
+	d.log.Info("engine answers", "engine", info.Name, "version", info.Version, "rootless", info.Rootless, "socket", info.Socket)
+	d.queue.Wake()
+	d.notifyStatus()
+}
+
+// Health reports the daemon's state for GET /health. A daemon that has not asked its engine
+// yet (the first connection of a socket-activated start) pings it first, so that its first
+// answer says how the engine is rather than "starting".
+func (d *Daemon) Health(ctx context.Context) api.HealthReport {
+	d.mu.Lock()
+	unchecked := d.checkedAt.IsZero()
+	d.mu.Unlock()
+	if unchecked {
+		d.checkEngine(ctx)
+	}
+	return d.report(ctx)
+}
+
+// report is the daemon's state as last seen, for Health and STATUS=.
+func (d *Daemon) report(ctx context.Context) api.HealthReport {
+	d.mu.Lock()
+	info, known := d.info, d.infoKnown
+	h := api.HealthReport{Status: "ok", Version: d.version, Engine: api.EngineHealth{Up: d.engineUp, Error: d.engErr}}
+	if known {
+		h.Engine.Name, h.Engine.Version, h.Engine.Socket = info.Name, info.Version, info.Socket
+	}
+	unchecked := d.checkedAt.IsZero()
+	d.mu.Unlock()
+	switch {
+	case unchecked:
+		h.Status = "starting"
+	case !h.Engine.Up:
+		h.Status = "degraded"
+	case known && info.CheckLimits(d.cfg.Limits.AllowUnlimited) != nil:
+		// Every turn would be refused: the daemon cannot do its work until this is fixed.
+		h.Status = "degraded"
+	}
+	switch {
+	case h.Engine.Up && known:
+		h.Engine.Limits = limitsHealth(info, d.cfg.Limits.AllowUnlimited)
+	case h.Engine.Up:
+		h.Engine.Limits = api.LimitsPending
+	}
+	if c, err := d.store.CountRuns(ctx); err == nil {
+		h.Running, h.Queued = c.Running, c.Queued
+	}
+	return h
+}
+
+// limitsHealth is EngineHealth.Limits for an engine that answers.
+func limitsHealth(info engine.Info, allowUnlimited bool) string {
+	switch err := info.CheckLimits(allowUnlimited); {
+	case err != nil:
+		return err.Error()
+	case info.NoLimits != "":
+		return "not applied (allow_unlimited = true): " + info.NoLimits
+	}
+	return "applied"
+}
