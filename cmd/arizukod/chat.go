@@ -332,14 +332,15 @@ func (ch *chat) report() {
 		if ch.reported[key] {
 			continue
 		}
-		if !final(r.State) {
-			if !ch.out.tty && !ch.reported[id] {
-				ch.out.info("run " + id)
-			}
-			ch.reported[id], ch.reported[key] = true, true
-			continue
+		// Without a terminal the run's id is told once, also when the turn was over before
+		// chat first saw it (a quick turn can end between two looks).
+		if !ch.out.tty && !ch.reported[id] {
+			ch.out.info("run " + id)
 		}
 		ch.reported[id], ch.reported[key] = true, true
+		if !final(r.State) {
+			continue
+		}
 		switch {
 		case r.State == "killed" && ch.stopping:
 			ch.out.info("killed run " + id)
