@@ -139,6 +139,9 @@ func TestBuildEnvFile(t *testing.T) {
 
 func TestGitConfigIdentity(t *testing.T) {
 	if _, err := exec.LookPath("git"); err != nil {
+		if os.Getenv("ARIZUKO_REQUIRE_ENGINES") == "1" {
+			t.Fatal("git not installed (ARIZUKO_REQUIRE_ENGINES=1)")
+		}
 		t.Skip("git not installed")
 	}
 	home := t.TempDir()

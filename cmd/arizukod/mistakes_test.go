@@ -110,7 +110,7 @@ func TestCLIMistakes(t *testing.T) {
 	}
 	if os.Geteuid() != 0 {
 		// The allowlist's default in usage is root's path for root only.
-		t.Skip("the golden usage texts are root's (hack/test.sh runs as root)")
+		skipUnlessRequired(t, "the golden usage texts are root's (hack/test.sh runs as root)")
 	}
 	tmp := t.TempDir()
 	// A daemon whose engine is away, and one whose engine goes away while a run waits.
@@ -286,7 +286,7 @@ func TestDoctorRootless(t *testing.T) {
 // each missing controller the limits need is named.
 func TestCheckCgroups(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("the rootless cases chown the engine's socket to nobody")
+		skipUnlessRequired(t, "the rootless cases chown the engine's socket to nobody, which needs root")
 	}
 	nobody, err := user.Lookup("nobody")
 	if err != nil {
@@ -332,4 +332,14 @@ func TestCheckCgroups(t *testing.T) {
 			}
 		})
 	}
+}
+
+// skipUnlessRequired skips a test that cannot run as this user, and fails it where the suite
+// is required to run whole (ARIZUKO_REQUIRE_ENGINES=1, as in make test and CI, as root).
+func skipUnlessRequired(t *testing.T, why string) {
+	t.Helper()
+	if enginetest.Required() {
+		t.Fatalf("%s; ARIZUKO_REQUIRE_ENGINES=1 requires it: run the suite as root", why)
+	}
+	t.Skip(why)
 }
