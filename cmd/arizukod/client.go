@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -22,6 +23,13 @@ import (
 const levelDebug = slog.LevelDebug
 
 // socketFlag registers --socket, defaulting to where the daemon of this user listens.
+// indentedJSON is how every client command prints JSON: indented by two spaces.
+func indentedJSON(w io.Writer) *json.Encoder {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc
+}
+
 func socketFlag(fs *flag.FlagSet) *string {
 	def := "/run/arizuko/arizukod.sock"
 	if cfg, err := config.Load(serviceMode(), "", os.Getenv); err == nil {
@@ -49,8 +57,7 @@ func runDaemon(ctx context.Context, socket, folder, message, session, sender, ch
 	if err != nil {
 		return err
 	}
-	enc := json.NewEncoder(os.Stdout)
-	enc.SetIndent("", "  ")
+	enc := indentedJSON(os.Stdout)
 	if err := enc.Encode(run); err != nil {
 		return err
 	}
@@ -89,8 +96,7 @@ func cmdRuns(ctx context.Context, args []string) error {
 			return err
 		}
 		if *asJSON {
-			enc := json.NewEncoder(os.Stdout)
-			enc.SetIndent("", "  ")
+			enc := indentedJSON(os.Stdout)
 			return enc.Encode(out.Runs)
 		}
 		tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
@@ -112,8 +118,7 @@ func cmdRuns(ctx context.Context, args []string) error {
 		if err := c.Do(ctx, method, path, nil, &r); err != nil {
 			return err
 		}
-		enc := json.NewEncoder(os.Stdout)
-		enc.SetIndent("", "  ")
+		enc := indentedJSON(os.Stdout)
 		return enc.Encode(r)
 	}
 	return unknownVerb(fs, verb)
@@ -137,8 +142,7 @@ func cmdGroups(ctx context.Context, args []string) error {
 		return err
 	}
 	c := api.NewClient(*socket)
-	enc := json.NewEncoder(os.Stdout)
-	enc.SetIndent("", "  ")
+	enc := indentedJSON(os.Stdout)
 	switch verb {
 	case "list":
 		var out struct{ Groups []api.Group }
@@ -193,8 +197,7 @@ func cmdRoutes(ctx context.Context, args []string) error {
 		return err
 	}
 	c := api.NewClient(*socket)
-	enc := json.NewEncoder(os.Stdout)
-	enc.SetIndent("", "  ")
+	enc := indentedJSON(os.Stdout)
 	switch verb {
 	case "list":
 		var out struct{ Routes []api.Route }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -80,8 +79,7 @@ func runInbox(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	enc := json.NewEncoder(stdout)
-	enc.SetIndent("", "  ")
+	enc := indentedJSON(stdout)
 	return enc.Encode(out)
 }
 
@@ -105,8 +103,7 @@ func inboxList(ctx context.Context, fs *flag.FlagSet, socket *string, args []str
 		return err
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
+		enc := indentedJSON(stdout)
 		return enc.Encode(in)
 	}
 	switch {

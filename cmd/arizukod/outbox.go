@@ -93,8 +93,7 @@ func runOutbox(ctx context.Context, args []string, stdout io.Writer) error {
 		return usage("--follow leases pending rows: leave out --state and --limit")
 	}
 	c := api.NewClient(*socket)
-	enc := json.NewEncoder(stdout)
-	enc.SetIndent("", "  ")
+	enc := indentedJSON(stdout)
 	switch verb {
 	case "show":
 		row, err := c.GetOutbox(ctx, ids[0])

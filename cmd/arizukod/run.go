@@ -117,8 +117,7 @@ func runCommand(ctx context.Context, args []string, out io.Writer) error {
 		Error: res.Output.Error, Failure: string(res.Failure), Terminal: res.Terminal,
 		ExitCode: res.ExitCode, DurationMs: res.Duration.Milliseconds(), LogFile: res.LogFile,
 	}
-	enc := json.NewEncoder(out)
-	enc.SetIndent("", "  ")
+	enc := indentedJSON(out)
 	if err := enc.Encode(result); err != nil {
 		return err
 	}

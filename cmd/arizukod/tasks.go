@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -43,8 +42,7 @@ func cmdTasks(ctx context.Context, args []string) error {
 		return err
 	}
 	c := api.NewClient(*socket)
-	enc := json.NewEncoder(os.Stdout)
-	enc.SetIndent("", "  ")
+	enc := indentedJSON(os.Stdout)
 	switch verb {
 	case "list":
 		q := url.Values{}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -39,8 +38,7 @@ func cmdUnpark(ctx context.Context, args []string) error {
 		return err
 	}
 	if *asJSON {
-		enc := json.NewEncoder(os.Stdout)
-		enc.SetIndent("", "  ")
+		enc := indentedJSON(os.Stdout)
 		return enc.Encode(out)
 	}
 	if in.ParkedReason == "" {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -197,8 +196,7 @@ func syncFile(path string) error {
 }
 
 func upkeepJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
+	enc := indentedJSON(w)
 	return enc.Encode(v)
 }
 
