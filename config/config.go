@@ -67,22 +67,25 @@ const (
 
 // Config is the daemon's validated configuration. Load fills every field.
 type Config struct {
-	DataDir      string        // absolute, clean
-	Image        string        // agent image; runs never pull
-	RunTimeout   time.Duration // the run ceiling, at least 10s
-	StopGrace    time.Duration // SIGTERM to SIGKILL when a container is stopped
-	MaxRunning   int           // turns running at once, all folders together
-	Engine       string        // "" (detect), "podman" or "docker"
-	EngineSocket string        // "" (detect), unix:///PATH or tcp://HOST:PORT
-	Listen       string        // the API's unix socket path
-	SocketMode   os.FileMode   // permission bits of the API socket
-	AllowGroup   string        // group allowed on the API besides the service's user and root; "" for none
-	SkillsDir    string        // the bundled skills
-	WebDir       string        // "" for none
-	EnvFile      string        // the credentials env file; "" for none
-	EnvAllow     []string      // variables passed on from EnvFile besides mountsec's defaults
-	Allowlist    string        // the mount allowlist
-	Instance     string        // the io.arizuko.instance label
+	DataDir    string        // absolute, clean
+	Image      string        // agent image; runs never pull
+	RunTimeout time.Duration // the run ceiling, at least 10s
+	StopGrace  time.Duration // SIGTERM to SIGKILL when a container is stopped
+	MaxRunning int           // turns running at once, all folders together
+	// Prepared is how many folders may have their next container made ahead at once
+	// (Podman only); 0 makes none. Its default is MaxRunning.
+	Prepared     int
+	Engine       string      // "" (detect), "podman" or "docker"
+	EngineSocket string      // "" (detect), unix:///PATH or tcp://HOST:PORT
+	Listen       string      // the API's unix socket path
+	SocketMode   os.FileMode // permission bits of the API socket
+	AllowGroup   string      // group allowed on the API besides the service's user and root; "" for none
+	SkillsDir    string      // the bundled skills
+	WebDir       string      // "" for none
+	EnvFile      string      // the credentials env file; "" for none
+	EnvAllow     []string    // variables passed on from EnvFile besides mountsec's defaults
+	Allowlist    string      // the mount allowlist
+	Instance     string      // the io.arizuko.instance label
 	Location     *time.Location
 	RetryMax     int           // retries of a failed turn before its messages are parked
 	RetryBackoff time.Duration // wait before the first retry
@@ -223,6 +226,9 @@ func load(mode Mode, path string, explicit bool, getenv func(string) string) (*C
 	}
 	if err := l.defaults(mode, getenv); err != nil {
 		return nil, err
+	}
+	if !l.set["prepared"] {
+		l.c.Prepared = l.c.MaxRunning
 	}
 	// The network may name a network listed further down the file: checked once both are read.
 	network, err := engine.CheckNetwork(l.c.Limits.Network, l.c.Limits.AllowedNetworks)

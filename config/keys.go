@@ -33,6 +33,7 @@ var fileKeys = map[string]setter{
 	"run_timeout":             text(setRunTimeout),
 	"stop_grace":              text(duration(time.Second, 10*time.Minute, func(c *Config) *time.Duration { return &c.StopGrace })),
 	"max_running":             integer(1, 1000, func(c *Config) *int { return &c.MaxRunning }),
+	"prepared":                integer(0, 1000, func(c *Config) *int { return &c.Prepared }),
 	"engine":                  text(setEngine),
 	"engine_socket":           text(setEngineSocket),
 	"listen":                  text(setListen),

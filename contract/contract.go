@@ -38,6 +38,8 @@ type Message struct {
 // Input is the single JSON line an agent reads from stdin. Agents must ignore fields they
 // do not know: new ones are added without a version change.
 type Input struct {
+	// RunID is the run this turn is: what the journal's ARIZUKO_RUN_ID names.
+	RunID        string    `json:"runId,omitempty"`
 	SessionID    string    `json:"sessionId"`
 	Messages     []Message `json:"messages"`
 	SystemPrompt string    `json:"systemPrompt"`

@@ -157,6 +157,7 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 		Timeout: cfg.RunTimeout, StopGrace: cfg.StopGrace, SkillsDir: existingDir(cfg.SkillsDir),
 		WebDir: existingDir(cfg.WebDir), Redact: d.redact, Logger: log,
 		InfoFunc: d.engineInfo, Networks: cfg.Limits.AllowedNetworks, AllowUnlimited: cfg.Limits.AllowUnlimited,
+		Prepared: cfg.Prepared,
 	})
 	if err != nil {
 		return err
@@ -187,7 +188,7 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 	d.queue, err = queue.New(queue.Config{
 		Store: meteredStore{d.store, met}, Runner: d.runner, Turns: currentBuilder(d.builder.Load), EngineUp: d.up, CheckEngine: d.checkEngine,
 		MaxRunning: cfg.MaxRunning, RetryMax: cfg.RetryMax, RetryBackoff: cfg.RetryBackoff,
-		Logger: log, OnChange: d.notifyStatus,
+		Prepare: cfg.Prepared, Logger: log, OnChange: d.notifyStatus,
 	})
 	if err != nil {
 		return err
@@ -228,8 +229,9 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 
 	var wg sync.WaitGroup
 	qctx, stopQueue := context.WithCancel(context.WithoutCancel(ctx))
-	wg.Add(7)
+	wg.Add(8)
 	go func() { defer wg.Done(); pusher.Run(ctx) }()
+	go func() { defer wg.Done(); d.runner.WatchImages(qctx) }()
 	go func() { defer wg.Done(); d.watchEngine(ctx) }()
 	go func() { defer wg.Done(); d.reloadOnHUP(ctx, hup) }()
 	go func() {

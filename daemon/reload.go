@@ -13,6 +13,7 @@ import (
 
 	"github.com/arizuko/arizukod/config"
 	"github.com/arizuko/arizukod/mountsec"
+	"github.com/arizuko/arizukod/groupfolder"
 	"github.com/arizuko/arizukod/runtime/runner"
 	"github.com/arizuko/arizukod/turn"
 )
@@ -57,6 +58,10 @@ type currentBuilder func() *turn.Builder
 
 func (b currentBuilder) Run(ctx context.Context, req turn.Request, r turn.Runner, w turn.Watch) (runner.Result, error) {
 	return b().Run(ctx, req, r, w)
+}
+
+func (b currentBuilder) Prepare(ctx context.Context, f groupfolder.Folder, r turn.Preparer) error {
+	return b().Prepare(ctx, f, r)
 }
 
 // reloadOnHUP reloads at each SIGHUP until ctx ends.

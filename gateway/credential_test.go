@@ -77,10 +77,10 @@ func TestTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.Token("r_1", 1) != b.Token("r_1", 1) {
+	if a.Token("arizuko-main-1") != b.Token("arizuko-main-1") {
 		t.Error("a reopened secret mints other tokens: adopted turns would lose the model")
 	}
-	if a.Token("r_1", 1) == a.Token("r_2", 1) || a.Token("r_1", 1) == a.Token("r_1", 2) {
+	if a.Token("arizuko-main-1") == a.Token("arizuko-main-2") {
 		t.Error("two turns share a token")
 	}
 	if fi, _ := os.Stat(p); fi.Mode().Perm() != 0o600 {

@@ -25,6 +25,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -68,7 +69,9 @@ func (u *Usage) add(d Usage) {
 type ModelConfig struct {
 	// SocketPath is where it listens: <ipc dir>/model.sock.
 	SocketPath string
-	// Token is the turn's token; a request without it is refused.
+	// Token is the token of the turn's container; a request without it is refused. Empty
+	// refuses every request until Accept names the token: the container may be known only
+	// once the gateway listens (one prepared ahead of its turn).
 	Token string
 	// Upstream is the Messages API's base URL, e.g. https://api.anthropic.com.
 	Upstream *url.URL
@@ -97,6 +100,7 @@ type Model struct {
 	ln    net.Listener
 	done  chan struct{}
 	proxy *httputil.ReverseProxy
+	token atomic.Pointer[string]
 
 	mu       sync.Mutex
 	usage    Usage
@@ -122,8 +126,8 @@ func StartModel(cfg ModelConfig) (*Model, error) {
 	switch {
 	case cfg.SocketPath == "":
 		return nil, errors.New("model gateway: no socket path")
-	case len(cfg.Token) < 16:
-		return nil, errors.New("model gateway: the turn's token is missing or too short")
+	case cfg.Token != "" && len(cfg.Token) < 16:
+		return nil, errors.New("model gateway: the turn's token is too short")
 	case cfg.Upstream == nil || cfg.Upstream.Host == "" || (cfg.Upstream.Scheme != "https" && cfg.Upstream.Scheme != "http"):
 		return nil, fmt.Errorf("model gateway: upstream %v is not an http(s) URL", cfg.Upstream)
 	}
@@ -141,6 +145,7 @@ func StartModel(cfg ModelConfig) (*Model, error) {
 		return nil, fmt.Errorf("model gateway: %w", err)
 	}
 	m := &Model{cfg: cfg, ln: ln, done: make(chan struct{})}
+	m.token.Store(&cfg.Token)
 	m.proxy = &httputil.ReverseProxy{
 		Rewrite:        m.rewrite,
 		Transport:      cfg.Transport,
@@ -157,6 +162,16 @@ func StartModel(cfg ModelConfig) (*Model, error) {
 		}
 	}()
 	return m, nil
+}
+
+// Accept makes token the only one the gateway takes, in place of ModelConfig.Token: the
+// token of the container the turn got.
+func (m *Model) Accept(token string) error {
+	if len(token) < 16 {
+		return errors.New("model gateway: the turn's token is too short")
+	}
+	m.token.Store(&token)
+	return nil
 }
 
 // Stop closes the socket and every open request at once: the turn is over, and so is its
@@ -214,7 +229,7 @@ func (m *Model) refuse(w http.ResponseWriter, r *http.Request, code int, typ, ms
 
 func (m *Model) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	tok := presentedToken(r.Header)
-	if tok == "" || subtle.ConstantTimeCompare([]byte(tok), []byte(m.cfg.Token)) != 1 {
+	if want := *m.token.Load(); tok == "" || want == "" || subtle.ConstantTimeCompare([]byte(tok), []byte(want)) != 1 {
 		why := "the request carries no token: send this turn's ARIZUKO_MODEL_TOKEN as x-api-key"
 		if tok != "" {
 			why = "the token is not this turn's: only the running turn's ARIZUKO_MODEL_TOKEN is accepted"

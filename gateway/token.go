@@ -9,12 +9,11 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"strconv"
 
 	"github.com/arizuko/arizukod/internal/atomicfile"
 )
 
-// Tokens mints the per-turn model tokens. A token is a MAC of the run and its attempt
+// Tokens mints the per-turn model tokens. A token is a MAC of the agent container's name
 // under a host secret, so a restarted daemon recognises the token of a turn it adopts,
 // and no token says anything about another.
 type Tokens struct{ secret []byte }
@@ -39,9 +38,11 @@ func OpenTokens(path string) (*Tokens, error) {
 	return &Tokens{secret: data}, nil
 }
 
-// Token is the token of a run's attempt.
-func (t *Tokens) Token(runID string, attempt int) string {
+// Token is the token of an agent container, by its name: each attempt of a run has a
+// container (and a name) of its own, and a container prepared ahead of its turn gets its
+// token before any run is its.
+func (t *Tokens) Token(container string) string {
 	mac := hmac.New(sha256.New, t.secret)
-	mac.Write([]byte(runID + "/" + strconv.Itoa(attempt)))
+	mac.Write([]byte("container/" + container))
 	return "arz-" + base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
 }

@@ -73,5 +73,39 @@ func (q *Queue) start(ctx context.Context, run *store.Run, container string) {
 		q.mu.Unlock()
 		q.cfg.OnChange()
 		q.Wake()
+		if run.Kind == store.KindTurn {
+			q.prepare(ctx, f)
+		}
+	}()
+}
+
+// prepare has f's next container made ahead, unless the queue is stopping.
+func (q *Queue) prepare(ctx context.Context, f groupfolder.Folder) {
+	if q.cfg.Prepare <= 0 || ctx.Err() != nil {
+		return
+	}
+	if err := q.cfg.Turns.Prepare(ctx, f, q.cfg.Runner); err != nil {
+		q.log.Warn("preparing the next container", logging.FieldFolder, string(f), "err", err)
+	}
+}
+
+// prepareRecent prepares the containers of the folders that ran last, in the background.
+func (q *Queue) prepareRecent(ctx context.Context) {
+	if q.cfg.Prepare <= 0 {
+		return
+	}
+	folders, err := q.cfg.Store.RecentFolders(ctx, q.cfg.Prepare)
+	if err != nil {
+		q.log.Warn("preparing containers", "err", err)
+		return
+	}
+	q.wg.Add(1)
+	go func() {
+		defer q.wg.Done()
+		for _, name := range folders {
+			if f, err := groupfolder.Parse(name); err == nil {
+				q.prepare(ctx, f)
+			}
+		}
 	}()
 }

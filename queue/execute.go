@@ -44,7 +44,7 @@ func (q *Queue) execute(ctx context.Context, run *store.Run, adoptContainer stri
 		RunID: run.ID, Folder: f, TaskID: run.TaskID, Messages: in.Messages,
 		SessionID: in.SessionID, SenderJID: in.SenderJID, ChatJID: in.ChatJID,
 		Timeout: time.Duration(run.TimeoutMS) * time.Millisecond, Isolated: run.Kind == store.KindTask,
-		Attempt: run.Attempt, Recorded: true, Wake: func(string) { q.Wake() },
+		Recorded: true, Wake: func(string) { q.Wake() },
 	}
 	if adoptContainer != "" {
 		req.Adopt = &turn.Adoption{Container: adoptContainer, StartedAt: time.UnixMilli(run.StartedAt),

@@ -37,6 +37,7 @@ type Store interface {
 	ListCursors(ctx context.Context) ([]store.Cursor, error)
 	PendingFolders(ctx context.Context) ([]string, error)
 	CreateInboxRun(ctx context.Context, folder string, limit int, build func([]store.InboxMessage) (store.Run, error)) (*store.Run, error)
+	RecentFolders(ctx context.Context, limit int) ([]string, error)
 }
 
 // Runner runs and adopts turns.
@@ -46,12 +47,15 @@ type Runner interface {
 	Steer(ctx context.Context, f groupfolder.Folder, containerID string, msgs []contract.Message) error
 	RemoveLeftovers(ctx context.Context, keep func(engine.Container) bool) ([]string, error)
 	RetryRemovals(ctx context.Context)
+	Prepare(ctx context.Context, t runner.Turn) error
 }
 
 // Turns runs one turn from start to end: plan, directories, the services that live as
 // long as its container, the container itself (turn.Builder.Run).
 type Turns interface {
 	Run(ctx context.Context, req turn.Request, r turn.Runner, w turn.Watch) (runner.Result, error)
+	// Prepare has r make f's next container ahead (turn.Builder.Prepare).
+	Prepare(ctx context.Context, f groupfolder.Folder, r turn.Preparer) error
 }
 
 // Config is the queue's wiring and policy.
@@ -72,6 +76,9 @@ type Config struct {
 	RetryBackoff time.Duration
 	// InboxBatch bounds the messages of one inbox turn (default 50).
 	InboxBatch int
+	// Prepare, when positive, has each folder's next container made ahead after its turn
+	// ends, and, once the engine first answers, for the Prepare folders that ran last.
+	Prepare int
 	Logger     *slog.Logger
 	// OnChange is called when the counts of running or queued runs may have changed.
 	OnChange func()
@@ -157,6 +164,7 @@ func (q *Queue) Run(ctx context.Context) error {
 				q.log.Error("reconciling with the engine", "err", err)
 			} else {
 				reconciled = true
+				q.prepareRecent(ctx)
 			}
 		}
 		if reconciled {

@@ -115,6 +115,8 @@ func (s *scripted) RemoveLeftovers(_ context.Context, keep func(engine.Container
 
 func (s *scripted) RetryRemovals(context.Context) {}
 
+func (s *scripted) Prepare(context.Context, runner.Turn) error { return nil }
+
 // fixture is a queue over a real store and the real turn lifecycle, with the scripted runner.
 type fixture struct {
 	t      *testing.T

@@ -581,3 +581,25 @@ func (s *Store) RequestKill(ctx context.Context, id string) (*Run, error) {
 	}
 	return out, nil
 }
+
+// RecentFolders are the folders of the latest turns (not tasks), the most recent first, at
+// most limit of them: those whose next turn is likely soon.
+func (s *Store) RecentFolders(ctx context.Context, limit int) ([]string, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT folder FROM runs WHERE kind = 'turn' GROUP BY folder ORDER BY MAX(seq) DESC LIMIT ?`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("store: recent folders: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var f string
+		if err := rows.Scan(&f); err != nil {
+			return nil, fmt.Errorf("store: recent folders: %w", err)
+		}
+		out = append(out, f)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: recent folders: %w", err)
+	}
+	return out, nil
+}

@@ -3,8 +3,10 @@ package turn
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
+	"github.com/arizuko/arizukod/groupfolder"
 	"github.com/arizuko/arizukod/runtime/runner"
 )
 
@@ -50,20 +52,38 @@ func (b *Builder) Run(ctx context.Context, req Request, r Runner, w Watch) (runn
 	if err != nil {
 		return runner.Result{}, fmt.Errorf("prepare turn: %w", err)
 	}
+	// serve tells the services which container is the turn's, once the runner knows.
+	serve := func(string) error { return nil }
 	if b.Services != nil {
-		stop, err := b.Services.start(ctx, req, plan, dirs, &t)
+		svc, err := b.Services.start(ctx, req, plan, dirs, &t)
 		if err != nil {
 			return runner.Result{}, fmt.Errorf("prepare turn: %w", err)
 		}
-		defer stop()
+		defer svc.stop()
+		serve = svc.serve
 	}
 	if w.OnReady != nil {
 		w.OnReady()
 	}
-	t.OnCreated, t.OnInput, t.OnStderr, t.Detach = w.OnCreated, w.OnInput, w.OnStderr, w.Detach
+	t.OnInput, t.OnStderr, t.Detach = w.OnInput, w.OnStderr, w.Detach
+	t.OnCreated = func(name, id string) {
+		if err := serve(name); err != nil {
+			log := b.Logger
+			if log == nil {
+				log = slog.Default()
+			}
+			log.Error("model gateway", "container", name, "err", err)
+		}
+		if w.OnCreated != nil {
+			w.OnCreated(name, id)
+		}
+	}
 	var res runner.Result
 	if a := req.Adopt; a != nil {
 		t.InputSent = a.InputSent
+		if err := serve(a.Container); err != nil {
+			return runner.Result{}, fmt.Errorf("prepare turn: %w", err)
+		}
 		res, err = r.Adopt(ctx, t, a.Container, a.StartedAt)
 	} else {
 		res, err = r.Run(ctx, t)
@@ -72,4 +92,30 @@ func (b *Builder) Run(ctx context.Context, req Request, r Runner, w Watch) (runn
 		return res, fmt.Errorf("run: %w", err)
 	}
 	return res, nil
+}
+
+// Preparer makes a folder's next container ahead of its turn.
+type Preparer interface {
+	Prepare(ctx context.Context, t runner.Turn) error
+}
+
+// Prepare has r make f's next container ahead, from what a turn of f would get now: its
+// container config's limits, network and validated mounts, its timeout and the services'
+// environment. A turn that differs in any of them (a run with its own timeout, a config
+// changed since) does not use it. A group whose mounts are refused gets none: its turn
+// fails closed anyway.
+func (b *Builder) Prepare(ctx context.Context, f groupfolder.Folder, r Preparer) error {
+	plan, err := b.Plan(ctx, f)
+	if err != nil || len(plan.Rejected) > 0 {
+		return err
+	}
+	limits, extra, err := b.containerLimits(plan)
+	if err != nil {
+		return err
+	}
+	t := runner.Turn{Folder: f, Limits: limits, ExtraMounts: extra, Timeout: plan.timeout()}
+	if b.Services != nil {
+		t.Env, t.ContainerEnv = serviceEnv(), b.Services.Model.ContainerEnv
+	}
+	return r.Prepare(ctx, t)
 }

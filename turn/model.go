@@ -93,6 +93,13 @@ func (m *ModelGateway) Reloaded(o ModelOptions, layout groupfolder.Layout, log *
 	return n, nil
 }
 
+// ContainerEnv is what an agent container named name gets to reach its turn's model
+// gateway: its token, as ARIZUKO_MODEL_TOKEN and as the API key Claude Code sends.
+func (m *ModelGateway) ContainerEnv(name string) []string {
+	token := m.tokens.Token(name)
+	return []string{"ARIZUKO_MODEL_TOKEN=" + token, "ANTHROPIC_API_KEY=" + token}
+}
+
 // Secret is the daemon's model credential, for redaction; empty when none is configured.
 func (m *ModelGateway) Secret() string { return m.credential.Value }
 
@@ -102,7 +109,6 @@ func (s *Services) startModel(ctx context.Context, req Request, policy *ModelPol
 	m := s.Model
 	cfg := gateway.ModelConfig{
 		SocketPath: socket,
-		Token:      m.tokens.Token(req.RunID, req.Attempt),
 		Upstream:   m.upstream,
 		Credential: m.credential,
 		Transport:  m.transport,

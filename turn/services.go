@@ -64,9 +64,29 @@ func (s *Services) location() *time.Location {
 	return s.Location
 }
 
+// serviceEnv is where the agent finds the services, the same for every turn: a container
+// prepared ahead of its turn has it too. Its model token is minted for the container
+// (ModelGateway.ContainerEnv).
+func serviceEnv() []string {
+	return []string{
+		"ARIZUKO_MODEL_SOCKET=" + containerIPCDir + "/" + modelSocket,
+		"ARIZUKO_EGRESS_SOCKET=" + containerIPCDir + "/" + egressSocket,
+	}
+}
+
+// running are the services of one turn.
+type running struct {
+	stop  func()
+	model *gateway.Model
+	token func(container string) string
+}
+
+// serve makes the model gateway take the token of the turn's container.
+func (r running) serve(container string) error { return r.model.Accept(r.token(container)) }
+
 // start starts the services of one turn and hands the agent what reaches them in t's
-// environment; the returned func stops them, the last started first.
-func (s *Services) start(ctx context.Context, req Request, plan Plan, dirs groupfolder.Dirs, t *runner.Turn) (func(), error) {
+// environment; stop stops them, the last started first.
+func (s *Services) start(ctx context.Context, req Request, plan Plan, dirs groupfolder.Dirs, t *runner.Turn) (running, error) {
 	var stops []func()
 	stopAll := func() {
 		for i := len(stops) - 1; i >= 0; i-- {
@@ -76,7 +96,7 @@ func (s *Services) start(ctx context.Context, req Request, plan Plan, dirs group
 	log := s.logger().With(logging.FieldRunID, req.RunID, logging.FieldFolder, string(req.Folder))
 	sc, err := s.Sidecars.Start(ctx, req.Folder, dirs.SidecarSockets, req.RunID, plan.Config.Sidecars)
 	if err != nil {
-		return nil, err
+		return running{}, err
 	}
 	stops = append(stops, func() {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
@@ -94,7 +114,7 @@ func (s *Services) start(ctx context.Context, req Request, plan Plan, dirs group
 	})
 	if err != nil {
 		stopAll()
-		return nil, err
+		return running{}, err
 	}
 	stops = append(stops, func() {
 		if err := srv.Stop(); err != nil && !errors.Is(err, context.Canceled) {
@@ -104,7 +124,7 @@ func (s *Services) start(ctx context.Context, req Request, plan Plan, dirs group
 	model, err := s.startModel(ctx, req, plan.Config.Model, filepath.Join(dirs.IPC, modelSocket), log)
 	if err != nil {
 		stopAll()
-		return nil, err
+		return running{}, err
 	}
 	stops = append(stops, model.Stop)
 	egress, err := gateway.StartEgress(gateway.EgressConfig{
@@ -113,17 +133,12 @@ func (s *Services) start(ctx context.Context, req Request, plan Plan, dirs group
 	})
 	if err != nil {
 		stopAll()
-		return nil, err
+		return running{}, err
 	}
 	stops = append(stops, egress.Stop)
-	token := s.Model.tokens.Token(req.RunID, req.Attempt)
-	t.Env = append(t.Env,
-		"ARIZUKO_MODEL_TOKEN="+token,
-		"ANTHROPIC_API_KEY="+token,
-		"ARIZUKO_MODEL_SOCKET="+containerIPCDir+"/"+modelSocket,
-		"ARIZUKO_EGRESS_SOCKET="+containerIPCDir+"/"+egressSocket,
-	)
-	return stopAll, nil
+	t.Env = append(t.Env, serviceEnv()...)
+	t.ContainerEnv = s.Model.ContainerEnv
+	return running{stop: stopAll, model: model, token: s.Model.tokens.Token}, nil
 }
 
 // recordedID is the run the MCP server records outbox rows for: none for a run that is

@@ -85,8 +85,6 @@ type Request struct {
 	Timeout   time.Duration
 	// Isolated turns (scheduled tasks) start a fresh session.
 	Isolated bool
-	// Attempt is the run's attempt, part of its model token.
-	Attempt int
 	// Recorded says the run is a row of the store: its outbox rows, model usage and
 	// egress are recorded against it.
 	Recorded bool
@@ -145,16 +143,9 @@ func (b *Builder) build(ctx context.Context, req Request) (runner.Turn, Plan, gr
 		r := plan.Rejected[0]
 		return runner.Turn{}, plan, dirs, fmt.Errorf("%w (%d of %d refused): %v", ErrRejectedMount, len(plan.Rejected), len(plan.Config.AdditionalMounts), r.Err)
 	}
-	limits, err := b.limits(plan.Config)
+	limits, extra, err := b.containerLimits(plan)
 	if err != nil {
 		return runner.Turn{}, plan, dirs, err
-	}
-	var extra []engine.Mount
-	for _, m := range plan.Mounts {
-		if err := mountsec.Recheck(m); err != nil {
-			return runner.Turn{}, plan, dirs, fmt.Errorf("%w: %v", ErrRejectedMount, err)
-		}
-		extra = append(extra, engine.Mount{Source: m.HostPath, Target: m.ContainerPath, ReadOnly: m.ReadOnly})
 	}
 	if dirs, err = b.Layout.Ensure(f, os.Getuid(), os.Getgid()); err != nil {
 		return runner.Turn{}, plan, dirs, err
@@ -181,8 +172,8 @@ func (b *Builder) build(ctx context.Context, req Request) (runner.Turn, Plan, gr
 		return runner.Turn{}, plan, dirs, fmt.Errorf("seed session of %s: %w", f, err)
 	}
 	timeout := req.Timeout
-	if timeout <= 0 && plan.Config.Timeout > 0 {
-		timeout = time.Duration(plan.Config.Timeout) * time.Millisecond
+	if timeout <= 0 {
+		timeout = plan.timeout()
 	}
 	return runner.Turn{
 		RunID:  req.RunID,
@@ -200,6 +191,28 @@ func (b *Builder) build(ctx context.Context, req Request) (runner.Turn, Plan, gr
 		ExtraMounts: extra,
 		Timeout:     timeout,
 	}, plan, dirs, nil
+}
+
+// timeout is the group's own run timeout; 0 leaves it to the runner.
+func (p Plan) timeout() time.Duration {
+	return time.Duration(p.Config.Timeout) * time.Millisecond
+}
+
+// containerLimits are the limits and the additional mounts (each checked again on disk)
+// of a turn with plan.
+func (b *Builder) containerLimits(plan Plan) (engine.Limits, []engine.Mount, error) {
+	limits, err := b.limits(plan.Config)
+	if err != nil {
+		return limits, nil, err
+	}
+	var extra []engine.Mount
+	for _, m := range plan.Mounts {
+		if err := mountsec.Recheck(m); err != nil {
+			return limits, nil, fmt.Errorf("%w: %v", ErrRejectedMount, err)
+		}
+		extra = append(extra, engine.Mount{Source: m.HostPath, Target: m.ContainerPath, ReadOnly: m.ReadOnly})
+	}
+	return limits, extra, nil
 }
 
 // Prompt is the system prompt a turn of f from sender gets.

@@ -220,12 +220,12 @@ func steer(contract.Input, string) contract.Output {
 	return ok("steered: " + strings.Join(got, " | "))
 }
 
-func env(contract.Input, string) contract.Output {
+func env(in contract.Input, _ string) contract.Output {
 	var names []string
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
 		names = append(names, k)
 	}
 	sort.Strings(names)
-	return report(map[string]any{"names": names, "queryTimeoutMs": os.Getenv("ARIZUKO_QUERY_TIMEOUT_MS"), "home": os.Getenv("HOME")})
+	return report(map[string]any{"names": names, "queryTimeoutMs": os.Getenv("ARIZUKO_QUERY_TIMEOUT_MS"), "home": os.Getenv("HOME"), "runId": in.RunID})
 }

@@ -2,6 +2,7 @@ package detect
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -156,4 +157,32 @@ func (d *Detecting) Logs(ctx context.Context, id string, stdout, stderr io.Write
 		return err
 	}
 	return e.Logs(ctx, id, stdout, stderr)
+}
+
+// Init initializes a created container on an engine that prepares containers; on
+// another it is errors.ErrUnsupported.
+func (d *Detecting) Init(ctx context.Context, id string) error {
+	e, err := d.current()
+	if err != nil {
+		return err
+	}
+	p, ok := e.(engine.Preparer)
+	if !ok {
+		return fmt.Errorf("init on %T: %w", e, errors.ErrUnsupported)
+	}
+	return p.Init(ctx, id)
+}
+
+// WatchImages watches the current engine's images when it prepares containers; on
+// another it is errors.ErrUnsupported at once.
+func (d *Detecting) WatchImages(ctx context.Context, ready, changed func()) error {
+	e, err := d.current()
+	if err != nil {
+		return err
+	}
+	p, ok := e.(engine.Preparer)
+	if !ok {
+		return fmt.Errorf("image events of %T: %w", e, errors.ErrUnsupported)
+	}
+	return p.WatchImages(ctx, ready, changed)
 }

@@ -242,7 +242,7 @@ func (d *Docker) List(ctx context.Context, labels map[string]string) ([]engine.C
 		if len(c.Names) > 0 {
 			name = strings.TrimPrefix(c.Names[0], "/")
 		}
-		out = append(out, engine.Container{ID: c.ID, Name: name, Labels: c.Labels, Running: c.State == "running", Created: time.Unix(c.Created, 0)})
+		out = append(out, engine.Container{ID: c.ID, Name: name, Labels: c.Labels, Running: c.State == "running", State: c.State, Created: time.Unix(c.Created, 0)})
 	}
 	return out, nil
 }

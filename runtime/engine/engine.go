@@ -42,6 +42,21 @@ type Engine interface {
 	Logs(ctx context.Context, id string, stdout, stderr io.Writer) error
 }
 
+// Preparer is an engine on which a container created and initialized ahead of its turn
+// starts much faster than one created on the spot: Podman, whose attach to a created
+// container makes libpod set it up (conmon, the OCI runtime's create, mounts, cgroup).
+// Engines without that gain (Docker pays its cost at start) do not implement it; a
+// wrapper that may hold either says ErrUnsupported.
+type Preparer interface {
+	// Init initializes a created container without starting it.
+	Init(ctx context.Context, id string) error
+	// WatchImages calls ready once it listens, then changed after every image event
+	// (an image imported, tagged, untagged or removed), until ctx ends or the stream
+	// breaks; it returns why it stopped. A container made before a changed call may run
+	// an image its reference no longer names.
+	WatchImages(ctx context.Context, ready, changed func()) error
+}
+
 // Info describes an engine.
 type Info struct {
 	Name       string // "podman" or "docker"
@@ -74,6 +89,8 @@ type Container struct {
 	Name    string
 	Labels  map[string]string
 	Running bool
+	// State is the engine's word for it: created, initialized, running, exited, ...
+	State   string
 	Created time.Time
 }
 

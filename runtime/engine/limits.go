@@ -13,6 +13,9 @@ const (
 	LabelFolder   = "io.arizuko.folder"
 	LabelRun      = "io.arizuko.run"
 	LabelRole     = "io.arizuko.role"
+	// LabelPrepared marks an agent container created ahead of its turn; its value is the
+	// key of the spec it was made from. It has no LabelRun: no run owned it when it was made.
+	LabelPrepared = "io.arizuko.prepared"
 )
 
 // The network modes a container may get besides a named network. Which of them an

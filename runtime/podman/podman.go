@@ -4,12 +4,15 @@
 package podman
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -318,7 +321,7 @@ func (p *Podman) List(ctx context.Context, labels map[string]string) ([]engine.C
 			if len(c.Names) > 0 {
 				name = c.Names[0]
 			}
-			out = append(out, engine.Container{ID: c.ID, Name: name, Labels: c.Labels, Running: c.State == "running", Created: c.Created})
+			out = append(out, engine.Container{ID: c.ID, Name: name, Labels: c.Labels, Running: c.State == "running", State: c.State, Created: c.Created})
 		}
 		return nil
 	})
@@ -361,3 +364,50 @@ func envMap(env []string) map[string]string {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// Init makes libpod initialize a created container (conmon, the OCI runtime's create,
+// mounts, cgroup) without starting it: what an attach to a created container would
+// otherwise do on the turn's critical path.
+func (p *Podman) Init(ctx context.Context, id string) error {
+	return p.call(ctx, func(ctx context.Context) error { return containers.ContainerInit(ctx, id, nil) })
+}
+
+// WatchImages follows libpod's event stream, filtered to images, on a connection of its
+// own (a stream held open on the bindings' shared client would be dropped by forget).
+func (p *Podman) WatchImages(ctx context.Context, ready, changed func()) error {
+	conn, err := dialEngine(ctx, p.uri)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
+	filters := url.QueryEscape(`{"type":["image"]}`)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://d/v4.0.0/libpod/events?stream=true&filters="+filters, nil)
+	if err := req.Write(conn); err != nil {
+		return fmt.Errorf("image events: %w", err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), req)
+	if err != nil {
+		return fmt.Errorf("image events: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return fmt.Errorf("image events: podman answered %s: %s", resp.Status, strings.TrimSpace(string(body)))
+	}
+	ready()
+	dec := json.NewDecoder(resp.Body)
+	for {
+		var ev struct{ Type, Action string }
+		if err := dec.Decode(&ev); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("image events: stream ended: %w", err)
+		}
+		if ev.Type == "image" {
+			changed()
+		}
+	}
+}

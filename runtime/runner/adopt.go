@@ -56,5 +56,5 @@ func (r *Runner) Adopt(ctx context.Context, t Turn, container string, startedAt 
 
 // neverStarted reports whether st is a container that was created and never started.
 func neverStarted(st engine.State) bool {
-	return !st.Running && (st.StartedAt.IsZero() || st.Status == "created" || st.Status == "configured")
+	return !st.Running && (st.StartedAt.IsZero() || unstarted(st.Status))
 }

@@ -60,7 +60,9 @@ func (r *Runner) RetryRemovals(ctx context.Context) {
 
 // RemoveLeftovers removes the containers of this instance, running or not, that keep does
 // not claim: what a crash left behind. keep lets a restarting daemon spare the containers of
-// runs it adopts; nil keeps none. It returns the names removed.
+// runs it adopts; nil keeps none. It returns the names of the leftovers removed: the
+// containers a previous daemon prepared and no turn started are removed too, but they
+// are no run's remains and are not counted.
 func (r *Runner) RemoveLeftovers(ctx context.Context, keep func(engine.Container) bool) ([]string, error) {
 	list, err := r.cfg.Engine.List(ctx, map[string]string{engine.LabelInstance: r.cfg.Instance})
 	if err != nil {
@@ -74,8 +76,21 @@ func (r *Runner) RemoveLeftovers(ctx context.Context, keep func(engine.Container
 		if err := r.cfg.Engine.Remove(ctx, c.ID); err != nil {
 			return removed, fmt.Errorf("remove leftover %s: %w", c.Name, err)
 		}
+		if c.Labels[engine.LabelPrepared] != "" && unstarted(c.State) {
+			r.log.Debug("removed a container prepared by the previous daemon", "container", c.Name)
+			continue
+		}
 		r.log.Info("removed leftover container", "container", c.Name, "ARIZUKO_FOLDER", c.Labels[engine.LabelFolder], "ARIZUKO_RUN_ID", c.Labels[engine.LabelRun])
 		removed = append(removed, c.Name)
 	}
 	return removed, nil
+}
+
+// unstarted says whether an engine's state word is one of a container never started.
+func unstarted(state string) bool {
+	switch state {
+	case "created", "configured", "initialized":
+		return true
+	}
+	return false
 }

@@ -47,6 +47,9 @@ type Config struct {
 	AllowUnlimited bool
 	// Redact removes secret values from text before it is logged; nil logs text as is.
 	Redact func(string) string
+	// Prepared is how many folders may have a container prepared ahead at once
+	// (engine.Preparer engines only); 0 prepares none.
+	Prepared int
 	Logger *slog.Logger
 }
 
@@ -60,6 +63,7 @@ type Runner struct {
 	// the engine went away just then; RetryRemovals tries them again.
 	mu        sync.Mutex
 	unremoved map[string]string
+	pool      pool
 }
 
 // New checks cfg and returns a Runner.
@@ -89,8 +93,9 @@ func New(cfg Config) (*Runner, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Runner{cfg: cfg, log: log}, nil
+	return &Runner{cfg: cfg, log: log, pool: pool{max: cfg.Prepared}}, nil
 }
+
 
 func (r *Runner) info() engine.Info {
 	if r.cfg.InfoFunc != nil {
@@ -105,8 +110,7 @@ func (r *Runner) info() engine.Info {
 // container is in the Result.
 func (r *Runner) Run(ctx context.Context, t Turn) (Result, error) {
 	start := time.Now()
-	name := ContainerName(t.Folder, t.TaskID, start)
-	res := Result{RunID: t.RunID, Container: name}
+	res := Result{RunID: t.RunID}
 	timeout := r.timeout(t)
 	dirs, err := r.cfg.Layout.Ensure(t.Folder, os.Getuid(), os.Getgid())
 	if err != nil {
@@ -116,6 +120,7 @@ func (r *Runner) Run(ctx context.Context, t Turn) (Result, error) {
 		return res, fmt.Errorf("prepare %s: %w", t.Folder, err)
 	}
 	t.Input.Folder = string(t.Folder)
+	t.Input.RunID = t.RunID
 	stdin, err := contract.EncodeInput(t.Input)
 	if err != nil {
 		return res, err
@@ -124,10 +129,17 @@ func (r *Runner) Run(ctx context.Context, t Turn) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	spec := r.spec(t, name, mounts, timeout)
+	spec := r.spec(t, ContainerName(t.Folder, t.TaskID, start), mounts, timeout)
+	res.Container = spec.Name
 	tr := &turnRun{r: r, t: t, res: &res, dirs: dirs, started: start}
 	if err := r.admit(&spec); err != nil {
 		tr.fail(FailMisconfig, true, "%v", err)
+	} else if p := r.takeFor(ctx, t, spec); p != nil {
+		res.Container = p.name
+		tr.id = p.id
+		tr.note("prepared %s, made %s before", p.id[:min(12, len(p.id))], start.Sub(p.made).Round(time.Millisecond))
+		spec.Name = p.name
+		tr.runCreated(ctx, spec, stdin, timeout)
 	} else {
 		tr.run(ctx, spec, stdin, timeout)
 	}
@@ -148,9 +160,28 @@ func (r *Runner) Run(ctx context.Context, t Turn) (Result, error) {
 	return res, nil
 }
 
-// Close waits for the removals still running after their turns' results. The daemon
-// calls it when it stops; RemoveLeftovers covers a crash.
-func (r *Runner) Close() { r.removals.Wait() }
+// takeFor is the container prepared for t's folder when one matches spec: none for a
+// task's turn (its container has a name of its own).
+func (r *Runner) takeFor(ctx context.Context, t Turn, spec engine.Spec) *prepared {
+	if t.TaskID != "" {
+		return nil
+	}
+	if _, ok := r.preparer(); !ok {
+		return nil
+	}
+	key, err := specKey(spec)
+	if err != nil {
+		return nil
+	}
+	return r.take(ctx, t.Folder, key)
+}
+
+// Close removes the prepared containers and waits for the removals still running after
+// their turns' results. The daemon calls it when it stops; RemoveLeftovers covers a crash.
+func (r *Runner) Close() {
+	r.dropPrepared(context.Background())
+	r.removals.Wait()
+}
 
 // turnRun is the state of one Run.
 type turnRun struct {
@@ -179,6 +210,7 @@ func (tr *turnRun) run(ctx context.Context, spec engine.Spec, stdin []byte, time
 	e := tr.r.cfg.Engine
 	// A kill does not cancel the creation: the engine may finish a create whose request was
 	// cancelled, and the container would be left behind. It is removed once it exists.
+	spec.Env = append(spec.Env, tr.t.containerEnv(spec.Name)...)
 	id, err := e.Create(context.WithoutCancel(ctx), spec)
 	if err != nil {
 		if errors.Is(err, engine.ErrCreate) {
@@ -190,6 +222,13 @@ func (tr *turnRun) run(ctx context.Context, spec engine.Spec, stdin []byte, time
 	}
 	tr.id = id
 	tr.note("created %s", id[:min(12, len(id))])
+	tr.runCreated(ctx, spec, stdin, timeout)
+}
+
+// runCreated attaches to the created (or prepared) container tr.id, starts it, writes
+// the input and supervises it to its end.
+func (tr *turnRun) runCreated(ctx context.Context, spec engine.Spec, stdin []byte, timeout time.Duration) {
+	e, id := tr.r.cfg.Engine, tr.id
 	if ctx.Err() != nil {
 		tr.fail(FailKilled, false, "killed before start")
 		return

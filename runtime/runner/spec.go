@@ -47,7 +47,9 @@ var agentTmpfs = engine.Tmpfs{Target: "/tmp", Options: "rw,nosuid,nodev,size=256
 // AgentSpec is the one spec of an agent container: what the runner asks the engine to
 // create for t, and what `arizukod quadlet` writes as a unit. name is the container's,
 // mounts the turn's table (MountTable), timeout the run's. The turn's limits fall back to
-// engine.DefaultLimits field by field; t.Env cannot replace the variables set here.
+// engine.DefaultLimits field by field; t.Env cannot replace the variables set here. The
+// run reaches the agent on stdin (contract.Input.RunID), not in the spec, so that a
+// container prepared ahead of its run has the same spec.
 func AgentSpec(t Turn, name string, mounts []engine.Mount, timeout time.Duration, o AgentOptions) engine.Spec {
 	l := t.Limits.Or(engine.DefaultLimits())
 	rlimits := o.Rlimits
@@ -60,13 +62,11 @@ func AgentSpec(t Turn, name string, mounts []engine.Mount, timeout time.Duration
 		Labels: map[string]string{
 			engine.LabelInstance: o.Instance,
 			engine.LabelFolder:   string(t.Folder),
-			engine.LabelRun:      t.RunID,
 			engine.LabelRole:     "agent",
 		},
 		Env: []string{
 			"HOME=/root",
 			"ARIZUKO_FOLDER=" + string(t.Folder),
-			"ARIZUKO_RUN_ID=" + t.RunID,
 			"ARIZUKO_QUERY_TIMEOUT_MS=" + strconv.FormatInt(QueryTimeout(timeout).Milliseconds(), 10),
 		},
 		Mounts:      mounts,
@@ -80,6 +80,9 @@ func AgentSpec(t Turn, name string, mounts []engine.Mount, timeout time.Duration
 		WorkingDir:  "/workspace",
 		Stdin:       true,
 		LogMaxBytes: logMaxBytes,
+	}
+	if t.RunID != "" {
+		s.Labels[engine.LabelRun] = t.RunID
 	}
 	for _, kv := range t.Env {
 		k, _, _ := strings.Cut(kv, "=")

@@ -47,9 +47,12 @@ type Turn struct {
 	ExtraMounts []engine.Mount
 	// Timeout overrides Config.Timeout when positive.
 	Timeout time.Duration
-	// Env is more of the container's environment (KEY=VALUE), such as the turn's model
-	// token; it cannot replace the variables the runner sets.
+	// Env is more of the container's environment (KEY=VALUE); it cannot replace the
+	// variables the runner sets.
 	Env []string
+	// ContainerEnv, when set, mints the variables of one container by its name, such as
+	// its model token: a container prepared ahead gets them before any run is its.
+	ContainerEnv func(name string) []string
 	// OnCreated, when set, learns the container's name and id before it starts.
 	OnCreated func(name, id string)
 	// OnInput, when set, is called once the whole input line is written to the container's
@@ -79,4 +82,12 @@ type Result struct {
 	StdoutBytes int64
 	Stderr      string // the last bytes of stderr, redacted
 	LogFile     string
+}
+
+// containerEnv is what t.ContainerEnv mints for the container name.
+func (t Turn) containerEnv(name string) []string {
+	if t.ContainerEnv == nil {
+		return nil
+	}
+	return t.ContainerEnv(name)
 }

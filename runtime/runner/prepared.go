@@ -1,0 +1,293 @@
+package runner
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/arizuko/arizukod/groupfolder"
+	"github.com/arizuko/arizukod/runtime/engine"
+)
+
+// A prepared container is a folder's next agent container, created and initialized ahead
+// of its turn on an engine that gains from it (engine.Preparer): the turn then only
+// attaches and starts it. It is still a fresh container per turn: never started before,
+// used by one turn of its own folder, removed after. Nothing of a run is in it: the run id
+// reaches the agent on stdin, and its model token is minted for the container's name
+// (Turn.ContainerEnv). It is used only when the spec the turn would create now has the
+// same key (specKey: image, limits, network, mounts and the identity of their sources,
+// env, timeout) and no image event came since it was made; otherwise it is removed and
+// the turn creates its own.
+
+// prepared is one container made ahead.
+type prepared struct {
+	folder groupfolder.Folder
+	name   string
+	id     string
+	key    string
+	gen    uint64 // the image generation it was made in
+	made   time.Time
+}
+
+// pool holds at most max prepared containers, one per folder, the least recently made
+// dropped first.
+type pool struct {
+	max int
+
+	mu       sync.Mutex
+	watching bool   // the engine's image events are followed: preparing is safe
+	gen      uint64 // counts image events and breaks of the stream
+	ready    map[groupfolder.Folder]*prepared
+	making   map[groupfolder.Folder]chan struct{}
+}
+
+// preparer is the engine when preparing pays on it and the runner may prepare.
+func (r *Runner) preparer() (engine.Preparer, bool) {
+	if r.pool.max <= 0 {
+		return nil, false
+	}
+	p, ok := r.cfg.Engine.(engine.Preparer)
+	return p, ok
+}
+
+// WatchImages follows the engine's image events while ctx lasts, so that no prepared
+// container outlives the image its reference named: until it listens, and whenever its
+// stream breaks, nothing is prepared and what was is removed. It returns at once where
+// the runner does not prepare (Config.Prepared 0, an engine without the gain).
+func (r *Runner) WatchImages(ctx context.Context) {
+	p, ok := r.preparer()
+	if !ok {
+		return
+	}
+	for ctx.Err() == nil {
+		err := p.WatchImages(ctx, func() {
+			r.pool.mu.Lock()
+			r.pool.watching = true
+			r.pool.mu.Unlock()
+		}, func() { r.invalidate(ctx, "an image changed") })
+		r.pool.mu.Lock()
+		r.pool.watching = false
+		r.pool.mu.Unlock()
+		r.invalidate(ctx, "the engine's image events stopped")
+		if errors.Is(err, errors.ErrUnsupported) {
+			r.log.Info("containers are not prepared ahead on this engine: it would not start them faster")
+			return
+		}
+		if ctx.Err() == nil {
+			r.log.Debug("image events", "err", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+		}
+	}
+}
+
+// invalidate drops every prepared container: made before an image event, they may run
+// an image their reference no longer names.
+func (r *Runner) invalidate(ctx context.Context, why string) {
+	r.pool.mu.Lock()
+	r.pool.gen++
+	stale := r.pool.ready
+	r.pool.ready = nil
+	r.pool.mu.Unlock()
+	for _, p := range stale {
+		r.log.Debug("prepared container dropped: "+why, "container", p.name)
+		r.removeLater(ctx, p)
+	}
+}
+
+// Prepare makes t's folder's next container ahead, from t as the turn would get it (no
+// run, no input: those reach the agent when it starts). It does nothing when the folder
+// has a prepared container for the same spec already, when preparing does not pay on the
+// engine, or while image events are not followed. t's callbacks are not used.
+func (r *Runner) Prepare(ctx context.Context, t Turn) error {
+	pe, ok := r.preparer()
+	if !ok || t.TaskID != "" {
+		return nil
+	}
+	t.RunID = ""
+	dirs, err := r.cfg.Layout.Ensure(t.Folder, os.Getuid(), os.Getgid())
+	if err != nil {
+		return fmt.Errorf("prepare %s: %w", t.Folder, err)
+	}
+	mounts, err := r.Mounts(t.Folder, dirs, t.ExtraMounts)
+	if err != nil {
+		return fmt.Errorf("prepare %s: %w", t.Folder, err)
+	}
+	spec := r.spec(t, "", mounts, r.timeout(t))
+	if err := r.admit(&spec); err != nil {
+		return fmt.Errorf("prepare %s: %w", t.Folder, err)
+	}
+	key, err := specKey(spec)
+	if err != nil {
+		return fmt.Errorf("prepare %s: %w", t.Folder, err)
+	}
+	r.pool.mu.Lock()
+	if !r.pool.watching || r.pool.making[t.Folder] != nil {
+		r.pool.mu.Unlock()
+		return nil
+	}
+	if cur := r.pool.ready[t.Folder]; cur != nil && cur.key == key && cur.gen == r.pool.gen {
+		r.pool.mu.Unlock()
+		return nil
+	}
+	done := make(chan struct{})
+	if r.pool.making == nil {
+		r.pool.making = map[groupfolder.Folder]chan struct{}{}
+	}
+	r.pool.making[t.Folder] = done
+	gen := r.pool.gen
+	r.pool.mu.Unlock()
+	defer func() {
+		r.pool.mu.Lock()
+		delete(r.pool.making, t.Folder)
+		r.pool.mu.Unlock()
+		close(done)
+	}()
+
+	now := time.Now()
+	p := &prepared{folder: t.Folder, name: ContainerName(t.Folder, "", now), key: key, gen: gen, made: now}
+	spec.Name = p.name
+	spec.Labels[engine.LabelPrepared] = key
+	spec.Env = append(spec.Env, t.containerEnv(p.name)...)
+	// Made whole or not at all: a request cancelled half-way could leave a container.
+	cctx := context.WithoutCancel(ctx)
+	if p.id, err = r.cfg.Engine.Create(cctx, spec); err != nil {
+		return fmt.Errorf("prepare %s: create: %w", t.Folder, err)
+	}
+	if err := pe.Init(cctx, p.id); err != nil {
+		r.removeLater(ctx, p)
+		return fmt.Errorf("prepare %s: init: %w", t.Folder, err)
+	}
+	r.pool.mu.Lock()
+	var drop []*prepared
+	if gen != r.pool.gen || !r.pool.watching {
+		drop = append(drop, p)
+	} else {
+		if old := r.pool.ready[t.Folder]; old != nil {
+			drop = append(drop, old)
+		}
+		if r.pool.ready == nil {
+			r.pool.ready = map[groupfolder.Folder]*prepared{}
+		}
+		r.pool.ready[t.Folder] = p
+		for len(r.pool.ready) > r.pool.max {
+			oldest := p
+			for _, q := range r.pool.ready {
+				if q.made.Before(oldest.made) {
+					oldest = q
+				}
+			}
+			delete(r.pool.ready, oldest.folder)
+			drop = append(drop, oldest)
+		}
+	}
+	r.pool.mu.Unlock()
+	for _, q := range drop {
+		r.removeLater(ctx, q)
+	}
+	return nil
+}
+
+// take hands the turn of f its prepared container when it was made from a spec of the
+// same key since the last image event, waiting for one being made. A prepared container
+// of f that does not match is removed: the turn creates its own.
+func (r *Runner) take(ctx context.Context, f groupfolder.Folder, key string) *prepared {
+	if _, ok := r.preparer(); !ok {
+		return nil
+	}
+	r.pool.mu.Lock()
+	making := r.pool.making[f]
+	r.pool.mu.Unlock()
+	if making != nil {
+		select {
+		case <-making:
+		case <-ctx.Done():
+			return nil
+		}
+	}
+	r.pool.mu.Lock()
+	p := r.pool.ready[f]
+	delete(r.pool.ready, f)
+	fresh := p != nil && p.key == key && p.gen == r.pool.gen && r.pool.watching
+	r.pool.mu.Unlock()
+	if p != nil && !fresh {
+		r.log.Debug("prepared container dropped: the turn's spec differs", "container", p.name)
+		r.removeLater(ctx, p)
+		return nil
+	}
+	return p
+}
+
+// removeLater removes a prepared container in the background; Close waits for it.
+func (r *Runner) removeLater(ctx context.Context, p *prepared) {
+	r.removals.Add(1)
+	go func() {
+		defer r.removals.Done()
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if err := r.cfg.Engine.Remove(rctx, p.id); err != nil {
+			r.log.Warn("remove prepared container", "container", p.name, "err", err)
+		}
+	}()
+}
+
+// Prepared lists the prepared containers, by folder: for status and tests.
+func (r *Runner) Prepared() map[groupfolder.Folder]string {
+	r.pool.mu.Lock()
+	defer r.pool.mu.Unlock()
+	out := map[groupfolder.Folder]string{}
+	for f, p := range r.pool.ready {
+		out[f] = p.name
+	}
+	return out
+}
+
+// specKey is what a prepared container must share with the turn that uses it: the spec
+// without its name and run, and the identity (device, inode) of every mount source, so
+// that a directory or file replaced since (a renamed env file, a group folder made anew)
+// is not the one the container would see.
+func specKey(s engine.Spec) (string, error) {
+	s.Name = ""
+	labels := make(map[string]string, len(s.Labels))
+	for k, v := range s.Labels {
+		if k != engine.LabelRun && k != engine.LabelPrepared {
+			labels[k] = v
+		}
+	}
+	s.Labels = labels
+	ids := make([]string, 0, len(s.Mounts))
+	for _, m := range s.Mounts {
+		fi, err := os.Stat(m.Source)
+		if err != nil {
+			return "", fmt.Errorf("mount %s: %w", m.Source, err)
+		}
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		if !ok {
+			return "", fmt.Errorf("mount %s: no inode", m.Source)
+		}
+		ids = append(ids, fmt.Sprintf("%d:%d", st.Dev, st.Ino))
+	}
+	b, err := json.Marshal(struct {
+		Spec    engine.Spec
+		Sources []string
+	}{s, ids})
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:12]), nil
+}
+
+// dropPrepared removes every prepared container: the daemon stops.
+func (r *Runner) dropPrepared(ctx context.Context) {
+	r.invalidate(ctx, "the daemon stops")
+}
