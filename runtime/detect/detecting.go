@@ -175,7 +175,7 @@ func (d *Detecting) Init(ctx context.Context, id string) error {
 
 // WatchImages watches the current engine's images when it prepares containers; on
 // another it is errors.ErrUnsupported at once.
-func (d *Detecting) WatchImages(ctx context.Context, ready, changed func()) error {
+func (d *Detecting) WatchImages(ctx context.Context, ready func(), changed func(ref string)) error {
 	e, err := d.current()
 	if err != nil {
 		return err

@@ -50,11 +50,11 @@ type Engine interface {
 type Preparer interface {
 	// Init initializes a created container without starting it.
 	Init(ctx context.Context, id string) error
-	// WatchImages calls ready once it listens, then changed after every image event
-	// (an image imported, tagged, untagged or removed), until ctx ends or the stream
-	// breaks; it returns why it stopped. A container made before a changed call may run
-	// an image its reference no longer names.
-	WatchImages(ctx context.Context, ready, changed func()) error
+	// WatchImages calls ready once it listens, then changed with the reference an image
+	// event names (an image imported, tagged, untagged or removed; "" when it names
+	// none), until ctx ends or the stream breaks; it returns why it stopped. A container
+	// made before a change of its image's reference may run an image it no longer names.
+	WatchImages(ctx context.Context, ready func(), changed func(ref string)) error
 }
 
 // Info describes an engine.

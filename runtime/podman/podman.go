@@ -374,7 +374,7 @@ func (p *Podman) Init(ctx context.Context, id string) error {
 
 // WatchImages follows libpod's event stream, filtered to images, on a connection of its
 // own (a stream held open on the bindings' shared client would be dropped by forget).
-func (p *Podman) WatchImages(ctx context.Context, ready, changed func()) error {
+func (p *Podman) WatchImages(ctx context.Context, ready func(), changed func(ref string)) error {
 	conn, err := dialEngine(ctx, p.uri)
 	if err != nil {
 		return err
@@ -399,7 +399,10 @@ func (p *Podman) WatchImages(ctx context.Context, ready, changed func()) error {
 	ready()
 	dec := json.NewDecoder(resp.Body)
 	for {
-		var ev struct{ Type, Action string }
+		var ev struct {
+			Type  string
+			Actor struct{ Attributes map[string]string }
+		}
 		if err := dec.Decode(&ev); err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -407,7 +410,7 @@ func (p *Podman) WatchImages(ctx context.Context, ready, changed func()) error {
 			return fmt.Errorf("image events: stream ended: %w", err)
 		}
 		if ev.Type == "image" {
-			changed()
+			changed(ev.Actor.Attributes["name"])
 		}
 	}
 }

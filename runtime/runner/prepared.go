@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -71,7 +72,11 @@ func (r *Runner) WatchImages(ctx context.Context) {
 			r.pool.mu.Lock()
 			r.pool.watching = true
 			r.pool.mu.Unlock()
-		}, func() { r.invalidate(ctx, "an image changed") })
+		}, func(ref string) {
+			if ref == "" || sameImage(ref, r.cfg.Image) {
+				r.invalidate(ctx, "the image changed")
+			}
+		})
 		r.pool.mu.Lock()
 		r.pool.watching = false
 		r.pool.mu.Unlock()
@@ -88,6 +93,15 @@ func (r *Runner) WatchImages(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// sameImage says whether an engine's full reference (localhost/arizuko-agent:latest) names
+// the configured image ref, which may leave out the registry or the tag.
+func sameImage(full, ref string) bool {
+	if !strings.Contains(ref[strings.LastIndex(ref, "/")+1:], ":") && !strings.Contains(ref, "@") {
+		ref += ":latest"
+	}
+	return full == ref || strings.HasSuffix(full, "/"+ref)
 }
 
 // invalidate drops every prepared container: made before an image event, they may run

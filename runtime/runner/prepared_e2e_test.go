@@ -47,7 +47,9 @@ func TestPreparedFresh(t *testing.T) {
 			defer cancel()
 			if image != "" {
 				importAgent(t, h, image, nil)
-				t.Cleanup(func() { removePodmanImage(t, e, image) })
+				// The first import is replaced below: remove it by its id.
+				first := podmanImageID(t, e, image)
+				t.Cleanup(func() { removePodmanImage(t, e, image, first) })
 			}
 			wctx, stopWatch := context.WithCancel(ctx)
 			watched := make(chan struct{})
@@ -190,31 +192,72 @@ func envOf(t *testing.T, res runner.Result) envReport {
 	return rep
 }
 
-// importAgent imports the example agent as ref, with more Dockerfile-style changes.
+// importAgent imports the example agent as ref, with more Dockerfile-style changes, and
+// returns once the engine's image events told of it: Podman writes them a moment after
+// the import returns, and a watch started in between would see it late.
 func importAgent(t *testing.T, h *harness, ref string, more []string) {
 	t.Helper()
+	p := h.eng.(engine.Preparer)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	listening, seen := make(chan struct{}), make(chan struct{})
+	watchErr := make(chan error, 1)
+	go func() {
+		watchErr <- p.WatchImages(ctx, func() { close(listening) }, func(name string) {
+			if name == ref {
+				select {
+				case <-seen:
+				default:
+					close(seen)
+				}
+			}
+		})
+	}()
+	select {
+	case <-listening:
+	case err := <-watchErr:
+		t.Fatalf("watch images: %v", err)
+	}
 	tarball, entry, err := engine.StaticRootfs(enginetest.AgentBinary(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	changes := append([]string{fmt.Sprintf(`ENTRYPOINT ["%s"]`, entry), "WORKDIR /workspace"}, more...)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
 	if err := h.eng.ImportImage(ctx, ref, bytes.NewReader(tarball), changes); err != nil {
 		t.Fatalf("import %s: %v", ref, err)
 	}
+	select {
+	case <-seen:
+	case <-ctx.Done():
+		t.Fatalf("no image event for the import of %s", ref)
+	}
 }
 
-// removePodmanImage removes ref and every image it named, through the bindings.
-func removePodmanImage(t *testing.T, e enginetest.Engine, ref string) {
+// podmanImageID is the id of the image ref names, through the bindings.
+func podmanImageID(t *testing.T, e enginetest.Engine, ref string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	conn, err := bindings.NewConnection(ctx, e.URI)
 	if err != nil {
-		t.Errorf("remove %s: %v", ref, err)
+		t.Fatalf("inspect %s: %v", ref, err)
+	}
+	img, err := images.GetImage(conn, ref, nil)
+	if err != nil {
+		t.Fatalf("inspect %s: %v", ref, err)
+	}
+	return img.ID
+}
+
+// removePodmanImage removes the images refs name, through the bindings.
+func removePodmanImage(t *testing.T, e enginetest.Engine, refs ...string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn, err := bindings.NewConnection(ctx, e.URI)
+	if err != nil {
+		t.Errorf("remove %v: %v", refs, err)
 		return
 	}
-	if _, errs := images.Remove(conn, []string{ref}, new(images.RemoveOptions).WithForce(true)); len(errs) > 0 {
-		t.Errorf("remove %s: %v", ref, errs)
+	if _, errs := images.Remove(conn, refs, new(images.RemoveOptions).WithForce(true)); len(errs) > 0 {
+		t.Errorf("remove %v: %v", refs, errs)
 	}
 }
