@@ -12,8 +12,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/arizuko/arizukod/config"
-	"github.com/arizuko/arizukod/mountsec"
 	"github.com/arizuko/arizukod/groupfolder"
+	"github.com/arizuko/arizukod/mountsec"
 	"github.com/arizuko/arizukod/runtime/runner"
 	"github.com/arizuko/arizukod/turn"
 )

@@ -79,7 +79,7 @@ type Config struct {
 	// Prepare, when positive, has each folder's next container made ahead after its turn
 	// ends, and, once the engine first answers, for the Prepare folders that ran last.
 	Prepare int
-	Logger     *slog.Logger
+	Logger  *slog.Logger
 	// OnChange is called when the counts of running or queued runs may have changed.
 	OnChange func()
 }

@@ -50,7 +50,7 @@ type Config struct {
 	// Prepared is how many folders may have a container prepared ahead at once
 	// (engine.Preparer engines only); 0 prepares none.
 	Prepared int
-	Logger *slog.Logger
+	Logger   *slog.Logger
 }
 
 // Runner runs turns. It is safe for concurrent use.
@@ -95,7 +95,6 @@ func New(cfg Config) (*Runner, error) {
 	}
 	return &Runner{cfg: cfg, log: log, pool: pool{max: cfg.Prepared}}, nil
 }
-
 
 func (r *Runner) info() engine.Info {
 	if r.cfg.InfoFunc != nil {
