@@ -33,7 +33,7 @@ func (b *bench) coldStart(ctx context.Context) error {
 	}
 	dir := filepath.Join(b.o.work, "cold")
 	instance := fmt.Sprintf("bench%d-cold", os.Getpid())
-	cfg, err := daemonConfig(dir, "cold start", "podman", b.o.podmanSocket, b.o.image, b.o.skillsDir, instance)
+	cfg, err := daemonConfig(dir, "cold start", "podman", b.o.podmanSocket, b.o.image, b.o.skillsDir, instance, "")
 	if err != nil {
 		return err
 	}

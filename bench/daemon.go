@@ -32,7 +32,7 @@ type daemonProc struct {
 
 // daemonConfig writes the configuration of a bench daemon in dir and returns its path.
 // Everything not named keeps the daemon's default (max_running 5 in particular).
-func daemonConfig(dir, name, engine, socket, image, skills, instance string) (string, error) {
+func daemonConfig(dir, name, engine, socket, image, skills, instance, extra string) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
@@ -47,8 +47,8 @@ env_file = ""
 allowlist = %q
 instance = %q
 run_timeout = "5m"
-`, name, filepath.Join(dir, "data"), image, engine, socket, filepath.Join(dir, "arizukod.sock"), skills,
-		filepath.Join(dir, "mount-allowlist.json"), instance)
+%s`, name, filepath.Join(dir, "data"), image, engine, socket, filepath.Join(dir, "arizukod.sock"), skills,
+		filepath.Join(dir, "mount-allowlist.json"), instance, extra)
 	path := filepath.Join(dir, "arizukod.toml")
 	return path, os.WriteFile(path, []byte(cfg), 0o644)
 }
@@ -72,7 +72,7 @@ func daemonEnv() []string {
 // startDaemon starts binary (an arizukod) serve on engine and waits until its health says the engine
 // answers.
 func (b *bench) startDaemon(ctx context.Context, name, engine, socket, binary string) (*daemonProc, error) {
-	return b.startDaemonIn(ctx, filepath.Join(b.o.work, name), b.o.skillsDir, name, engine, socket, binary, nil)
+	return b.startDaemonIn(ctx, filepath.Join(b.o.work, name), b.o.skillsDir, name, engine, socket, binary, "", nil)
 }
 
 // runAs is the user a daemon of rootless Podman runs as, with the limits it cannot apply
@@ -84,10 +84,11 @@ type runAs struct {
 }
 
 // startDaemonIn is startDaemon with its directory and skills directory given, for an
-// engine that sees only some of the host's paths, and as another user when as is set.
-func (b *bench) startDaemonIn(ctx context.Context, dir, skills, name, engine, socket, binary string, as *runAs) (*daemonProc, error) {
+// engine that sees only some of the host's paths, with extra lines of configuration, and
+// as another user when as is set.
+func (b *bench) startDaemonIn(ctx context.Context, dir, skills, name, engine, socket, binary, extra string, as *runAs) (*daemonProc, error) {
 	instance := fmt.Sprintf("bench%d-%s", os.Getpid(), name)
-	cfg, err := daemonConfig(dir, name, engine, socket, b.o.image, skills, instance)
+	cfg, err := daemonConfig(dir, name, engine, socket, b.o.image, skills, instance, extra)
 	if err != nil {
 		return nil, err
 	}

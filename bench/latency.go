@@ -25,6 +25,8 @@ type latencyMethod struct {
 	runs    []turnResult
 	cpu     time.Duration
 	version string
+	// prepared counts the measured turns that ran in a container prepared ahead.
+	prepared int
 }
 
 // latencyResult is the turn latency table with the daemon's own account of its turns.
@@ -50,23 +52,27 @@ func (b *bench) latency(ctx context.Context) error {
 	}
 	var methods []*latencyMethod
 	engines := map[string]string{"podman": b.o.podmanSocket, "docker": b.o.dockerSocket, "podman5": b.o.podman5Socket, "rootless": b.o.rootless}
-	type daemonSpec struct{ name, kind, binary, about string }
+	// extra is more configuration: the daemon that prepares nothing, beside the default.
+	type daemonSpec struct{ name, kind, binary, about, extra string }
 	var specs []daemonSpec
 	for _, kind := range strings.Split(b.o.daemonEngines, ",") {
 		if kind == "podman" || kind == "docker" && b.o.dockerSocket != "" {
-			specs = append(specs, daemonSpec{"arizukod-" + kind, kind, b.o.arizukod, b.o.arizukod})
+			specs = append(specs, daemonSpec{"arizukod-" + kind, kind, b.o.arizukod, b.o.arizukod, ""})
+		}
+		if kind == "podman" {
+			specs = append(specs, daemonSpec{"arizukod-podman-unprepared", kind, b.o.arizukod, b.o.arizukod, "prepared = 0\n"})
 		}
 	}
 	if b.o.podman5Socket != "" {
-		specs = append(specs, daemonSpec{"arizukod-podman5", "podman5", b.o.arizukod, b.o.arizukod})
+		specs = append(specs, daemonSpec{"arizukod-podman5", "podman5", b.o.arizukod, b.o.arizukod, ""})
 	}
 	if b.o.rootless != "" {
-		specs = append(specs, daemonSpec{"arizukod-rootless", "rootless", b.o.arizukod, b.o.arizukod})
+		specs = append(specs, daemonSpec{"arizukod-rootless", "rootless", b.o.arizukod, b.o.arizukod, ""})
 	}
 	for _, c := range b.o.candidates {
 		for _, kind := range strings.Split(b.o.daemonEngines, ",") {
 			if kind == "podman" || kind == "docker" && b.o.dockerSocket != "" {
-				specs = append(specs, daemonSpec{c.name + "-" + kind, kind, c.binary, "candidate build " + c.binary})
+				specs = append(specs, daemonSpec{c.name + "-" + kind, kind, c.binary, "candidate build " + c.binary, ""})
 			}
 		}
 	}
@@ -95,7 +101,7 @@ func (b *bench) latency(ctx context.Context) error {
 			as = &runAs{uid: b.o.rootlessUID, gid: b.o.rootlessGID, allowUnlimited: b.rlInfo.NoLimits != "",
 				home: envOr("ARIZUKO_TEST_ROOTLESS_HOME", "/"), runtime: fmt.Sprintf("/run/user/%d", b.o.rootlessUID)}
 		}
-		d, err := b.startDaemonIn(ctx, dir, skills, ds.name, kind, engines[ds.kind], ds.binary, as)
+		d, err := b.startDaemonIn(ctx, dir, skills, ds.name, kind, engines[ds.kind], ds.binary, ds.extra, as)
 		if err != nil {
 			return err
 		}
@@ -112,8 +118,12 @@ func (b *bench) latency(ctx context.Context) error {
 		if ds.binary != b.o.arizukod {
 			name = strings.TrimSuffix(ds.name, "-"+ds.kind) + " on " + ds.kind
 		}
-		m := &latencyMethod{name: name, engine: ds.kind, daemon: d, candidate: ds.binary != b.o.arizukod,
-			about: "api.Client CreateRun + WaitRun against `" + ds.about + " serve` (engine " + ds.kind + ", max_running 5)"}
+		about := "api.Client CreateRun + WaitRun against `" + ds.about + " serve` (engine " + ds.kind + ", max_running 5, prepared 5: the default)"
+		if ds.extra != "" {
+			name += ", nothing prepared"
+			about = "as above with `" + strings.TrimSpace(ds.extra) + "`: every turn creates its container"
+		}
+		m := &latencyMethod{name: name, engine: ds.kind, daemon: d, candidate: ds.binary != b.o.arizukod || ds.extra != "", about: about}
 		m.run = func(ctx context.Context) (time.Duration, error) {
 			c0, _ := cpuTime(d.cmd.Process.Pid)
 			tr, err := d.turn(ctx, latencyFolder, "noop")
@@ -197,8 +207,8 @@ func breakdown(m *latencyMethod) ([]breakdownRow, error) {
 	}
 	parts := []string{
 		"submit -> runner starts (API, store, queue, prompt, session)",
-		"runner start -> created (Ensure, mounts, Engine.Create)",
-		"created -> started (Engine.Attach, Engine.Start)",
+		"runner start -> created, or prepared one taken (Ensure, mounts, Engine.Create or none)",
+		"created or taken -> started (Engine.Attach, Engine.Start)",
 		"started -> exit classified (agent runs, Engine.Wait, stream end)",
 		"exit classified -> runner returns (Engine.Remove)",
 		"runner returns -> client has the result (store, long-poll answer)",
@@ -211,6 +221,10 @@ func breakdown(m *latencyMethod) ([]breakdownRow, error) {
 			return nil, fmt.Errorf("no run log for %s", tr.run.ID)
 		}
 		created, ok1 := rl.events["created"]
+		if p, ok := rl.events["prepared"]; ok {
+			created, ok1 = p, true
+			m.prepared++
+		}
 		started, ok2 := rl.events["started"]
 		exited, ok3 := rl.events["exited"]
 		if !ok1 || !ok2 || !ok3 || rl.started.IsZero() {

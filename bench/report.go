@@ -156,7 +156,8 @@ func (r *report) latencySection(p printer) {
 	}
 	for _, m := range l.methods {
 		if m.daemon != nil && len(m.runs) > 0 {
-			p("- CPU time of the daemon of %s: %s ms per turn (its utime+stime over the measured turns).", m.name, ms(m.cpu/time.Duration(len(m.runs))))
+			p("- CPU time of the daemon of %s: %s ms per turn (its utime+stime over the measured turns); %d of its %d measured turns ran in a container prepared ahead.",
+				m.name, ms(m.cpu/time.Duration(len(m.runs))), m.prepared, len(m.runs))
 		}
 	}
 	p("")

@@ -480,7 +480,7 @@ max_running = 3
 			}
 			want := systemDefaults()
 			want.Source = file
-			want.DataDir, want.Image, want.RunTimeout, want.Listen, want.MaxRunning = "/from/file", "file/image:1", 5*time.Minute, "/from/file.sock", 3
+			want.DataDir, want.Image, want.RunTimeout, want.Listen, want.MaxRunning, want.Prepared = "/from/file", "file/image:1", 5*time.Minute, "/from/file.sock", 3, 3
 			tc.want(want)
 			sum := sha256.Sum256([]byte(want.DataDir))
 			want.Instance = hex.EncodeToString(sum[:6])
