@@ -556,8 +556,30 @@ func (d *Daemon) OpenStore(t testing.TB) *store.Store {
 	return st
 }
 
-// Leftovers lists the containers of this daemon's instance.
+// Leftovers lists the containers of this daemon's instance but those it prepared for a
+// next turn and never started: the containers of runs.
 func (d *Daemon) Leftovers(t testing.TB) []engine.Container {
+	t.Helper()
+	var out []engine.Container
+	for _, c := range d.Containers(t) {
+		if c.Labels[engine.LabelPrepared] == "" || !Unstarted(c) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// Unstarted says whether the engine lists c as never started.
+func Unstarted(c engine.Container) bool {
+	switch c.State {
+	case "created", "initialized", "configured":
+		return true
+	}
+	return false
+}
+
+// Containers lists every container of this daemon's instance, the prepared ones too.
+func (d *Daemon) Containers(t testing.TB) []engine.Container {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -598,8 +620,8 @@ func (d *Daemon) cleanup() {
 		}
 		d.Stop(t)
 	}
-	for _, c := range d.Leftovers(t) {
-		t.Errorf("container %s (running %v) of instance %s left behind", c.Name, c.Running, d.Instance)
+	for _, c := range d.Containers(t) {
+		t.Errorf("container %s (%s) of instance %s left behind", c.Name, c.State, d.Instance)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		d.Eng.Remove(ctx, c.ID)
 		cancel()
