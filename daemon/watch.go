@@ -18,7 +18,7 @@ func newMetrics(d *Daemon) *metrics.Metrics {
 			return metrics.Gauges{}, err
 		}
 		backlog, err := d.store.OutboxBacklog(ctx)
-		return metrics.Gauges{Queued: c.Queued, Running: c.Running, OutboxBacklog: backlog}, err
+		return metrics.Gauges{Queued: c.Queued, Running: c.Running, OutboxBacklog: backlog, Prepared: len(d.runner.Prepared())}, err
 	}, d.log)
 }
 

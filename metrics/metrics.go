@@ -26,6 +26,7 @@ type Gauges struct {
 	Queued        int // runs waiting to start
 	Running       int // turns running now
 	OutboxBacklog int // outbox rows no consumer has acknowledged yet
+	Prepared      int // containers made ahead for a folder's next turn, waiting
 }
 
 // durationBuckets are the upper bounds (seconds) of the turn duration histogram: from a
@@ -39,6 +40,7 @@ var help = map[string]string{
 	"arizukod_runs_queued":           "Runs waiting to start.",
 	"arizukod_runs_running":          "Turns running now.",
 	"arizukod_outbox_backlog":        "Outbox rows waiting for a gateway or webhook to acknowledge them (parked rows not counted).",
+	"arizukod_prepared_containers":   "Containers created and initialized ahead for a folder's next turn, never started yet.",
 	"arizukod_model_requests_total":  "Requests the turns' model gateways forwarded.",
 	"arizukod_model_tokens_total":    "Model tokens the turns used, by kind (input, output, cache_read, cache_write).",
 }
@@ -115,6 +117,7 @@ func (m *Metrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	vm.WriteGaugeUint64(&b, "arizukod_runs_queued", uint64(max(g.Queued, 0)))
 	vm.WriteGaugeUint64(&b, "arizukod_runs_running", uint64(max(g.Running, 0)))
 	vm.WriteGaugeUint64(&b, "arizukod_outbox_backlog", uint64(max(g.OutboxBacklog, 0)))
+	vm.WriteGaugeUint64(&b, "arizukod_prepared_containers", uint64(max(g.Prepared, 0)))
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	w.Write(withHelp(b.Bytes()))
 }

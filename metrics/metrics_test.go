@@ -39,7 +39,7 @@ func scrape(t *testing.T, h http.Handler) string {
 }
 
 func TestExposition(t *testing.T) {
-	g := Gauges{Queued: 3, Running: 1}
+	g := Gauges{Queued: 3, Running: 1, Prepared: 2}
 	m := New(func(context.Context) (Gauges, error) { return g, nil }, slog.New(slog.DiscardHandler))
 	m.TurnEnded("ok", "", 42*time.Second)
 	m.TurnEnded("ok", "", 2*time.Second)
@@ -69,6 +69,7 @@ func TestExposition(t *testing.T) {
 		"# TYPE arizukod_runs_queued gauge",
 		"arizukod_runs_queued 3",
 		"arizukod_runs_running 1",
+		"arizukod_prepared_containers 2",
 	} {
 		if !strings.Contains(body, want+"\n") && !strings.HasPrefix(want, "# HELP") || !strings.Contains(body, want) {
 			t.Errorf("missing %q in\n%s", want, body)

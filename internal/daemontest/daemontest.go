@@ -571,7 +571,7 @@ func (d *Daemon) Leftovers(t testing.TB) []engine.Container {
 
 // Unstarted says whether the engine lists c as never started.
 func Unstarted(c engine.Container) bool {
-	switch c.State {
+	switch strings.ToLower(c.State) {
 	case "created", "initialized", "configured":
 		return true
 	}

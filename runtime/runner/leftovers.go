@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/arizuko/arizukod/runtime/engine"
@@ -88,7 +89,7 @@ func (r *Runner) RemoveLeftovers(ctx context.Context, keep func(engine.Container
 
 // unstarted says whether an engine's state word is one of a container never started.
 func unstarted(state string) bool {
-	switch state {
+	switch strings.ToLower(state) {
 	case "created", "configured", "initialized":
 		return true
 	}
