@@ -37,6 +37,7 @@ var restartKeys = []struct {
 	{"run_timeout", func(d, s *config.Config) { d.RunTimeout = s.RunTimeout }, func(c *config.Config) any { return c.RunTimeout }},
 	{"stop_grace", func(d, s *config.Config) { d.StopGrace = s.StopGrace }, func(c *config.Config) any { return c.StopGrace }},
 	{"max_running", func(d, s *config.Config) { d.MaxRunning = s.MaxRunning }, func(c *config.Config) any { return c.MaxRunning }},
+	{"prepared", func(d, s *config.Config) { d.Prepared = s.Prepared }, func(c *config.Config) any { return c.Prepared }},
 	{"retry_max", func(d, s *config.Config) { d.RetryMax = s.RetryMax }, func(c *config.Config) any { return c.RetryMax }},
 	{"retry_backoff", func(d, s *config.Config) { d.RetryBackoff = s.RetryBackoff }, func(c *config.Config) any { return c.RetryBackoff }},
 	{"skills_dir", func(d, s *config.Config) { d.SkillsDir = s.SkillsDir }, func(c *config.Config) any { return c.SkillsDir }},

@@ -27,6 +27,9 @@ import (
 // env, timeout) and no image event came since it was made; otherwise it is removed and
 // the turn creates its own.
 
+// prepareTimeout bounds the creation and initialization of a prepared container.
+const prepareTimeout = time.Minute
+
 // prepared is one container made ahead.
 type prepared struct {
 	folder groupfolder.Folder
@@ -172,8 +175,10 @@ func (r *Runner) Prepare(ctx context.Context, t Turn) error {
 	spec.Name = p.name
 	spec.Labels[engine.LabelPrepared] = key
 	spec.Env = append(spec.Env, t.containerEnv(p.name)...)
-	// Made whole or not at all: a request cancelled half-way could leave a container.
-	cctx := context.WithoutCancel(ctx)
+	// Made whole or not at all: a request cancelled half-way could leave a container. A
+	// turn of the folder waits for it: bounded, so that a stuck engine cannot hold it.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), prepareTimeout)
+	defer cancel()
 	if p.id, err = r.cfg.Engine.Create(cctx, spec); err != nil {
 		return fmt.Errorf("prepare %s: create: %w", t.Folder, err)
 	}
