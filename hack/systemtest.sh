@@ -423,14 +423,17 @@ ok_n=$(ct journalctl --no-pager -u arizukod "ARIZUKO_RUN_ID=$run_id" ARIZUKO_STA
 [[ $ok_n -gt 0 ]] || fail "journalctl ARIZUKO_STATUS=ok" "no entry of run $run_id with ARIZUKO_STATUS=ok: $entries"
 pass "journalctl -u arizukod ARIZUKO_RUN_ID=" "$(since "$t")" "$n entries ($ok_n with ARIZUKO_STATUS=ok; ARIZUKO_FOLDER=main: $folder_n): $(tr '\n' '|' <<<"$entries" | head -c 120)"
 
-# The agent ran in a container of the arizuko user's Podman, which is gone again.
+# The agent ran in a container of the arizuko user's Podman, which is gone again. (Its name,
+# not a run label: a container prepared ahead of its turn carries no run.)
 t=$(now)
-events=$(ct journalctl --no-pager -u arizuko-podman -o cat | grep "io.arizuko.run=$run_id" | sed -n 's/.* container \([a-z]*\) .*/\1/p' | tr '\n' ' ')
+container=$(sed -n 's/^  "container": "\([^"]*\)".*/\1/p' "$LOGS/run.json" | head -n 1)
+[[ -n $container ]] || fail "the turn's container" "no container in: $(cat "$LOGS/run.json")"
+events=$(ct journalctl --no-pager -u arizuko-podman -o cat | grep "name=$container[,)]" | sed -n 's/.* container \([a-z]*\) .*/\1/p' | tr '\n' ' ')
 [[ $events == *start* && $events == *remove* ]] || fail "the turn's container" "podman events of run $run_id: '$events'"
 logs=$(ct sh -c 'ls /var/lib/arizuko/groups/main/logs/container-*.log 2>/dev/null | wc -l')
 [[ $logs -gt 0 ]] || fail "the turn's container" "no /var/lib/arizuko/groups/main/logs/container-*.log"
 left=$(ct runuser -u arizuko -- env XDG_RUNTIME_DIR=/run/arizuko/podman CONTAINER_HOST="unix://$PODMAN_SOCK" \
-	podman --remote ps -a --filter "label=io.arizuko.run=$run_id" --format '{{.Names}}' 2>&1) || fail "the turn's container" "podman ps: $left"
+	podman --remote ps -a --filter "name=^$container\$" --format '{{.Names}}' 2>&1) || fail "the turn's container" "podman ps: $left"
 [[ -z $left ]] || fail "the turn's container" "still there: $left"
 pass "container of the turn: ran, removed" "$(since "$t")" "podman events: $events; $logs run log(s)"
 

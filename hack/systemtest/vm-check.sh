@@ -58,7 +58,9 @@ ok "a turn with its limits" "run $id: $lim; journalctl -u arizukod ARIZUKO_RUN_I
 for i in 1 2 3; do
 	arizukod run --folder main --message "reply hi" >/dev/null 2>&1 || fail "turn $i" "failed"
 done
-# The user manager removes a scope shortly after its last process exits.
+# The daemon keeps main's next container prepared (initialized: a libpod cgroup); it removes
+# it when it stops. The user manager removes a scope shortly after its last process exits.
+systemctl stop arizukod.service || fail "stop arizukod" "failed"
 for _ in $(seq 1 20); do
 	scopes=$(find /sys/fs/cgroup -name 'libpod-*' -type d | wc -l)
 	[[ $scopes -eq 0 ]] && break
@@ -68,7 +70,7 @@ deep=$(find /sys/fs/cgroup/system.slice/arizuko-podman.service -type d | wc -l)
 [[ $scopes -eq 0 && $deep -eq 1 ]] || fail "no leftovers" "$scopes libpod cgroups, $deep cgroups under arizuko-podman.service"
 warn=$(journalctl -u arizuko-podman -o cat | grep -c 'limits are not applied\|applies no per-container' || true)
 [[ $warn -eq 0 ]] || fail "cgroup manager" "the podman service fell back to cgroupfs"
-ok "three more turns" "no libpod cgroup left, no nesting under arizuko-podman.service, cgroup manager systemd"
+ok "three more turns, then a stop" "no libpod cgroup left (the prepared container removed), no nesting under arizuko-podman.service, cgroup manager systemd"
 
 dpkg --remove arizukod >/dev/null 2>&1 || fail "dpkg --remove" "failed"
 sleep 2
