@@ -36,6 +36,7 @@ type options struct {
 	testhostDir   string
 	dockerCLI     string
 	arizukod      string
+	depsFloor     string
 	agent         string
 	image         string
 	skillsDir     string
@@ -132,6 +133,7 @@ func run(ctx context.Context, args []string) error {
 	fs.StringVar(&o.testhostDir, "testhost", envOr("ARIZUKO_TESTHOST_DIR", "/var/tmp/arizuko-testhost"), "the test host's directory, for the local podman CLI's storage and configuration")
 	fs.StringVar(&o.dockerCLI, "docker-cli", "", "the docker command line (default: Debian's /usr/bin/docker, else docker on PATH with DOCKER_API_VERSION=1.41)")
 	fs.StringVar(&o.arizukod, "arizukod", "bin/arizukod", "the arizukod binary")
+	fs.StringVar(&o.depsFloor, "depsfloor", "bin/depsfloor", "bench/depsfloor, built: the memory floor of the required modules (\"\" skips it)")
 	fs.StringVar(&o.agent, "agent", "bin/agent", "the example agent binary, imported as -image")
 	fs.StringVar(&o.image, "image", "localhost/arizuko-bench:latest", "the image every measurement runs (imported from -agent into each engine)")
 	fs.StringVar(&o.skillsDir, "skills", "container/skills", "the bundled skills the daemon mounts at /skills")

@@ -3,6 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"os/exec"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,6 +22,31 @@ type memoryResult struct {
 	freshAnon, afterAnon int64
 	inFlight             int64 // KiB, the largest seen while 5 turns were running
 	inFlightN            int   // turns seen running at once
+	// floor and floorAnon are bench/depsfloor's: a program that only imports the modules
+	// arizukod must use; 0 when it was not measured.
+	floor, floorAnon int64
+}
+
+// depsFloor runs bench/depsfloor and reads the VmRSS and RssAnon it reports (KiB).
+func depsFloor(ctx context.Context, bin string) (rss, anon int64, err error) {
+	out, err := exec.CommandContext(ctx, bin).Output()
+	if err != nil {
+		return 0, 0, fmt.Errorf("%s: %w", bin, err)
+	}
+	for _, l := range strings.Split(string(out), "\n") {
+		k, v, _ := strings.Cut(l, " ")
+		n, _ := strconv.ParseInt(v, 10, 64)
+		switch k {
+		case "VmRSS":
+			rss = n
+		case "RssAnon":
+			anon = n
+		}
+	}
+	if rss == 0 {
+		return 0, 0, fmt.Errorf("%s printed no VmRSS: %q", bin, out)
+	}
+	return rss, anon, nil
 }
 
 func apiRun(folder, message string) api.CreateRunRequest {
@@ -103,6 +131,11 @@ func (b *bench) memory(ctx context.Context) error {
 	wg.Wait()
 	for _, err := range errs {
 		if err != nil {
+			return fmt.Errorf("memory: %w", err)
+		}
+	}
+	if b.o.depsFloor != "" {
+		if res.floor, res.floorAnon, err = depsFloor(ctx, b.o.depsFloor); err != nil {
 			return fmt.Errorf("memory: %w", err)
 		}
 	}

@@ -246,9 +246,14 @@ func (r *report) memorySection(p printer) {
 	p("| idle, fresh (started, engine up, no turn yet) | %.1f | %.1f | %.1f |", float64(m.idleFresh)/1024, float64(m.freshAnon)/1024, float64(m.idleFresh-m.freshAnon)/1024)
 	p("| idle after the latency and throughput runs | %.1f | %.1f | %.1f |", float64(m.idleAfter)/1024, float64(m.afterAnon)/1024, float64(m.idleAfter-m.afterAnon)/1024)
 	p("| %d turns in flight (agent `sleep 5s`), largest seen | %.1f | | |", m.inFlightN, float64(m.inFlight)/1024)
+	if m.floor > 0 {
+		p("| floor: bench/depsfloor, a program that only imports the modules arizukod must use | %.1f | %.1f | %.1f |", float64(m.floor)/1024, float64(m.floorAnon)/1024, float64(m.floor-m.floorAnon)/1024)
+	}
 	p("")
 	p("File-backed pages are the binary's, touched at start by the packages' initialisation (the Podman")
 	p("bindings, the Docker client, the MCP server's JSON Schema); the kernel can drop them under pressure.")
+	p("The floor row is what importing the required modules costs before a line of arizukod runs (the")
+	p("Podman bindings, the Docker Engine API client, mcp-go, modernc's SQLite, go-systemd).")
 	p("")
 }
 

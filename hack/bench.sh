@@ -64,6 +64,7 @@ say "building bin/arizukod, bin/agent and bin/bench"
 go build -trimpath -ldflags "-s -w -X main.version=$VERSION" -o bin/arizukod ./cmd/arizukod
 go build -trimpath -ldflags '-s -w' -o bin/agent ./examples/agent
 go build -trimpath -o bin/bench ./bench
+go build -trimpath -ldflags '-s -w' -o bin/depsfloor ./bench/depsfloor
 
 bin/bench -podman "$ARIZUKO_TEST_PODMAN4" -docker "$ARIZUKO_TEST_DOCKER" -testhost "$TESTHOST_DIR" \
 	-arizukod bin/arizukod -agent bin/agent -skills container/skills -repo . -out BENCHMARKS.md "$@"
