@@ -119,7 +119,7 @@ func TestSIGKILL(t *testing.T) {
 	}
 
 	// Every container start, from the engine's own events: one per run, none twice.
-	starts := daemontest.ContainerStarts(t, e, d.Instance, t0)
+	starts := daemontest.ContainerStarts(t, e, d.Instance, d.DataDir, t0)
 	total := 0
 	for _, r := range runs {
 		total += starts[r.ID]

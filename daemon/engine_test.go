@@ -129,7 +129,7 @@ func TestEngineRestart(t *testing.T) {
 	})
 
 	all := d.Runs(t, "limit=1000")
-	starts := daemontest.ContainerStarts(t, e, d.Instance, t0)
+	starts := daemontest.ContainerStarts(t, e, d.Instance, d.DataDir, t0)
 	for _, r := range all {
 		if starts[r.ID] > 1 {
 			t.Errorf("run %s had %d container starts", r.ID, starts[r.ID])

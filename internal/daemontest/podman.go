@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -272,10 +273,11 @@ func mountsUnder(dir string) []string {
 	return out
 }
 
-// ContainerStarts counts, per io.arizuko.run label, the containers of instance that the
-// engine at e started since the given time, from the engine's own event log: a run
-// started twice shows as 2.
-func ContainerStarts(t testing.TB, e enginetest.Engine, instance string, since time.Time) map[string]int {
+// ContainerStarts counts, per run, the containers of instance that the engine at e started
+// since the given time, from the engine's own event log: a run started twice shows as 2.
+// A container's run is its io.arizuko.run label or, for one prepared ahead of its turn
+// (which carries none), the run its run log under dataDir names.
+func ContainerStarts(t testing.TB, e enginetest.Engine, instance, dataDir string, since time.Time) map[string]int {
 	t.Helper()
 	cmd := exec.Command("podman", "--url", e.URI, "events", "--stream=false", "--since", since.Add(-time.Second).UTC().Format(time.RFC3339),
 		"--filter", "event=start", "--format", "json")
@@ -283,10 +285,12 @@ func ContainerStarts(t testing.TB, e enginetest.Engine, instance string, since t
 	if err != nil {
 		t.Fatalf("podman events of %s: %v", e.Name, err)
 	}
+	runOf := runsOfContainers(t, dataDir)
 	starts := map[string]int{}
 	dec := json.NewDecoder(bytes.NewReader(out))
 	for {
 		var ev struct {
+			Name       string
 			Attributes map[string]string
 		}
 		if err := dec.Decode(&ev); errors.Is(err, io.EOF) {
@@ -294,9 +298,46 @@ func ContainerStarts(t testing.TB, e enginetest.Engine, instance string, since t
 		} else if err != nil {
 			t.Fatalf("podman events of %s: %v", e.Name, err)
 		}
-		if ev.Attributes[engine.LabelInstance] == instance {
-			starts[ev.Attributes[engine.LabelRun]]++
+		if ev.Attributes[engine.LabelInstance] != instance {
+			continue
 		}
+		run := ev.Attributes[engine.LabelRun]
+		if run == "" {
+			run = runOf[ev.Name]
+		}
+		starts[run]++
 	}
 	return starts
+}
+
+// runsOfContainers maps each container a run log under dataDir names to its run.
+func runsOfContainers(t testing.TB, dataDir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(filepath.Join(dataDir, "groups"), func(path string, de fs.DirEntry, err error) error {
+		if err != nil || de.IsDir() || !strings.HasPrefix(de.Name(), "container-") || filepath.Base(filepath.Dir(path)) != "logs" {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		var run, container string
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "run: "); ok && run == "" {
+				run = v
+			}
+			if v, ok := strings.CutPrefix(line, "container: "); ok && container == "" {
+				container = v
+			}
+		}
+		if run != "" && container != "" {
+			out[container] = run
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("run logs under %s: %v", dataDir, err)
+	}
+	return out
 }

@@ -27,12 +27,7 @@ func (tr *turnRun) remove(ctx context.Context) {
 			return
 		}
 		tr.r.log.Error("remove container: retried once the engine answers", "container", tr.res.Container, "err", err)
-		tr.r.mu.Lock()
-		if tr.r.unremoved == nil {
-			tr.r.unremoved = map[string]string{}
-		}
-		tr.r.unremoved[tr.id] = tr.res.Container
-		tr.r.mu.Unlock()
+		tr.r.removeAgain(tr.id, tr.res.Container)
 	}
 }
 
@@ -50,13 +45,18 @@ func (r *Runner) RetryRemovals(ctx context.Context) {
 			continue
 		}
 		r.log.Warn("remove container again", "container", name, "err", err)
-		r.mu.Lock()
-		if r.unremoved == nil {
-			r.unremoved = map[string]string{}
-		}
-		r.unremoved[id] = name
-		r.mu.Unlock()
+		r.removeAgain(id, name)
 	}
+}
+
+// removeAgain has RetryRemovals try the container id (named name) again.
+func (r *Runner) removeAgain(id, name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.unremoved == nil {
+		r.unremoved = map[string]string{}
+	}
+	r.unremoved[id] = name
 }
 
 // RemoveLeftovers removes the containers of this instance, running or not, that keep does

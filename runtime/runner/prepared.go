@@ -254,7 +254,10 @@ func (r *Runner) removeLater(ctx context.Context, p *prepared) {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
 		if err := r.cfg.Engine.Remove(rctx, p.id); err != nil {
-			r.log.Warn("remove prepared container", "container", p.name, "err", err)
+			// Typically the engine is away (its image events stopped with it): the queue
+			// retries once it answers, and the next daemon removes what is left.
+			r.log.Warn("remove prepared container: retried once the engine answers", "container", p.name, "err", err)
+			r.removeAgain(p.id, p.name)
 		}
 	}()
 }
