@@ -186,3 +186,17 @@ func (d *Detecting) WatchImages(ctx context.Context, ready func(), changed func(
 	}
 	return p.WatchImages(ctx, ready, changed)
 }
+
+// ImageID asks the current engine when it prepares containers; on another it is
+// errors.ErrUnsupported.
+func (d *Detecting) ImageID(ctx context.Context, ref string) (string, error) {
+	e, err := d.current()
+	if err != nil {
+		return "", err
+	}
+	p, ok := e.(engine.Preparer)
+	if !ok {
+		return "", fmt.Errorf("image id on %T: %w", e, errors.ErrUnsupported)
+	}
+	return p.ImageID(ctx, ref)
+}

@@ -55,6 +55,9 @@ type Preparer interface {
 	// none), until ctx ends or the stream breaks; it returns why it stopped. A container
 	// made before a change of its image's reference may run an image it no longer names.
 	WatchImages(ctx context.Context, ready func(), changed func(ref string)) error
+	// ImageID is the id of the image ref names now. An event of ref does not always change
+	// it: Podman's `run` reports a "pull" of an image it already has.
+	ImageID(ctx context.Context, ref string) (string, error)
 }
 
 // Info describes an engine.

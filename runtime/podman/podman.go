@@ -372,6 +372,20 @@ func (p *Podman) Init(ctx context.Context, id string) error {
 	return p.call(ctx, func(ctx context.Context) error { return containers.ContainerInit(ctx, id, nil) })
 }
 
+// ImageID inspects the image ref names.
+func (p *Podman) ImageID(ctx context.Context, ref string) (string, error) {
+	var id string
+	err := p.call(ctx, func(ctx context.Context) error {
+		img, err := images.GetImage(ctx, ref, nil)
+		if err != nil {
+			return err
+		}
+		id = img.ID
+		return nil
+	})
+	return id, err
+}
+
 // WatchImages follows libpod's event stream, filtered to images, on a connection of its
 // own (a stream held open on the bindings' shared client would be dropped by forget).
 func (p *Podman) WatchImages(ctx context.Context, ready func(), changed func(ref string)) error {

@@ -24,8 +24,8 @@ import (
 // reaches the agent on stdin, and its model token is minted for the container's name
 // (Turn.ContainerEnv). It is used only when the spec the turn would create now has the
 // same key (specKey: image, limits, network, mounts and the identity of their sources,
-// env, timeout) and no image event came since it was made; otherwise it is removed and
-// the turn creates its own.
+// env, timeout) and the image's reference named the same image all along (the runner
+// looks again at every event of it); otherwise it is removed and the turn creates its own.
 
 // prepareTimeout bounds the creation and initialization of a prepared container.
 const prepareTimeout = time.Minute
@@ -46,8 +46,9 @@ type pool struct {
 	max int
 
 	mu       sync.Mutex
-	watching bool   // the engine's image events are followed: preparing is safe
-	gen      uint64 // counts image events and breaks of the stream
+	watching bool   // the engine's image events are followed
+	image    string // the id the configured image named at the last look; "" unknown
+	gen      uint64 // counts image changes and breaks of the stream
 	ready    map[groupfolder.Folder]*prepared
 	making   map[groupfolder.Folder]chan struct{}
 }
@@ -75,13 +76,14 @@ func (r *Runner) WatchImages(ctx context.Context) {
 			r.pool.mu.Lock()
 			r.pool.watching = true
 			r.pool.mu.Unlock()
+			r.checkImage(ctx, p)
 		}, func(ref string) {
 			if ref == "" || sameImage(ref, r.cfg.Image) {
-				r.invalidate(ctx, "the image changed")
+				r.checkImage(ctx, p)
 			}
 		})
 		r.pool.mu.Lock()
-		r.pool.watching = false
+		r.pool.watching, r.pool.image = false, ""
 		r.pool.mu.Unlock()
 		r.invalidate(ctx, "the engine's image events stopped")
 		if errors.Is(err, errors.ErrUnsupported) {
@@ -95,6 +97,24 @@ func (r *Runner) WatchImages(ctx context.Context) {
 			case <-time.After(time.Second):
 			}
 		}
+	}
+}
+
+// checkImage looks at the id the configured image names and drops every prepared
+// container when it changed (or cannot be told): an event of the image's reference is not
+// always a change of it.
+func (r *Runner) checkImage(ctx context.Context, p engine.Preparer) {
+	id, err := p.ImageID(ctx, r.cfg.Image)
+	if err != nil {
+		r.log.Debug("image of prepared containers", "image", r.cfg.Image, "err", err)
+		id = ""
+	}
+	r.pool.mu.Lock()
+	changed := id != r.pool.image || id == ""
+	r.pool.image = id
+	r.pool.mu.Unlock()
+	if changed {
+		r.invalidate(ctx, "the image changed")
 	}
 }
 
@@ -148,7 +168,7 @@ func (r *Runner) Prepare(ctx context.Context, t Turn) error {
 		return fmt.Errorf("prepare %s: %w", t.Folder, err)
 	}
 	r.pool.mu.Lock()
-	if !r.pool.watching || r.pool.making[t.Folder] != nil {
+	if !r.pool.watching || r.pool.image == "" || r.pool.making[t.Folder] != nil {
 		r.pool.mu.Unlock()
 		return nil
 	}
@@ -188,7 +208,7 @@ func (r *Runner) Prepare(ctx context.Context, t Turn) error {
 	}
 	r.pool.mu.Lock()
 	var drop []*prepared
-	if gen != r.pool.gen || !r.pool.watching {
+	if gen != r.pool.gen || !r.pool.watching || r.pool.image == "" {
 		drop = append(drop, p)
 	} else {
 		if old := r.pool.ready[t.Folder]; old != nil {
@@ -236,7 +256,7 @@ func (r *Runner) take(ctx context.Context, f groupfolder.Folder, key string) *pr
 	r.pool.mu.Lock()
 	p := r.pool.ready[f]
 	delete(r.pool.ready, f)
-	fresh := p != nil && p.key == key && p.gen == r.pool.gen && r.pool.watching
+	fresh := p != nil && p.key == key && p.gen == r.pool.gen && r.pool.watching && r.pool.image != ""
 	r.pool.mu.Unlock()
 	if p != nil && !fresh {
 		r.log.Debug("prepared container dropped: the turn's spec differs", "container", p.name)
