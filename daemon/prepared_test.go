@@ -3,6 +3,7 @@ package daemon_test
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +14,8 @@ import (
 
 // TestPreparedContainers follows a folder's prepared container through the daemon on
 // Podman 4.3: made after a turn, taken by the folder's next turn (whose agent gets its
-// run on stdin), passed over when the group's config changed (the agent sees the new
+// run on stdin), still taken after a grant change (the grants come on stdin: the agent
+// sees the new ones), passed over when the group's config changed (the agent sees the new
 // memory limit), left by a SIGKILL and removed by the next daemon without being counted
 // as a leftover, made again at start for the folder that ran last, and gone after a
 // graceful stop.
@@ -32,8 +34,9 @@ func TestPreparedContainers(t *testing.T) {
 		t.Fatalf("the folder's next turn ran in %s, not in its prepared %s", r.Container, prepared)
 	}
 	var env struct {
-		RunID string   `json:"runId"`
-		Names []string `json:"names"`
+		RunID  string   `json:"runId"`
+		Names  []string `json:"names"`
+		Grants []string `json:"grants"`
 	}
 	if err := json.Unmarshal([]byte(r.Result), &env); err != nil || env.RunID != r.ID {
 		t.Fatalf("the agent got run id %q on stdin, want %s (%v): %s", env.RunID, r.ID, err, r.Result)
@@ -44,8 +47,21 @@ func TestPreparedContainers(t *testing.T) {
 		}
 	}
 
+	// The group's grants change after the next container was prepared: they reach the
+	// agent on stdin, so the prepared container serves, and the agent sees the new rules.
+	next := waitPrepared(t, d, "main", prepared)
+	code, body, err := d.Do(http.MethodPut, "/v1/groups/main/grants", "application/json", []byte(`{"rules":["send_reply"]}`))
+	if err != nil || code != http.StatusOK {
+		t.Fatalf("put grants: %d %s %v", code, body, err)
+	}
+	r = d.Turn(t, "main", "env")
+	env.Grants = nil
+	if err := json.Unmarshal([]byte(r.Result), &env); err != nil || r.Container != next || strings.Join(env.Grants, ",") != "send_reply" {
+		t.Errorf("after a grant change the turn ran in %s (prepared %s) with grants %v (%v), want [send_reply]", r.Container, next, env.Grants, err)
+	}
+
 	// The group's config changes after the next container was prepared.
-	stale := waitPrepared(t, d, "main", prepared)
+	stale := waitPrepared(t, d, "main", next)
 	d.PutGroup(t, "main", `{"memory": "300m"}`)
 	r = d.Turn(t, "main", "sandbox")
 	if r.Status != "ok" || r.Container == stale {

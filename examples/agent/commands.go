@@ -227,5 +227,5 @@ func env(in contract.Input, _ string) contract.Output {
 		names = append(names, k)
 	}
 	sort.Strings(names)
-	return report(map[string]any{"names": names, "queryTimeoutMs": os.Getenv("ARIZUKO_QUERY_TIMEOUT_MS"), "home": os.Getenv("HOME"), "runId": in.RunID})
+	return report(map[string]any{"names": names, "queryTimeoutMs": os.Getenv("ARIZUKO_QUERY_TIMEOUT_MS"), "home": os.Getenv("HOME"), "runId": in.RunID, "grants": in.Grants})
 }
