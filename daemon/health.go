@@ -6,14 +6,16 @@ import (
 
 	"github.com/arizuko/arizukod/api"
 	"github.com/arizuko/arizukod/runtime/engine"
+	"github.com/arizuko/arizukod/sidecar"
 )
 
-// up reports whether turns may start: the engine answers and its details (which the
-// runner checks limits and networks against) are known.
+// up reports whether turns may start (and running ones be adopted): the engine answers,
+// its details (which the runner checks limits and networks against) are known, and a
+// killed daemon's sidecars are stopped.
 func (d *Daemon) up() bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.engineUp && d.infoKnown
+	return d.engineUp && d.infoKnown && d.cleared
 }
 
 func (d *Daemon) engineInfo() engine.Info {
@@ -22,24 +24,48 @@ func (d *Daemon) engineInfo() engine.Info {
 	return d.info
 }
 
-// checkEngine pings the engine now, records the answer and reports whether it answered.
-// An engine that answers and whose details are not known (first answer, or back after
-// being away, perhaps another one) is asked for them in the background.
+// engineCheck is a ping under way. Whoever asks meanwhile waits for its answer rather than
+// pinging again: the watch and the first /health of a socket-activated start ask at once.
+type engineCheck struct {
+	done chan struct{} // closed once the answer is recorded
+	up   bool
+}
+
+// checkEngine pings the engine now (or waits for the ping under way), records the answer
+// and reports whether it answered. An engine that answers and whose details are not known
+// (first answer, or back after being away, perhaps another one) is asked for them in the
+// background.
 func (d *Daemon) checkEngine(ctx context.Context) bool {
+	d.mu.Lock()
+	if c := d.checking; c != nil {
+		d.mu.Unlock()
+		select {
+		case <-c.done:
+			return c.up
+		case <-ctx.Done():
+			return false
+		}
+	}
+	c := &engineCheck{done: make(chan struct{})}
+	d.checking = c
+	d.mu.Unlock()
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	err := d.engine.Ping(cctx)
 	cancel()
 	d.mu.Lock()
+	d.checking, c.up = nil, err == nil
 	was, first := d.engineUp, d.checkedAt.IsZero()
 	d.engineUp, d.checkedAt = err == nil, time.Now()
 	if err == nil {
 		d.engErr = ""
+		d.answerOnce.Do(func() { close(d.answered) })
 	} else {
 		d.engErr, d.infoKnown = err.Error(), false
 	}
 	ask := err == nil && !d.infoKnown && !d.infoBusy
 	d.infoBusy = d.infoBusy || ask
 	d.mu.Unlock()
+	close(c.done)
 	switch {
 	case err == nil && !was:
 		d.log.Info("engine answers a ping", "socket", d.cfg.EngineSocket)
@@ -73,9 +99,32 @@ func (d *Daemon) askInfo(ctx context.Context) {
 	d.notifyStatus()
 }
 
-// Health reports the daemon's state for GET /health. A daemon that has not asked its engine
-// yet (the first connection of a socket-activated start) pings it first, so that its first
-// answer says how the engine is rather than "starting".
+// clearSidecars stops what the sidecars of a killed daemon left (transient units,
+// containers, env files) once the engine first answers, before any turn can start new
+// ones (up) but off the path of the first answer to /health. One attempt, as at every
+// start: what it could not stop is logged.
+func (d *Daemon) clearSidecars(ctx context.Context, m *sidecar.Manager) {
+	select {
+	case <-d.answered:
+	case <-ctx.Done():
+		return
+	}
+	if stopped, err := m.Cleanup(ctx); err != nil {
+		d.log.Warn("stopping leftover sidecars", "err", err, "stopped", stopped)
+	} else if len(stopped) > 0 {
+		d.log.Info("stopped leftover sidecars", "units", stopped)
+	}
+	d.mu.Lock()
+	d.cleared = true
+	d.mu.Unlock()
+	d.queue.Wake()
+}
+
+// Health reports the daemon's state for GET /health. A daemon that has no answer from its
+// engine yet (the first connection of a socket-activated start) pings it first, or waits for
+// the ping under way, so that its first answer says how the engine is rather than
+// "starting"; nothing else of the start (the engine's details, a killed daemon's sidecars)
+// holds it up.
 func (d *Daemon) Health(ctx context.Context) api.HealthReport {
 	d.mu.Lock()
 	unchecked := d.checkedAt.IsZero()
