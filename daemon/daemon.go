@@ -69,7 +69,7 @@ type Daemon struct {
 	infoBusy  bool      // an Info call is under way
 	cleared   bool      // a killed daemon's sidecars are stopped (clearSidecars)
 
-	checking   *engineCheck  // the ping under way (under mu): others wait for its answer
+	checking   *engineCheck  // the ping under way (under mu): others take its answer
 	answered   chan struct{} // closed when the engine first answers a ping
 	answerOnce sync.Once
 }
@@ -117,6 +117,8 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 	if d.engine, err = openEngine(cfg); err != nil {
 		return err
 	}
+	// The engine's first answer, all the first /health waits for, is on its way meanwhile.
+	d.pingAhead(ctx)
 	secrets, err := writeEnvFile(ctx, cfg, layout)
 	if err != nil {
 		return err

@@ -24,36 +24,60 @@ func (d *Daemon) engineInfo() engine.Info {
 	return d.info
 }
 
-// engineCheck is a ping under way. Whoever asks meanwhile waits for its answer rather than
-// pinging again: the watch and the first /health of a socket-activated start ask at once.
+// engineCheck is one ping of the engine. Whoever asks while it is under way takes its
+// answer rather than pinging again: the watch and the first /health of a socket-activated
+// start ask at once, and the start pings ahead while it opens the store.
 type engineCheck struct {
-	done chan struct{} // closed once the answer is recorded
-	up   bool
+	done chan struct{} // closed once the engine answered
+	err  error
 }
 
-// checkEngine pings the engine now (or waits for the ping under way), records the answer
-// and reports whether it answered. An engine that answers and whose details are not known
-// (first answer, or back after being away, perhaps another one) is asked for them in the
-// background.
+// ping pings the engine in the background. The ping is shared, so it ends with its own
+// timeout rather than with the context of whoever asked first.
+func (d *Daemon) ping(ctx context.Context) *engineCheck {
+	c := &engineCheck{done: make(chan struct{})}
+	go func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		c.err = d.engine.Ping(cctx)
+		cancel()
+		close(c.done)
+	}()
+	return c
+}
+
+// pingAhead starts the first ping before anything it reports to exists: the first
+// checkEngine takes its answer.
+func (d *Daemon) pingAhead(ctx context.Context) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.checking = d.ping(ctx)
+}
+
+// checkEngine pings the engine now (or takes the answer of the ping under way), records
+// the answer and reports whether it answered. An engine that answers and whose details are
+// not known (first answer, or back after being away, perhaps another one) is asked for
+// them in the background.
 func (d *Daemon) checkEngine(ctx context.Context) bool {
 	d.mu.Lock()
-	if c := d.checking; c != nil {
-		d.mu.Unlock()
-		select {
-		case <-c.done:
-			return c.up
-		case <-ctx.Done():
-			return false
-		}
+	c := d.checking
+	if c == nil {
+		c = d.ping(ctx)
+		d.checking = c
 	}
-	c := &engineCheck{done: make(chan struct{})}
-	d.checking = c
 	d.mu.Unlock()
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	err := d.engine.Ping(cctx)
-	cancel()
+	select {
+	case <-c.done:
+	case <-ctx.Done():
+		return false
+	}
+	err := c.err
 	d.mu.Lock()
-	d.checking, c.up = nil, err == nil
+	if d.checking != c {
+		// Another caller recorded this answer.
+		d.mu.Unlock()
+		return err == nil
+	}
+	d.checking = nil
 	was, first := d.engineUp, d.checkedAt.IsZero()
 	d.engineUp, d.checkedAt = err == nil, time.Now()
 	if err == nil {
@@ -65,7 +89,6 @@ func (d *Daemon) checkEngine(ctx context.Context) bool {
 	ask := err == nil && !d.infoKnown && !d.infoBusy
 	d.infoBusy = d.infoBusy || ask
 	d.mu.Unlock()
-	close(c.done)
 	switch {
 	case err == nil && !was:
 		d.log.Info("engine answers a ping", "socket", d.cfg.EngineSocket)
