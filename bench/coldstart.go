@@ -22,6 +22,20 @@ type coldResult struct {
 	detailed    sample // first connection to the first answer with the engine's details (limits known)
 	firstStatus map[string]int
 	command     string
+	// candidates are the -candidate builds, started in turn with -arizukod (start i of each
+	// build before start i+1 of any), so that they compare under the same load.
+	candidates []coldCandidate
+}
+
+type coldCandidate struct {
+	name string
+	res  *coldResult
+}
+
+// coldBuild is one build the cold start measures, with its own data dir.
+type coldBuild struct {
+	binary, cfg, dir string
+	res              *coldResult
 }
 
 // coldStart starts arizukod under systemd-socket-activate, which holds the socket and execs
@@ -32,28 +46,46 @@ func (b *bench) coldStart(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("cold start: %w (it is in the systemd package)", err)
 	}
-	dir := filepath.Join(b.o.work, "cold")
-	instance := fmt.Sprintf("bench%d-cold", os.Getpid())
-	cfg, err := daemonConfig(dir, "cold start", "podman", b.o.podmanSocket, b.o.image, b.o.skillsDir, instance)
+	newBuild := func(name, binary string) (*coldBuild, error) {
+		dir := filepath.Join(b.o.work, name)
+		instance := fmt.Sprintf("bench%d-%s", os.Getpid(), name)
+		cfg, err := daemonConfig(dir, "cold start", "podman", b.o.podmanSocket, b.o.image, b.o.skillsDir, instance)
+		if err != nil {
+			return nil, err
+		}
+		b.daemons = append(b.daemons, &daemonProc{name: name, instance: instance})
+		return &coldBuild{binary: binary, cfg: cfg, dir: dir, res: &coldResult{runs: b.o.coldRuns, firstStatus: map[string]int{},
+			command: fmt.Sprintf("systemd-socket-activate -l SOCK %s serve --config F", binary)}}, nil
+	}
+	base, err := newBuild("cold", b.o.arizukod)
 	if err != nil {
 		return err
 	}
-	sock := filepath.Join(dir, "activated.sock")
-	res := &coldResult{runs: b.o.coldRuns, firstStatus: map[string]int{},
-		command: fmt.Sprintf("systemd-socket-activate -l SOCK %s serve --config F", b.o.arizukod)}
-	b.say("cold start: %d socket-activated starts", b.o.coldRuns)
-	for i := 0; i < b.o.coldRuns; i++ {
-		t, err := coldOnce(ctx, ssa, b.o.arizukod, cfg, sock, filepath.Join(dir, "daemon.log"))
+	builds := []*coldBuild{base}
+	for _, c := range b.o.candidates {
+		cb, err := newBuild("cold-"+c.name, c.binary)
 		if err != nil {
-			return fmt.Errorf("cold start %d: %w", i+1, err)
+			return err
 		}
-		res.firstAnswer = append(res.firstAnswer, t.first)
-		res.firstOK = append(res.firstOK, t.ok)
-		res.detailed = append(res.detailed, t.detailed)
-		res.firstStatus[t.status]++
+		builds = append(builds, cb)
+		base.res.candidates = append(base.res.candidates, coldCandidate{c.name, cb.res})
 	}
-	b.daemons = append(b.daemons, &daemonProc{name: "cold", instance: instance})
-	b.report.cold = res
+	b.say("cold start: %d socket-activated starts of %d builds", b.o.coldRuns, len(builds))
+	for i := 0; i < b.o.coldRuns; i++ {
+		for j := range builds {
+			// Each build goes first in turn.
+			cb := builds[(i+j)%len(builds)]
+			t, err := coldOnce(ctx, ssa, cb.binary, cb.cfg, filepath.Join(cb.dir, "activated.sock"), filepath.Join(cb.dir, "daemon.log"))
+			if err != nil {
+				return fmt.Errorf("cold start %d of %s: %w", i+1, cb.binary, err)
+			}
+			cb.res.firstAnswer = append(cb.res.firstAnswer, t.first)
+			cb.res.firstOK = append(cb.res.firstOK, t.ok)
+			cb.res.detailed = append(cb.res.detailed, t.detailed)
+			cb.res.firstStatus[t.status]++
+		}
+	}
+	b.report.cold = base.res
 	return nil
 }
 

@@ -150,7 +150,7 @@ func run(ctx context.Context, args []string) error {
 	fs.IntVar(&o.coldRuns, "cold", 10, "socket-activated cold starts")
 	fs.BoolVar(&o.skipGoBench, "skip-go-bench", false, "skip the go test benchmarks of memory and ipc")
 	fs.BoolVar(&o.keepWork, "keep", false, "keep the work directory")
-	fs.Var(&o.candidates, "candidate", "NAME=BINARY: another arizukod build to measure on podman in the latency table, next to -arizukod (repeatable)")
+	fs.Var(&o.candidates, "candidate", "NAME=BINARY: another arizukod build to measure on podman in the latency table and in the cold start, next to -arizukod (repeatable)")
 	fs.StringVar(&o.daemonEngines, "daemon-engines", "podman,docker", "engines to run arizukod on in the latency table")
 	if err := fs.Parse(args); err != nil {
 		return err

@@ -236,6 +236,21 @@ func (r *report) coldSection(p printer) {
 	sort.Strings(st)
 	p("First answers: %s.", strings.Join(st, ", "))
 	p("")
+	if len(c.candidates) > 0 {
+		p("The -candidate builds, started in turn with the one above (each start of one build next to the same")
+		p("start of the others, so under the same load):")
+		p("")
+		p("| build | first 200 p50 ms | p90 ms | max ms | details known p50 ms |")
+		p("|---|---:|---:|---:|---:|")
+		row := func(name string, r *coldResult) {
+			p("| %s | %s | %s | %s | %s |", name, ms(r.firstOK.p50()), ms(r.firstOK.pct(90)), ms(r.firstOK.pct(100)), ms(r.detailed.p50()))
+		}
+		row("arizukod (-arizukod)", c)
+		for _, cand := range c.candidates {
+			row(cand.name, cand.res)
+		}
+		p("")
+	}
 }
 
 func (r *report) memorySection(p printer) {
