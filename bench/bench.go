@@ -55,8 +55,11 @@ func (b *bench) run(ctx context.Context) error {
 	if b.docker != nil {
 		b.report.machine.engines = append(b.report.machine.engines, fmt.Sprintf("docker %s (API %s) at %s", b.dInfo.Version, b.dInfo.APIVersion, b.o.dockerSocket))
 	}
-	if err := b.importImages(ctx); err != nil {
-		return err
+	// The cold start runs no container: it alone needs no image.
+	if b.o.mode != "cold" {
+		if err := b.importImages(ctx); err != nil {
+			return err
+		}
 	}
 	if b.o.mode == "all" || b.o.mode == "phases" {
 		if err := b.phases(ctx); err != nil {
@@ -82,9 +85,13 @@ func (b *bench) run(ctx context.Context) error {
 		if err := b.memory(ctx); err != nil {
 			return err
 		}
+	}
+	if b.o.mode == "all" || b.o.mode == "cold" {
 		if err := b.coldStart(ctx); err != nil {
 			return err
 		}
+	}
+	if b.o.mode == "all" {
 		if !b.o.skipGoBench {
 			b.report.goBench = runGoBenchmarks(ctx, b.o.repo, b.say)
 		}

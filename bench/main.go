@@ -123,7 +123,7 @@ func main() {
 func run(ctx context.Context, args []string) error {
 	var o options
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.StringVar(&o.mode, "mode", "all", "all: every measurement and BENCHMARKS.md; phases, latency, throughput, delivery: only that measurement, printed")
+	fs.StringVar(&o.mode, "mode", "all", "all: every measurement and BENCHMARKS.md; phases, latency, throughput, delivery, cold: only that measurement, printed")
 	fs.StringVar(&o.podmanSocket, "podman", os.Getenv("ARIZUKO_TEST_PODMAN4"), "the Podman 4 API service (unix://PATH)")
 	fs.StringVar(&o.podman5Socket, "podman5", os.Getenv("ARIZUKO_TEST_PODMAN5"), "the Podman 5 API service (unix://PATH); empty skips its latency rows")
 	fs.StringVar(&o.rootless, "podman-rootless", os.Getenv("ARIZUKO_TEST_PODMAN_ROOTLESS"), "a rootless Podman API service (unix://PATH); empty skips its latency rows")
@@ -152,7 +152,7 @@ func run(ctx context.Context, args []string) error {
 	fs.IntVar(&o.coldRuns, "cold", 10, "socket-activated cold starts")
 	fs.BoolVar(&o.skipGoBench, "skip-go-bench", false, "skip the go test benchmarks of memory and ipc")
 	fs.BoolVar(&o.keepWork, "keep", false, "keep the work directory")
-	fs.Var(&o.candidates, "candidate", "NAME=BINARY: another arizukod build to measure on podman in the latency table, next to -arizukod (repeatable)")
+	fs.Var(&o.candidates, "candidate", "NAME=BINARY: another arizukod build to measure on podman in the latency table and in the cold start, next to -arizukod (repeatable)")
 	fs.StringVar(&o.daemonEngines, "daemon-engines", "podman,docker", "engines to run arizukod on in the latency table")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -181,9 +181,9 @@ func run(ctx context.Context, args []string) error {
 	b := &bench{o: o, log: log, instance: fmt.Sprintf("bench%d", os.Getpid()), began: time.Now()}
 	defer b.cleanup()
 	switch o.mode {
-	case "all", "phases", "latency", "throughput", "delivery":
+	case "all", "phases", "latency", "throughput", "delivery", "cold":
 	default:
-		return fmt.Errorf("-mode %q: must be all, phases, latency, throughput or delivery", o.mode)
+		return fmt.Errorf("-mode %q: must be all, phases, latency, throughput, delivery or cold", o.mode)
 	}
 	return b.run(ctx)
 }

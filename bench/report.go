@@ -28,7 +28,7 @@ func (r *report) markdown(mode string) string {
 	p("")
 	p("Made by `make bench` (hack/bench.sh, which runs the program in bench/) on %s in %s. Every figure", r.began.UTC().Format("2006-01-02 15:04 MST"), r.took.Round(time.Second))
 	p("below comes from that one run, on the same engines and the same image. Regenerate with `make bench`;")
-	p("do not edit by hand. `hack/bench.sh -mode=phases` (or latency, throughput, delivery) repeats one part and only prints it.")
+	p("do not edit by hand. `hack/bench.sh -mode=phases` (or latency, throughput, delivery, cold) repeats one part and only prints it.")
 	p("")
 	r.machineSection(p)
 	if r.latency != nil {
@@ -220,13 +220,15 @@ func (r *report) coldSection(p printer) {
 	p("## 3. Cold start through socket activation")
 	p("")
 	p("`%s`, %d times. The socket exists before the daemon; the clock", c.command, c.runs)
-	p("starts at the first connection (GET /health) and stops at the first answer. The data dir persists")
+	p("starts at the first connection (GET /health, repeated every 5 ms after each answer) and each row stops at")
+	p("the first answer of its kind. The goal is the first 200 within 100 ms (p50). The data dir persists")
 	p("across starts, as for an installed service.")
 	p("")
 	p("| | p50 ms | p90 ms | max ms |")
 	p("|---|---:|---:|---:|")
 	p("| first connection -> first answer | %s | %s | %s |", ms(c.firstAnswer.p50()), ms(c.firstAnswer.pct(90)), ms(c.firstAnswer.pct(100)))
-	p("| first connection -> health says the engine is up | %s | %s | %s |", ms(c.healthy.p50()), ms(c.healthy.pct(90)), ms(c.healthy.pct(100)))
+	p("| first connection -> first 200 (engine answers a ping) | %s | %s | %s |", ms(c.firstOK.p50()), ms(c.firstOK.pct(90)), ms(c.firstOK.pct(100)))
+	p("| first connection -> engine details known (limits no longer pending) | %s | %s | %s |", ms(c.detailed.p50()), ms(c.detailed.pct(90)), ms(c.detailed.pct(100)))
 	p("")
 	var st []string
 	for k, v := range c.firstStatus {
@@ -235,6 +237,21 @@ func (r *report) coldSection(p printer) {
 	sort.Strings(st)
 	p("First answers: %s.", strings.Join(st, ", "))
 	p("")
+	if len(c.candidates) > 0 {
+		p("The -candidate builds, started in turn with the one above (each start of one build next to the same")
+		p("start of the others, so under the same load):")
+		p("")
+		p("| build | first 200 p50 ms | p90 ms | max ms | details known p50 ms |")
+		p("|---|---:|---:|---:|---:|")
+		row := func(name string, r *coldResult) {
+			p("| %s | %s | %s | %s | %s |", name, ms(r.firstOK.p50()), ms(r.firstOK.pct(90)), ms(r.firstOK.pct(100)), ms(r.detailed.p50()))
+		}
+		row("arizukod (-arizukod)", c)
+		for _, cand := range c.candidates {
+			row(cand.name, cand.res)
+		}
+		p("")
+	}
 }
 
 func (r *report) memorySection(p printer) {
@@ -428,9 +445,9 @@ func (r *report) conclusion(p printer) {
 		p("")
 	}
 	if c := r.cold; c != nil {
-		p("Cold start: the socket-activated daemon answers its first connection in %s ms (p50) and says ok after", ms(c.firstAnswer.p50()))
-		p("%s ms: liveness is the engine's `GET /_ping` (%s ms on Podman), while `Engine.Info` (%s ms) is asked", ms(c.healthy.p50()), ms(r.pingP50("podman")), ms(r.infoP50("podman")))
-		p("in the background (health says limits \"pending\" until it returns, and turns start once it has).")
+		p("Cold start: the socket-activated daemon answers its first connection in %s ms (p50) and says ok (200) after", ms(c.firstAnswer.p50()))
+		p("%s ms: liveness is the engine's `GET /_ping` (%s ms on Podman), while `Engine.Info` (%s ms) is asked", ms(c.firstOK.p50()), ms(r.pingP50("podman")), ms(r.infoP50("podman")))
+		p("in the background (health says limits \"pending\" until it returns after %s ms, and turns start once it has).", ms(c.detailed.p50()))
 		p("")
 	}
 }

@@ -67,6 +67,11 @@ type Daemon struct {
 	checkedAt time.Time // the last check of the engine
 	infoKnown bool      // info is the answering engine's, asked since it last came back
 	infoBusy  bool      // an Info call is under way
+	cleared   bool      // a killed daemon's sidecars are stopped (clearSidecars)
+
+	checking   *engineCheck  // the ping under way (under mu): others take its answer
+	answered   chan struct{} // closed when the engine first answers a ping
+	answerOnce sync.Once
 }
 
 // Option is an optional part of Run.
@@ -96,7 +101,7 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	d := &Daemon{cfg: cfg, log: log, version: version}
+	d := &Daemon{cfg: cfg, log: log, version: version, answered: make(chan struct{})}
 	for _, o := range opts {
 		o(&d.opts)
 	}
@@ -112,6 +117,8 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 	if d.engine, err = openEngine(cfg); err != nil {
 		return err
 	}
+	// The engine's first answer, all the first /health waits for, is on its way meanwhile.
+	d.pingAhead(ctx)
 	secrets, err := writeEnvFile(ctx, cfg, layout)
 	if err != nil {
 		return err
@@ -176,12 +183,6 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 	}
 	defer sidecars.Close()
 	log.Info("sidecars run as " + string(sidecars.Mode()))
-	// A killed daemon's sidecars are stopped before any turn can start new ones.
-	if stopped, err := sidecars.Cleanup(ctx); err != nil {
-		log.Warn("stopping leftover sidecars", "err", err, "stopped", stopped)
-	} else if len(stopped) > 0 {
-		log.Info("stopped leftover sidecars", "units", stopped)
-	}
 	met := newMetrics(d)
 	builder.Services = &turn.Services{Store: d.store, Sidecars: sidecars, Model: model, Location: cfg.Location, Logger: log,
 		OnUsage: func(u gateway.Usage) { met.ModelUsage(usageMetrics(u)) }}
@@ -229,7 +230,8 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 
 	var wg sync.WaitGroup
 	qctx, stopQueue := context.WithCancel(context.WithoutCancel(ctx))
-	wg.Add(8)
+	wg.Add(9)
+	go func() { defer wg.Done(); d.clearSidecars(ctx, sidecars) }()
 	go func() { defer wg.Done(); pusher.Run(ctx) }()
 	go func() { defer wg.Done(); d.runner.WatchImages(qctx) }()
 	go func() { defer wg.Done(); d.watchEngine(ctx) }()

@@ -6,14 +6,16 @@ import (
 
 	"github.com/arizuko/arizukod/api"
 	"github.com/arizuko/arizukod/runtime/engine"
+	"github.com/arizuko/arizukod/sidecar"
 )
 
-// up reports whether turns may start: the engine answers and its details (which the
-// runner checks limits and networks against) are known.
+// up reports whether turns may start (and running ones be adopted): the engine answers,
+// its details (which the runner checks limits and networks against) are known, and a
+// killed daemon's sidecars are stopped.
 func (d *Daemon) up() bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.engineUp && d.infoKnown
+	return d.engineUp && d.infoKnown && d.cleared
 }
 
 func (d *Daemon) engineInfo() engine.Info {
@@ -22,18 +24,65 @@ func (d *Daemon) engineInfo() engine.Info {
 	return d.info
 }
 
-// checkEngine pings the engine now, records the answer and reports whether it answered.
-// An engine that answers and whose details are not known (first answer, or back after
-// being away, perhaps another one) is asked for them in the background.
-func (d *Daemon) checkEngine(ctx context.Context) bool {
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	err := d.engine.Ping(cctx)
-	cancel()
+// engineCheck is one ping of the engine. Whoever asks while it is under way takes its
+// answer rather than pinging again: the watch and the first /health of a socket-activated
+// start ask at once, and the start pings ahead while it opens the store.
+type engineCheck struct {
+	done chan struct{} // closed once the engine answered
+	err  error
+}
+
+// ping pings the engine in the background. The ping is shared, so it ends with its own
+// timeout rather than with the context of whoever asked first.
+func (d *Daemon) ping(ctx context.Context) *engineCheck {
+	c := &engineCheck{done: make(chan struct{})}
+	go func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		c.err = d.engine.Ping(cctx)
+		cancel()
+		close(c.done)
+	}()
+	return c
+}
+
+// pingAhead starts the first ping before anything it reports to exists: the first
+// checkEngine takes its answer.
+func (d *Daemon) pingAhead(ctx context.Context) {
 	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.checking = d.ping(ctx)
+}
+
+// checkEngine pings the engine now (or takes the answer of the ping under way), records
+// the answer and reports whether it answered. An engine that answers and whose details are
+// not known (first answer, or back after being away, perhaps another one) is asked for
+// them in the background.
+func (d *Daemon) checkEngine(ctx context.Context) bool {
+	d.mu.Lock()
+	c := d.checking
+	if c == nil {
+		c = d.ping(ctx)
+		d.checking = c
+	}
+	d.mu.Unlock()
+	select {
+	case <-c.done:
+	case <-ctx.Done():
+		return false
+	}
+	err := c.err
+	d.mu.Lock()
+	if d.checking != c {
+		// Another caller recorded this answer.
+		d.mu.Unlock()
+		return err == nil
+	}
+	d.checking = nil
 	was, first := d.engineUp, d.checkedAt.IsZero()
 	d.engineUp, d.checkedAt = err == nil, time.Now()
 	if err == nil {
 		d.engErr = ""
+		d.answerOnce.Do(func() { close(d.answered) })
 	} else {
 		d.engErr, d.infoKnown = err.Error(), false
 	}
@@ -73,9 +122,32 @@ func (d *Daemon) askInfo(ctx context.Context) {
 	d.notifyStatus()
 }
 
-// Health reports the daemon's state for GET /health. A daemon that has not asked its engine
-// yet (the first connection of a socket-activated start) pings it first, so that its first
-// answer says how the engine is rather than "starting".
+// clearSidecars stops what the sidecars of a killed daemon left (transient units,
+// containers, env files) once the engine first answers, before any turn can start new
+// ones (up) but off the path of the first answer to /health. One attempt, as at every
+// start: what it could not stop is logged.
+func (d *Daemon) clearSidecars(ctx context.Context, m *sidecar.Manager) {
+	select {
+	case <-d.answered:
+	case <-ctx.Done():
+		return
+	}
+	if stopped, err := m.Cleanup(ctx); err != nil {
+		d.log.Warn("stopping leftover sidecars", "err", err, "stopped", stopped)
+	} else if len(stopped) > 0 {
+		d.log.Info("stopped leftover sidecars", "units", stopped)
+	}
+	d.mu.Lock()
+	d.cleared = true
+	d.mu.Unlock()
+	d.queue.Wake()
+}
+
+// Health reports the daemon's state for GET /health. A daemon that has no answer from its
+// engine yet (the first connection of a socket-activated start) pings it first, or waits for
+// the ping under way, so that its first answer says how the engine is rather than
+// "starting"; nothing else of the start (the engine's details, a killed daemon's sidecars)
+// holds it up.
 func (d *Daemon) Health(ctx context.Context) api.HealthReport {
 	d.mu.Lock()
 	unchecked := d.checkedAt.IsZero()

@@ -7,6 +7,7 @@
 # services ran before, it stops it again at the end; a test host that was up, even partly,
 # stays up. Arguments are passed to the bench program (bin/bench -h lists them), e.g.
 #   hack/bench.sh -mode=phases     only the per-phase engine API costs
+#   hack/bench.sh -mode=cold       only the socket-activated cold starts (-cold=N of them)
 #   hack/bench.sh -turns=100       more turns per latency method
 set -euo pipefail
 cd "$(dirname "$0")/.."
