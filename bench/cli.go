@@ -27,6 +27,9 @@ type cliMethod struct {
 	about string
 	argv  []string
 	env   []string
+	// local says the CLI is the engine itself (no service); a remote CLI talks to the
+	// engine's API service, as arizukod does.
+	local bool
 }
 
 // podmanRemote is the podman CLI in remote mode against the test host's Podman 4 service.
@@ -66,6 +69,34 @@ func podmanLocal(testhost string) cliMethod {
 		argv:  []string{"podman", "--root", root, "--runroot", runroot},
 		env: []string{"CONTAINERS_CONF=" + filepath.Join(dir, "containers.conf"),
 			"CONTAINERS_STORAGE_CONF=" + filepath.Join(dir, "storage.conf"), "TMPDIR=" + filepath.Join(dir, "tmp")},
+		local: true,
+	}
+}
+
+// podman5Local is Debian 13's podman CLI as the engine itself, in the test host's chroot,
+// on the storage and configuration of the Podman 5 service there (hack/testhost/up.sh).
+func podman5Local(testhost, chroot string) cliMethod {
+	dir := filepath.Join(testhost, "podman5")
+	return cliMethod{
+		name:  "podman CLI, local, podman 5",
+		about: "chroot " + chroot + " podman run --rm -i (no service: the CLI is the engine, on the storage of the Podman 5 service)",
+		argv:  []string{"chroot", chroot, "/usr/bin/podman"},
+		env: []string{"CONTAINERS_CONF=" + filepath.Join(dir, "containers.conf"), "TMPDIR=" + filepath.Join(dir, "tmp"),
+			"PODMAN_IGNORE_CGROUPSV1_WARNING=1"},
+		local: true,
+	}
+}
+
+// rootlessLocal is the podman CLI as the engine itself, run by the rootless service's user
+// on that user's storage and configuration, as a gateway running as that user would.
+func rootlessLocal(uid, gid int, home, tmp string) cliMethod {
+	return cliMethod{
+		name:  "podman CLI, local, rootless",
+		about: fmt.Sprintf("podman run --rm -i as uid %d (no service: the CLI is the engine, on that user's storage)", uid),
+		argv: []string{"setpriv", fmt.Sprintf("--reuid=%d", uid), fmt.Sprintf("--regid=%d", gid), "--init-groups",
+			"env", fmt.Sprintf("XDG_RUNTIME_DIR=/run/user/%d", uid), "HOME=" + home, "TMPDIR=" + tmp,
+			"CONTAINERS_CONF=" + filepath.Join(home, ".config/containers/containers.conf"), "podman"},
+		local: true,
 	}
 }
 
@@ -113,7 +144,7 @@ func (m cliMethod) run(ctx context.Context, image string, stdin []byte) (time.Du
 
 // version asks the command line its own version.
 func (m cliMethod) version(ctx context.Context) string {
-	cmd := exec.CommandContext(ctx, m.argv[0], "--version")
+	cmd := exec.CommandContext(ctx, m.argv[0], append(append([]string{}, m.argv[1:]...), "--version")...)
 	cmd.Env = append(os.Environ(), m.env...)
 	out, err := cmd.Output()
 	if err != nil {

@@ -17,6 +17,8 @@ type latencyMethod struct {
 	engine string // "podman", "podman5", "rootless" or "docker"
 	about  string
 	daemon *daemonProc // nil for a command line
+	// localCLI marks a command line that is the engine itself, without a service.
+	localCLI bool
 	// candidate marks an arizukod build other than the one under test (-candidate).
 	candidate bool
 	run       func(ctx context.Context) (time.Duration, error)
@@ -134,30 +136,26 @@ func (b *bench) latency(ctx context.Context) error {
 		}
 		methods = append(methods, m)
 	}
-	clis := []struct {
+	type engineCLI struct {
 		cli    cliMethod
 		engine string
-	}{{podmanLocal(b.o.testhostDir), "podman"}, {podmanRemote(b.o.podmanSocket), "podman"}}
+	}
+	clis := []engineCLI{{podmanLocal(b.o.testhostDir), "podman"}, {podmanRemote(b.o.podmanSocket), "podman"}}
 	if b.o.podman5Socket != "" {
-		clis = append(clis, struct {
-			cli    cliMethod
-			engine string
-		}{podman5Remote(b.o.podman5Socket), "podman5"})
+		if chroot := os.Getenv("ARIZUKO_TEST_PODMAN5_CHROOT"); chroot != "" {
+			clis = append(clis, engineCLI{podman5Local(b.o.testhostDir, chroot), "podman5"})
+		}
+		clis = append(clis, engineCLI{podman5Remote(b.o.podman5Socket), "podman5"})
 	}
 	if b.o.rootless != "" {
-		clis = append(clis, struct {
-			cli    cliMethod
-			engine string
-		}{rootlessRemote(b.o.rootless), "rootless"})
+		clis = append(clis, engineCLI{rootlessLocal(b.o.rootlessUID, b.o.rootlessGID, envOr("ARIZUKO_TEST_ROOTLESS_HOME", "/"),
+			filepath.Join(b.o.testhostDir, "rootless", "tmp")), "rootless"}, engineCLI{rootlessRemote(b.o.rootless), "rootless"})
 	}
 	if b.o.dockerSocket != "" {
-		clis = append(clis, struct {
-			cli    cliMethod
-			engine string
-		}{dockerCLI(b.o.dockerCLI, b.o.dockerSocket), "docker"})
+		clis = append(clis, engineCLI{dockerCLI(b.o.dockerCLI, b.o.dockerSocket), "docker"})
 	}
 	for _, c := range clis {
-		m := &latencyMethod{name: c.cli.name, engine: c.engine, about: c.cli.about, version: c.cli.version(ctx)}
+		m := &latencyMethod{name: c.cli.name, engine: c.engine, about: c.cli.about, version: c.cli.version(ctx), localCLI: c.cli.local}
 		m.run = func(ctx context.Context) (time.Duration, error) { return c.cli.run(ctx, b.o.image, stdin) }
 		methods = append(methods, m)
 	}

@@ -43,7 +43,7 @@ type variant struct {
 	// started: created, attached and started ahead, the agent blocked on its stdin. Not a
 	// fresh container any more (the agent's process runs before the turn): a floor, not a plan.
 	started bool
-	// wait: "engine" is engine.Engine.Wait (what the runner does today), "stream" is the
+	// wait: "engine" is engine.Engine.Wait alone (the first runner's sequence), "stream" is the
 	// end of the attach stream followed by inspects until the exit shows (up to ~60 ms), "10ms" is libpod's wait polling
 	// every 10 ms instead of its default.
 	wait string
@@ -53,10 +53,10 @@ type variant struct {
 
 func variants(engine string) []variant {
 	v := []variant{
-		{name: "runner today", about: "create, attach, start, Engine.Wait (+inspect), remove: the sequence of runner.Runner", wait: "engine"},
+		{name: "created in the turn", about: "create, attach, start, Engine.Wait (+inspect), remove: all in the turn: the first runner's sequence, before the improvements in the columns to its right", wait: "engine"},
 	}
 	if engine == "podman" {
-		v = append(v, variant{name: "wait polls 10ms", about: "as today, but libpod's wait with interval=10ms", wait: "10ms"})
+		v = append(v, variant{name: "wait polls 10ms", about: "as the first, but libpod's wait with interval=10ms", wait: "10ms"})
 	}
 	v = append(v,
 		variant{name: "stream end + inspect, remove after", about: "create, attach, start; the end of the output stream and inspects until the exit shows replace wait; removal after the result", wait: "stream", removeAfter: true},
