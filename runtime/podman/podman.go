@@ -1,10 +1,18 @@
 // Package podman is the engine.Engine of Podman, over the libpod API through the Podman
-// bindings (Podman 4.3 and later). It translates an engine.Spec, with the hardening every
-// container gets, into a libpod spec; it must not decide anything about a turn.
+// bindings' connection (Podman 4.3 and later). It translates an engine.Spec, with the
+// hardening every container gets, into a libpod spec; it must not decide anything about a
+// turn.
+//
+// Requests go through bindings.Connection.DoRequest and APIResponse.Process (the bindings'
+// transport, API version and error model); the bodies are this package's own subsets of
+// libpod's types (libpod.go), not the bindings' containers, images and system packages:
+// those link Podman's image, storage and signing libraries into the daemon, 14 MB of
+// resident memory at start for the dozen calls made here (BENCHMARKS.md, section 4).
 package podman
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,47 +21,30 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/containers/podman/v5/pkg/bindings"
-	"github.com/containers/podman/v5/pkg/bindings/containers"
-	"github.com/containers/podman/v5/pkg/bindings/images"
-	"github.com/containers/podman/v5/pkg/bindings/system"
-	"github.com/containers/podman/v5/pkg/specgen"
-	spec "github.com/opencontainers/runtime-spec/specs-go"
-	nettypes "go.podman.io/common/libnetwork/types"
+	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/arizuko/arizukod/runtime/engine"
 )
 
-// Podman is an engine.Engine over the libpod API, through the Podman bindings.
+// Podman is an engine.Engine over the libpod API, through the Podman bindings' connection.
 type Podman struct {
 	uri string
 
 	mu   sync.Mutex
-	conn context.Context // the bindings' connection, made on first use and after a failure
+	conn *bindings.Connection // made on first use and after a failure
 }
 
 // New returns an engine for the libpod API at uri (unix:///run/podman/podman.sock,
 // tcp://host:port). It connects lazily, so an engine that is down now can answer later.
 func New(uri string) *Podman { return &Podman{uri: uri} }
 
-// connCtx carries the caller's deadline and cancellation with the bindings' connection.
-type connCtx struct {
-	context.Context
-	values context.Context
-}
-
-func (c connCtx) Value(key any) any {
-	if v := c.Context.Value(key); v != nil {
-		return v
-	}
-	return c.values.Value(key)
-}
-
-func (p *Podman) ctx(ctx context.Context) (context.Context, error) {
+func (p *Podman) connection(ctx context.Context) (*bindings.Connection, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.conn == nil {
@@ -62,9 +53,13 @@ func (p *Podman) ctx(ctx context.Context) (context.Context, error) {
 		if err != nil {
 			return nil, fmt.Errorf("podman at %s: %w", p.uri, err)
 		}
-		p.conn = c
+		conn, err := bindings.GetClient(c)
+		if err != nil {
+			return nil, fmt.Errorf("podman at %s: %w", p.uri, err)
+		}
+		p.conn = conn
 	}
-	return connCtx{Context: ctx, values: p.conn}, nil
+	return p.conn, nil
 }
 
 // forget drops the connection after a transport failure so the next call reconnects.
@@ -79,21 +74,46 @@ func (p *Podman) forget(err error) {
 	if errors.As(err, &ne) || errors.Is(err, io.EOF) || strings.Contains(err.Error(), "connection refused") {
 		p.mu.Lock()
 		if p.conn != nil {
-			if c, cerr := bindings.GetClient(p.conn); cerr == nil {
-				c.Client.CloseIdleConnections()
-			}
+			p.conn.Client.CloseIdleConnections()
 		}
 		p.conn = nil
 		p.mu.Unlock()
 	}
 }
 
-func (p *Podman) call(ctx context.Context, f func(ctx context.Context) error) error {
-	c, err := p.ctx(ctx)
+// request is one call of the libpod API: endpoint is relative to /vX/libpod, with %s for
+// each of args (escaped by the bindings).
+type request struct {
+	method   string
+	endpoint string
+	args     []string
+	params   url.Values
+	body     io.Reader
+}
+
+// send makes r and returns the answer, whatever its status; the caller closes its body.
+func (p *Podman) send(ctx context.Context, r request) (*bindings.APIResponse, error) {
+	conn, err := p.connection(ctx)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := conn.DoRequest(ctx, r.body, r.method, r.endpoint, r.params, nil, r.args...)
+	if err != nil {
+		p.forget(err)
+		return nil, err
+	}
+	return resp, nil
+}
+
+// do makes r and decodes a successful answer's JSON into out (nil: none). An error answer
+// is the bindings' error model, mapped to the engine's sentinels where one fits.
+func (p *Podman) do(ctx context.Context, r request, out any) error {
+	resp, err := p.send(ctx, r)
 	if err != nil {
 		return err
 	}
-	if err := f(c); err != nil {
+	defer resp.Body.Close()
+	if err := resp.Process(out); err != nil {
 		p.forget(err)
 		return podmanErr(err)
 	}
@@ -101,6 +121,9 @@ func (p *Podman) call(ctx context.Context, f func(ctx context.Context) error) er
 }
 
 func podmanErr(err error) error {
+	if err == nil {
+		return nil
+	}
 	msg := err.Error()
 	switch {
 	case strings.Contains(msg, "no such container"):
@@ -114,133 +137,73 @@ func podmanErr(err error) error {
 // Ping asks libpod's /_ping: the bindings' connection (made by pinging when there is
 // none) and then the ping itself.
 func (p *Podman) Ping(ctx context.Context) error {
-	return p.call(ctx, func(ctx context.Context) error {
-		c, err := bindings.GetClient(ctx)
-		if err != nil {
-			return err
-		}
-		resp, err := c.DoRequest(ctx, nil, http.MethodGet, "/_ping", nil, nil)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("podman at %s: ping answered %s", p.uri, resp.Status)
-		}
-		return nil
-	})
+	resp, err := p.send(ctx, request{method: http.MethodGet, endpoint: "/_ping"})
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("podman at %s: ping answered %s", p.uri, resp.Status)
+	}
+	return nil
 }
 
 func (p *Podman) Info(ctx context.Context) (engine.Info, error) {
-	var info engine.Info
-	err := p.call(ctx, func(ctx context.Context) error {
-		i, err := system.Info(ctx, nil)
-		if err != nil {
-			return err
-		}
-		h := i.Host
-		info = engine.Info{Name: "podman", Version: i.Version.Version, APIVersion: i.Version.APIVersion, Rootless: h.Security.Rootless, Socket: p.uri,
-			Networks: []string{engine.NetworkBridge},
-			NoLimits: noLimits(h.Security.Rootless, h.CgroupsVersion, h.CgroupManager, h.CgroupControllers)}
-		// A server older than the bindings leaves out what it does not know: Podman 4.3
-		// has no pasta, so it reports none.
-		if h.Slirp4NetNS.Executable != "" {
-			info.Networks = append(info.Networks, engine.NetworkSlirp4netns)
-		}
-		if h.Pasta.Executable != "" {
-			info.Networks = append(info.Networks, engine.NetworkPasta)
-		}
-		return nil
-	})
-	return info, err
+	var i libpodInfo
+	if err := p.do(ctx, request{method: http.MethodGet, endpoint: "/info"}, &i); err != nil {
+		return engine.Info{}, err
+	}
+	h := i.Host
+	info := engine.Info{Name: "podman", Version: i.Version.Version, APIVersion: i.Version.APIVersion, Rootless: h.Security.Rootless, Socket: p.uri,
+		Networks: []string{engine.NetworkBridge},
+		NoLimits: noLimits(h.Security.Rootless, h.CgroupsVersion, h.CgroupManager, h.CgroupControllers)}
+	// A server older than the bindings leaves out what it does not know: Podman 4.3
+	// has no pasta, so it reports none.
+	if h.Slirp4NetNS.Executable != "" {
+		info.Networks = append(info.Networks, engine.NetworkSlirp4netns)
+	}
+	if h.Pasta.Executable != "" {
+		info.Networks = append(info.Networks, engine.NetworkPasta)
+	}
+	return info, nil
 }
 
 func (p *Podman) ImageExists(ctx context.Context, ref string) (bool, error) {
-	var ok bool
-	err := p.call(ctx, func(ctx context.Context) error {
-		var err error
-		ok, err = images.Exists(ctx, ref, nil)
-		return err
-	})
-	return ok, err
+	resp, err := p.send(ctx, request{method: http.MethodGet, endpoint: "/images/%s/exists", args: []string{ref}})
+	if err != nil {
+		return false, err
+	}
+	defer resp.Body.Close()
+	switch {
+	case resp.IsSuccess():
+		return true, nil
+	case resp.StatusCode == http.StatusNotFound:
+		return false, nil
+	}
+	return false, podmanErr(resp.Process(nil))
 }
 
 func (p *Podman) ImportImage(ctx context.Context, ref string, rootfs io.Reader, changes []string) error {
-	return p.call(ctx, func(ctx context.Context) error {
-		_, err := images.Import(ctx, rootfs, new(images.ImportOptions).WithReference(ref).WithChanges(changes))
-		return err
-	})
+	params := url.Values{"reference": {ref}}
+	for _, c := range changes {
+		params.Add("changes", c)
+	}
+	return p.do(ctx, request{method: http.MethodPost, endpoint: "/images/import", params: params, body: rootfs}, nil)
 }
 
 func (p *Podman) Create(ctx context.Context, s engine.Spec) (string, error) {
-	g := specgen.NewSpecGenerator(s.Image, false)
-	g.Name = s.Name
-	g.Labels = s.Labels
-	g.Env = envMap(s.Env)
-	g.Stdin = &s.Stdin
-	g.Terminal = new(bool)
-	g.CapDrop = []string{"ALL"}
-	g.NoNewPrivileges = ptr(true)
-	g.ReadOnlyFilesystem = ptr(true)
-	// Only the tmpfs mounts the spec names, not podman's default ones on a read-only root.
-	g.ReadWriteTmpfs = ptr(false)
-	g.User = s.User
-	g.WorkDir = s.WorkingDir
-	g.LogConfiguration = &specgen.LogConfig{Driver: "k8s-file", Size: s.LogMaxBytes}
-	// The last gate: whoever built the spec, the container never gets the host's network
-	// or another namespace's. Named networks are the caller's policy.
-	network, err := engine.CheckNetwork(s.Network, []string{s.Network})
+	g, err := createSpec(s)
+	if err != nil {
+		return "", err
+	}
+	body, err := json.Marshal(g)
 	if err != nil {
 		return "", fmt.Errorf("%w: %w", engine.ErrCreate, err)
 	}
-	switch network {
-	case engine.NetworkNone:
-		g.NetNS = specgen.Namespace{NSMode: specgen.NoNetwork}
-	case engine.NetworkBridge:
-		g.NetNS = specgen.Namespace{NSMode: specgen.Bridge}
-	case engine.NetworkSlirp4netns:
-		g.NetNS = specgen.Namespace{NSMode: specgen.Slirp}
-	case engine.NetworkPasta:
-		g.NetNS = specgen.Namespace{NSMode: specgen.Pasta}
-	default:
-		g.NetNS = specgen.Namespace{NSMode: specgen.Bridge}
-		g.Networks = map[string]nettypes.PerNetworkOptions{network: {}}
+	var created struct {
+		ID string `json:"Id"`
 	}
-	for _, m := range s.Mounts {
-		opts := []string{"rbind", "rw"}
-		if m.ReadOnly {
-			opts = []string{"rbind", "ro"}
-		}
-		g.Mounts = append(g.Mounts, spec.Mount{Destination: m.Target, Type: "bind", Source: m.Source, Options: opts})
-	}
-	for _, t := range s.Tmpfs {
-		g.Mounts = append(g.Mounts, spec.Mount{Destination: t.Target, Type: "tmpfs", Source: "tmpfs", Options: strings.Split(t.Options, ",")})
-	}
-	res := &spec.LinuxResources{}
-	if s.MemoryBytes > 0 {
-		res.Memory = &spec.LinuxMemory{Limit: &s.MemoryBytes}
-	}
-	if s.NanoCPUs > 0 {
-		period := uint64(100000)
-		quota := s.NanoCPUs * int64(period) / 1e9
-		res.CPU = &spec.LinuxCPU{Period: &period, Quota: &quota}
-	}
-	if s.PidsLimit > 0 {
-		res.Pids = &spec.LinuxPids{Limit: s.PidsLimit}
-	}
-	g.ResourceLimits = res
-	for _, r := range s.Rlimits {
-		g.Rlimits = append(g.Rlimits, spec.POSIXRlimit{Type: strings.ToUpper(r.Type), Soft: r.Soft, Hard: r.Hard})
-	}
-	var id string
-	err = p.call(ctx, func(ctx context.Context) error {
-		r, err := containers.CreateWithSpec(ctx, g, nil)
-		if err != nil {
-			return err
-		}
-		id = r.ID
-		return nil
-	})
+	err = p.do(ctx, request{method: http.MethodPost, endpoint: "/containers/create", body: bytes.NewReader(body)}, &created)
 	if err != nil {
 		if errors.Is(err, engine.ErrNoSuchImage) {
 			return "", fmt.Errorf("%w %s (runs never pull: import or build it first): %w", engine.ErrNoSuchImage, s.Image, engine.ErrCreate)
@@ -250,55 +213,52 @@ func (p *Podman) Create(ctx context.Context, s engine.Spec) (string, error) {
 		}
 		return "", fmt.Errorf("%w: %v", engine.ErrCreate, err)
 	}
-	return id, nil
+	return created.ID, nil
 }
 
 func (p *Podman) Start(ctx context.Context, id string) error {
-	return p.call(ctx, func(ctx context.Context) error { return containers.Start(ctx, id, nil) })
+	return p.do(ctx, request{method: http.MethodPost, endpoint: "/containers/%s/start", args: []string{id}}, nil)
 }
 
 func (p *Podman) Wait(ctx context.Context, id string) (engine.State, error) {
-	err := p.call(ctx, func(ctx context.Context) error {
-		_, err := containers.Wait(ctx, id, new(containers.WaitOptions).WithConditions([]string{"stopped", "exited"}))
-		return err
-	})
-	if err != nil {
+	var code int32
+	params := url.Values{"condition": {"stopped", "exited"}}
+	if err := p.do(ctx, request{method: http.MethodPost, endpoint: "/containers/%s/wait", args: []string{id}, params: params}, &code); err != nil {
 		return engine.State{}, err
 	}
 	return p.Inspect(ctx, id)
 }
 
 func (p *Podman) Inspect(ctx context.Context, id string) (engine.State, error) {
-	var st engine.State
-	err := p.call(ctx, func(ctx context.Context) error {
-		d, err := containers.Inspect(ctx, id, new(containers.InspectOptions).WithSize(false))
-		if err != nil {
-			return err
-		}
-		s := d.State
-		st = engine.State{Running: s.Running, ExitCode: int(s.ExitCode), OOMKilled: s.OOMKilled, Status: s.Status, Error: s.Error, StartedAt: s.StartedAt, FinishedAt: s.FinishedAt}
-		return nil
-	})
-	return st, err
+	var d struct{ State libpodState }
+	params := url.Values{"size": {"false"}}
+	if err := p.do(ctx, request{method: http.MethodGet, endpoint: "/containers/%s/json", args: []string{id}, params: params}, &d); err != nil {
+		return engine.State{}, err
+	}
+	s := d.State
+	return engine.State{Running: s.Running, ExitCode: int(s.ExitCode), OOMKilled: s.OOMKilled, Status: s.Status, Error: s.Error, StartedAt: s.StartedAt, FinishedAt: s.FinishedAt}, nil
 }
 
 func (p *Podman) Signal(ctx context.Context, id, signal string) error {
-	return p.call(ctx, func(ctx context.Context) error {
-		return containers.Kill(ctx, id, new(containers.KillOptions).WithSignal(signal))
-	})
+	return p.do(ctx, request{method: http.MethodPost, endpoint: "/containers/%s/kill", args: []string{id}, params: url.Values{"signal": {signal}}}, nil)
 }
 
 func (p *Podman) Stop(ctx context.Context, id string, grace time.Duration) error {
-	return p.call(ctx, func(ctx context.Context) error {
-		return containers.Stop(ctx, id, new(containers.StopOptions).WithTimeout(uint(grace.Seconds())).WithIgnore(true))
-	})
+	params := url.Values{"timeout": {strconv.FormatUint(uint64(grace.Seconds()), 10)}, "ignore": {"true"}}
+	resp, err := p.send(ctx, request{method: http.MethodPost, endpoint: "/containers/%s/stop", args: []string{id}, params: params})
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusNotFound {
+		return nil
+	}
+	return podmanErr(resp.Process(nil))
 }
 
 func (p *Podman) Remove(ctx context.Context, id string) error {
-	err := p.call(ctx, func(ctx context.Context) error {
-		_, err := containers.Remove(ctx, id, new(containers.RemoveOptions).WithForce(true).WithVolumes(true).WithIgnore(true))
-		return err
-	})
+	params := url.Values{"force": {"true"}, "volumes": {"true"}, "ignore": {"true"}}
+	err := p.do(ctx, request{method: http.MethodDelete, endpoint: "/containers/%s", args: []string{id}, params: params}, nil)
 	if errors.Is(err, engine.ErrNoSuchContainer) {
 		return nil
 	}
@@ -306,46 +266,44 @@ func (p *Podman) Remove(ctx context.Context, id string) error {
 }
 
 func (p *Podman) List(ctx context.Context, labels map[string]string) ([]engine.Container, error) {
-	var out []engine.Container
-	err := p.call(ctx, func(ctx context.Context) error {
-		var filter []string
-		for k, v := range labels {
-			filter = append(filter, k+"="+v)
+	filter := []string{}
+	for k, v := range labels {
+		filter = append(filter, k+"="+v)
+	}
+	filters, err := json.Marshal(map[string][]string{"label": filter})
+	if err != nil {
+		return nil, err
+	}
+	var list []libpodListed
+	params := url.Values{"all": {"true"}, "filters": {string(filters)}}
+	if err := p.do(ctx, request{method: http.MethodGet, endpoint: "/containers/json", params: params}, &list); err != nil {
+		return nil, err
+	}
+	out := make([]engine.Container, 0, len(list))
+	for _, c := range list {
+		name := ""
+		if len(c.Names) > 0 {
+			name = c.Names[0]
 		}
-		list, err := containers.List(ctx, new(containers.ListOptions).WithAll(true).WithFilters(map[string][]string{"label": filter}))
-		if err != nil {
-			return err
-		}
-		for _, c := range list {
-			name := ""
-			if len(c.Names) > 0 {
-				name = c.Names[0]
-			}
-			out = append(out, engine.Container{ID: c.ID, Name: name, Labels: c.Labels, Running: c.State == "running", State: c.State, Created: c.Created})
-		}
-		return nil
-	})
-	return out, err
+		out = append(out, engine.Container{ID: c.ID, Name: name, Labels: c.Labels, Running: c.State == "running", State: c.State, Created: c.Created})
+	}
+	return out, nil
 }
 
+// Logs copies what the container wrote, in the engine's multiplexed framing (a container
+// without a terminal), to stdout and stderr.
 func (p *Podman) Logs(ctx context.Context, id string, stdout, stderr io.Writer) error {
-	return p.call(ctx, func(ctx context.Context) error {
-		outc, errc := make(chan string), make(chan string)
-		done := make(chan error, 1)
-		go func() {
-			done <- containers.Logs(ctx, id, new(containers.LogOptions).WithStdout(true).WithStderr(true), outc, errc)
-		}()
-		for {
-			select {
-			case line := <-outc:
-				io.WriteString(stdout, line)
-			case line := <-errc:
-				io.WriteString(stderr, line)
-			case err := <-done:
-				return err
-			}
-		}
-	})
+	params := url.Values{"stdout": {"true"}, "stderr": {"true"}}
+	resp, err := p.send(ctx, request{method: http.MethodGet, endpoint: "/containers/%s/logs", args: []string{id}, params: params})
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if !resp.IsSuccess() {
+		return podmanErr(resp.Process(nil))
+	}
+	_, err = stdcopy.StdCopy(stdout, stderr, resp.Body)
+	return err
 }
 
 func isTransport(err error) bool {
@@ -369,21 +327,26 @@ func ptr[T any](v T) *T { return &v }
 // mounts, cgroup) without starting it: what an attach to a created container would
 // otherwise do on the turn's critical path.
 func (p *Podman) Init(ctx context.Context, id string) error {
-	return p.call(ctx, func(ctx context.Context) error { return containers.ContainerInit(ctx, id, nil) })
+	resp, err := p.send(ctx, request{method: http.MethodPost, endpoint: "/containers/%s/init", args: []string{id}})
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusNotModified {
+		return fmt.Errorf("init %s: the container was initialized before", id)
+	}
+	return podmanErr(resp.Process(nil))
 }
 
 // ImageID inspects the image ref names.
 func (p *Podman) ImageID(ctx context.Context, ref string) (string, error) {
-	var id string
-	err := p.call(ctx, func(ctx context.Context) error {
-		img, err := images.GetImage(ctx, ref, nil)
-		if err != nil {
-			return err
-		}
-		id = img.ID
-		return nil
-	})
-	return id, err
+	var img struct {
+		ID string `json:"Id"`
+	}
+	if err := p.do(ctx, request{method: http.MethodGet, endpoint: "/images/%s/json", args: []string{ref}}, &img); err != nil {
+		return "", err
+	}
+	return img.ID, nil
 }
 
 // WatchImages follows libpod's event stream, filtered to images, on a connection of its
