@@ -37,6 +37,7 @@ type options struct {
 	dockerCLI     string
 	arizukod      string
 	depsFloor     string
+	depsFloorAPI  string
 	agent         string
 	image         string
 	skillsDir     string
@@ -134,6 +135,7 @@ func run(ctx context.Context, args []string) error {
 	fs.StringVar(&o.dockerCLI, "docker-cli", "", "the docker command line (default: Debian's /usr/bin/docker, else docker on PATH with DOCKER_API_VERSION=1.41)")
 	fs.StringVar(&o.arizukod, "arizukod", "bin/arizukod", "the arizukod binary")
 	fs.StringVar(&o.depsFloor, "depsfloor", "bin/depsfloor", "bench/depsfloor, built: the memory floor of the required modules (\"\" skips it)")
+	fs.StringVar(&o.depsFloorAPI, "depsfloor-bindings-api", "bin/depsfloor-bindings-api", "bench/depsfloor built with the tag bindingsapi: the floor with the Podman bindings' API packages (\"\" skips it)")
 	fs.StringVar(&o.agent, "agent", "bin/agent", "the example agent binary, imported as -image")
 	fs.StringVar(&o.image, "image", "localhost/arizuko-bench:latest", "the image every measurement runs (imported from -agent into each engine)")
 	fs.StringVar(&o.skillsDir, "skills", "container/skills", "the bundled skills the daemon mounts at /skills")

@@ -25,6 +25,9 @@ type memoryResult struct {
 	// floor and floorAnon are bench/depsfloor's: a program that only imports the modules
 	// arizukod must use; 0 when it was not measured.
 	floor, floorAnon int64
+	// floorAPI and floorAPIAnon are the same with the Podman bindings' containers, images
+	// and system packages and specgen, which runtime/podman does without.
+	floorAPI, floorAPIAnon int64
 }
 
 // depsFloor runs bench/depsfloor and reads the VmRSS and RssAnon it reports (KiB).
@@ -136,6 +139,11 @@ func (b *bench) memory(ctx context.Context) error {
 	}
 	if b.o.depsFloor != "" {
 		if res.floor, res.floorAnon, err = depsFloor(ctx, b.o.depsFloor); err != nil {
+			return fmt.Errorf("memory: %w", err)
+		}
+	}
+	if b.o.depsFloorAPI != "" {
+		if res.floorAPI, res.floorAPIAnon, err = depsFloor(ctx, b.o.depsFloorAPI); err != nil {
 			return fmt.Errorf("memory: %w", err)
 		}
 	}

@@ -61,11 +61,14 @@ fi
 . "$ENV_FILE"
 
 VERSION=$(git describe --tags --always --dirty 2>/dev/null || echo dev)
-say "building bin/arizukod, bin/agent and bin/bench"
+say "building bin/arizukod, bin/agent, bin/bench and the memory floors"
 go build -trimpath -ldflags "-s -w -X main.version=$VERSION" -o bin/arizukod ./cmd/arizukod
 go build -trimpath -ldflags '-s -w' -o bin/agent ./examples/agent
 go build -trimpath -o bin/bench ./bench
 go build -trimpath -ldflags '-s -w' -o bin/depsfloor ./bench/depsfloor
+# The same floor with the bindings' API packages, which runtime/podman does without.
+tags=${GOFLAGS#*-tags=}
+go build -tags "${tags%% *},bindingsapi" -trimpath -ldflags '-s -w' -o bin/depsfloor-bindings-api ./bench/depsfloor
 
 bin/bench -podman "$ARIZUKO_TEST_PODMAN4" -docker "$ARIZUKO_TEST_DOCKER" -testhost "$TESTHOST_DIR" \
 	-arizukod bin/arizukod -agent bin/agent -skills container/skills -repo . -out BENCHMARKS.md "$@"

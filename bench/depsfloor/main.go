@@ -1,7 +1,10 @@
 // Command depsfloor is the floor of arizukod's resident memory that its required modules
-// set: a program that only imports them (the Podman bindings, the Docker client, mcp-go,
-// modernc's SQLite, go-systemd's journal) and prints its VmRSS and RssAnon in KiB, as
-// bench/'s memory section reads them. It does nothing else.
+// set: a program that only imports the packages of them the daemon links (the Podman
+// bindings' connection, the Docker client, mcp-go, modernc's SQLite, go-systemd's journal)
+// and prints its VmRSS and RssAnon in KiB, as bench/'s memory section reads them. It does
+// nothing else. Built with the tag bindingsapi it also imports the bindings' containers,
+// images and system packages and specgen, which runtime/podman does without (its package
+// comment): the bench shows both floors.
 package main
 
 import (
@@ -9,10 +12,7 @@ import (
 	"os"
 	"strings"
 
-	_ "github.com/containers/podman/v5/pkg/bindings/containers"
-	_ "github.com/containers/podman/v5/pkg/bindings/images"
-	_ "github.com/containers/podman/v5/pkg/bindings/system"
-	_ "github.com/containers/podman/v5/pkg/specgen"
+	_ "github.com/containers/podman/v5/pkg/bindings"
 	_ "github.com/coreos/go-systemd/v22/journal"
 	_ "github.com/docker/docker/client"
 	_ "github.com/mark3labs/mcp-go/client"
