@@ -62,8 +62,10 @@ func TestChat(t *testing.T) {
 	t.Run("terminal", func(t *testing.T) {
 		term := chatTerminal(t, d, "tty")
 		term.waitFor(t, "Talking to tty as cli:")
-		term.write(t, "reply hello from a terminal\r")
-		term.waitFor(t, "tty:\x1b[0m hello from a terminal")
+		// A turn long enough to be seen under way: a prepared container answers a
+		// reply in tens of milliseconds, before chat's first look at the run.
+		term.write(t, "sleep 1s\r")
+		term.waitFor(t, "tty:\x1b[0m slept 1s")
 		out := term.output()
 		if !strings.Contains(out, "⠋") && !strings.Contains(out, "⠙") || !regexp.MustCompile(`tty: run r\S+ (queued|running)`).MatchString(out) {
 			t.Errorf("no spinner with the run id while the turn ran:\n%q", out)
