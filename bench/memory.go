@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/arizuko/arizukod/api"
 	"github.com/arizuko/arizukod/contract"
+	"github.com/arizuko/arizukod/runtime/engine"
 )
 
 // memoryResult is the daemon's resident memory.
@@ -25,6 +27,9 @@ type memoryResult struct {
 	// floor and floorAnon are bench/depsfloor's: a program that only imports the modules
 	// arizukod must use; 0 when it was not measured.
 	floor, floorAnon int64
+	// preparedPss is what one prepared container costs while it waits, in KiB of PSS: its
+	// conmon and its OCI runtime's init process; 0 when none was found.
+	preparedConmon, preparedInit int64
 	// floorAPI and floorAPIAnon are the same with the Podman bindings' containers, images
 	// and system packages and specgen, which runtime/podman does without.
 	floorAPI, floorAPIAnon int64
@@ -80,6 +85,9 @@ func (b *bench) memory(ctx context.Context) error {
 	}
 	if res.afterAnon, err = procStatusKB(d.cmd.Process.Pid, "RssAnon"); err != nil {
 		return err
+	}
+	if res.preparedConmon, res.preparedInit, err = b.preparedCost(ctx, d); err != nil {
+		return fmt.Errorf("memory: %w", err)
 	}
 	folders := []string{"mem1", "mem2", "mem3", "mem4", "mem5"}
 	if err := d.addGroups(ctx, folders...); err != nil {
@@ -149,4 +157,48 @@ func (b *bench) memory(ctx context.Context) error {
 	}
 	b.report.memory = &res
 	return nil
+}
+
+// preparedCost finds a container d prepared ahead (its latency folder's next one) and reads
+// the PSS of its conmon and of its init process.
+func (b *bench) preparedCost(ctx context.Context, d *daemonProc) (conmon, init int64, err error) {
+	raw, err := newRawAPI(b.o.podmanSocket)
+	if err != nil {
+		return 0, 0, err
+	}
+	list, err := b.podman.List(ctx, map[string]string{engine.LabelInstance: d.instance})
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, c := range list {
+		if c.Labels[engine.LabelPrepared] == "" || c.Running || c.State == "exited" {
+			continue
+		}
+		cp, ip, err := raw.podmanPids(ctx, c.ID)
+		if err != nil || cp == 0 || ip == 0 {
+			continue
+		}
+		// A process gone meanwhile (the container dropped) leaves this one unmeasured.
+		conmon, cerr := pssKB(cp)
+		init, ierr := pssKB(ip)
+		if cerr == nil && ierr == nil {
+			return conmon, init, nil
+		}
+	}
+	return 0, 0, nil
+}
+
+// pssKB is the proportional set size of pid: its own pages, and its share of those it
+// shares with other processes (the binaries of the other conmons and runtimes).
+func pssKB(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(l, "Pss:"); ok {
+			return strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("/proc/%d/smaps_rollup: no Pss", pid)
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -68,6 +69,30 @@ func (a *rawAPI) ping(ctx context.Context) error {
 // mounts, cgroup) without starting its process.
 func (a *rawAPI) podmanInit(ctx context.Context, id string) error {
 	return a.post(ctx, "/v4.0.0/libpod/containers/"+url.PathEscape(id)+"/init")
+}
+
+// podmanPids are a container's conmon and its first process (for an initialized container,
+// the OCI runtime's init, waiting to exec the agent).
+func (a *rawAPI) podmanPids(ctx context.Context, id string) (conmon, pid int, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://engine/v4.0.0/libpod/containers/"+url.PathEscape(id)+"/json", nil)
+	if err != nil {
+		return 0, 0, err
+	}
+	resp, err := a.http.Do(req)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer resp.Body.Close()
+	var d struct {
+		State struct{ ConmonPid, Pid int }
+	}
+	if resp.StatusCode != http.StatusOK {
+		return 0, 0, fmt.Errorf("inspect %s: %s", id, resp.Status)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&d); err != nil {
+		return 0, 0, fmt.Errorf("inspect %s: %w", id, err)
+	}
+	return d.State.ConmonPid, d.State.Pid, nil
 }
 
 // podmanWait is the libpod wait for an exit, polling at interval on the server ("" keeps

@@ -269,6 +269,11 @@ func (r *report) memorySection(p printer) {
 		p("| the same with the Podman bindings' containers, images, system and specgen packages | %.1f | %.1f | %.1f |", float64(m.floorAPI)/1024, float64(m.floorAPIAnon)/1024, float64(m.floorAPI-m.floorAPIAnon)/1024)
 	}
 	p("")
+	if m.preparedConmon > 0 {
+		p("A container prepared ahead costs, while it waits, %.1f MiB for its conmon and %.1f MiB for the OCI runtime's", float64(m.preparedConmon)/1024, float64(m.preparedInit)/1024)
+		p("init process (PSS, measured on the worked daemon's prepared container); `prepared` bounds how many wait.")
+		p("")
+	}
 	p("Goals: idle at most 25 MiB fresh and 35 MiB after the latency and throughput runs.")
 	p("File-backed pages are the binary's, touched at start by the packages' initialisation (the Docker")
 	p("client, the MCP server's JSON Schema, the Podman bindings' connection); the kernel can drop them")
