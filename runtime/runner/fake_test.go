@@ -3,10 +3,12 @@ package runner_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -258,4 +260,36 @@ func mustRead(t *testing.T, name string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestNamesUniqueFake: turns of one folder that begin in the same millisecond still get
+// containers and run logs of their own names (the engine refuses a name in use).
+func TestNamesUniqueFake(t *testing.T) {
+	e := fakeengine.New(fakeengine.Script{Stdout: answer(contract.StatusOK, "done")})
+	r, _ := fakeRunner(t, e, time.Minute)
+	const n = 30
+	results := make([]runner.Result, n)
+	var wg sync.WaitGroup
+	for i := range results {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := r.Run(context.Background(), turnOf(fmt.Sprintf("r%d", i)))
+			if err != nil {
+				t.Errorf("turn %d: %v", i, err)
+			}
+			results[i] = res
+		}()
+	}
+	wg.Wait()
+	names, logs := map[string]bool{}, map[string]bool{}
+	for i, res := range results {
+		if res.Failure != runner.FailNone || res.LogFile == "" {
+			t.Errorf("turn %d: failure %q, log %q: %s", i, res.Failure, res.LogFile, res.Output.Error)
+		}
+		names[res.Container], logs[res.LogFile] = true, true
+	}
+	if len(names) != n || len(logs) != n {
+		t.Errorf("%d turns got %d container names and %d run logs", n, len(names), len(logs))
+	}
 }

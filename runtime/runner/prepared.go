@@ -191,7 +191,7 @@ func (r *Runner) Prepare(ctx context.Context, t Turn) error {
 	}()
 
 	now := time.Now()
-	p := &prepared{folder: t.Folder, name: ContainerName(t.Folder, "", now), key: key, gen: gen, made: now}
+	p := &prepared{folder: t.Folder, name: ContainerName(t.Folder, "", r.stamp(now)), key: key, gen: gen, made: now}
 	spec.Name = p.name
 	spec.Labels[engine.LabelPrepared] = key
 	spec.Env = append(spec.Env, t.containerEnv(p.name)...)

@@ -8,10 +8,10 @@ import (
 	"time"
 )
 
-// writeLog writes groups/<folder>/logs/container-<unix_ms>.log: header, events, exit,
+// writeLog writes groups/<folder>/logs/container-<unix_ms>.log (ms: the turn's stamp): header, events, exit,
 // duration and the tail of stderr. Secrets are redacted.
 func (tr *turnRun) writeLog() {
-	f, err := tr.r.cfg.Layout.CreateLog(tr.t.Folder, fmt.Sprintf("container-%d.log", tr.started.UnixMilli()))
+	f, err := tr.r.cfg.Layout.CreateLog(tr.t.Folder, fmt.Sprintf("container-%d.log", tr.stamp.UnixMilli()))
 	if err != nil {
 		tr.r.log.Warn("run log", "folder", tr.t.Folder, "err", err)
 		return

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/arizuko/arizukod/config"
@@ -64,6 +65,22 @@ type Runner struct {
 	mu        sync.Mutex
 	unremoved map[string]string
 	pool      pool
+	// lastStamp is the newest millisecond handed out by stamp.
+	lastStamp atomic.Int64
+}
+
+// stamp is the millisecond that names a container and its run log: now, or the one after
+// the last it gave when that is not older. A turn and the container prepared for the
+// folder's next turn, or two turns, that begin in the same millisecond would otherwise get
+// the same name, and the engine refuses the second.
+func (r *Runner) stamp(now time.Time) time.Time {
+	for {
+		last := r.lastStamp.Load()
+		ms := max(now.UnixMilli(), last+1)
+		if r.lastStamp.CompareAndSwap(last, ms) {
+			return time.UnixMilli(ms)
+		}
+	}
 }
 
 // New checks cfg and returns a Runner.
@@ -128,9 +145,10 @@ func (r *Runner) Run(ctx context.Context, t Turn) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	spec := r.spec(t, ContainerName(t.Folder, t.TaskID, start), mounts, timeout)
+	stamp := r.stamp(start)
+	spec := r.spec(t, ContainerName(t.Folder, t.TaskID, stamp), mounts, timeout)
 	res.Container = spec.Name
-	tr := &turnRun{r: r, t: t, res: &res, dirs: dirs, started: start}
+	tr := &turnRun{r: r, t: t, res: &res, dirs: dirs, started: start, stamp: stamp}
 	if err := r.admit(&spec); err != nil {
 		tr.fail(FailMisconfig, true, "%v", err)
 	} else if p := r.takeFor(ctx, t, spec); p != nil {
@@ -189,6 +207,7 @@ type turnRun struct {
 	res     *Result
 	dirs    groupfolder.Dirs
 	started time.Time
+	stamp   time.Time // names the run log: unique among this runner's turns (Runner.stamp)
 	id      string
 	stderr  tailBuffer
 	events  []string
