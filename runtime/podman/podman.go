@@ -6,8 +6,9 @@
 // Requests go through bindings.Connection.DoRequest and APIResponse.Process (the bindings'
 // transport, API version and error model); the bodies are this package's own subsets of
 // libpod's types (libpod.go), not the bindings' containers, images and system packages:
-// those link Podman's image, storage and signing libraries into the daemon, 14 MB of
-// resident memory at start for the dozen calls made here (BENCHMARKS.md, section 4).
+// those link Podman's image, storage and signing libraries into the daemon, about 12 MB of
+// resident memory at start for the dozen calls made here (BENCHMARKS.md, section 4, the
+// two floor rows).
 package podman
 
 import (
