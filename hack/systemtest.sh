@@ -428,8 +428,13 @@ pass "journalctl -u arizukod ARIZUKO_RUN_ID=" "$(since "$t")" "$n entries ($ok_n
 t=$(now)
 container=$(sed -n 's/^  "container": "\([^"]*\)".*/\1/p' "$LOGS/run.json" | head -n 1)
 [[ -n $container ]] || fail "the turn's container" "no container in: $(cat "$LOGS/run.json")"
-events=$(ct journalctl --no-pager -u arizuko-podman -o cat | grep "name=$container[,)]" | sed -n 's/.* container \([a-z]*\) .*/\1/p' | tr '\n' ' ')
-[[ $events == *start* && $events == *remove* ]] || fail "the turn's container" "podman events of run $run_id: '$events'"
+# The removal follows the answer (off the turn's critical path): wait for it, bounded.
+for _ in $(seq 100); do
+	events=$(ct journalctl --no-pager -u arizuko-podman -o cat | grep "name=$container[,)]" | sed -n 's/.* container \([a-z]*\) .*/\1/p' | tr '\n' ' ')
+	[[ $events == *remove* ]] && break
+	sleep 0.1
+done
+[[ $events == *start* && $events == *remove* ]] || fail "the turn's container" "podman events of run $run_id, after waiting for its removal: '$events'"
 logs=$(ct sh -c 'ls /var/lib/arizuko/groups/main/logs/container-*.log 2>/dev/null | wc -l')
 [[ $logs -gt 0 ]] || fail "the turn's container" "no /var/lib/arizuko/groups/main/logs/container-*.log"
 left=$(ct runuser -u arizuko -- env XDG_RUNTIME_DIR=/run/arizuko/podman CONTAINER_HOST="unix://$PODMAN_SOCK" \
