@@ -142,8 +142,8 @@ func (b *bench) latency(ctx context.Context) error {
 	}
 	clis := []engineCLI{{podmanLocal(b.o.testhostDir), "podman"}, {podmanRemote(b.o.podmanSocket), "podman"}}
 	if b.o.podman5Socket != "" {
-		if chroot := os.Getenv("ARIZUKO_TEST_PODMAN5_CHROOT"); chroot != "" {
-			clis = append(clis, engineCLI{podman5Local(b.o.testhostDir, chroot), "podman5"})
+		if b.o.podman5Chroot != "" {
+			clis = append(clis, engineCLI{podman5Local(b.o.testhostDir, b.o.podman5Chroot), "podman5"})
 		}
 		clis = append(clis, engineCLI{podman5Remote(b.o.podman5Socket), "podman5"})
 	}

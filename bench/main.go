@@ -30,6 +30,7 @@ type options struct {
 	podmanSocket  string
 	dockerSocket  string
 	podman5Socket string
+	podman5Chroot string // the Podman 5 service's chroot, for its local CLI
 	rootless      string // the rootless Podman service, run by rootlessUID:rootlessGID
 	rootlessUID   int
 	rootlessGID   int
@@ -127,6 +128,7 @@ func run(ctx context.Context, args []string) error {
 	fs.StringVar(&o.mode, "mode", "all", "all: every measurement and BENCHMARKS.md; phases, latency, throughput, delivery, cold: only that measurement, printed")
 	fs.StringVar(&o.podmanSocket, "podman", os.Getenv("ARIZUKO_TEST_PODMAN4"), "the Podman 4 API service (unix://PATH)")
 	fs.StringVar(&o.podman5Socket, "podman5", os.Getenv("ARIZUKO_TEST_PODMAN5"), "the Podman 5 API service (unix://PATH); empty skips its latency rows")
+	fs.StringVar(&o.podman5Chroot, "podman5-chroot", os.Getenv("ARIZUKO_TEST_PODMAN5_CHROOT"), "the chroot of -podman5, where its local CLI runs; empty skips that CLI's row")
 	fs.StringVar(&o.rootless, "podman-rootless", os.Getenv("ARIZUKO_TEST_PODMAN_ROOTLESS"), "a rootless Podman API service (unix://PATH); empty skips its latency rows")
 	fs.IntVar(&o.rootlessUID, "rootless-uid", envInt("ARIZUKO_TEST_ROOTLESS_UID"), "the user of -podman-rootless, whom its daemon runs as")
 	fs.IntVar(&o.rootlessGID, "rootless-gid", envInt("ARIZUKO_TEST_ROOTLESS_GID"), "the group of -podman-rootless")
