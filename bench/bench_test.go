@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"slices"
 	"testing"
 	"time"
@@ -89,5 +90,25 @@ func TestParseGoBench(t *testing.T) {
 	want := []string{"7369312 ns/op", "28737 prompt-bytes", "1749928 B/op", "15782 allocs/op"}
 	if got[0].name != "BenchmarkAssemble/dated-names-2" || got[0].iters != "160" || !slices.Equal(got[0].metrics, want) {
 		t.Errorf("got %+v", got[0])
+	}
+}
+
+// TestProcKB reads the figures the memory section takes from /proc for this process.
+func TestProcKB(t *testing.T) {
+	pid := os.Getpid()
+	for _, tc := range []struct {
+		name string
+		read func() (int64, error)
+	}{
+		{"VmRSS", func() (int64, error) { return procStatusKB(pid, "VmRSS") }},
+		{"RssAnon", func() (int64, error) { return procStatusKB(pid, "RssAnon") }},
+		{"Pss", func() (int64, error) { return pssKB(pid) }},
+	} {
+		if kb, err := tc.read(); err != nil || kb <= 0 {
+			t.Errorf("%s: %d KiB, %v", tc.name, kb, err)
+		}
+	}
+	if _, err := procStatusKB(pid, "NoSuchField"); err == nil {
+		t.Error("a missing field read as a figure")
 	}
 }

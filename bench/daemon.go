@@ -209,8 +209,15 @@ func runOK(r api.Run) error {
 // rss is the daemon's VmRSS in KiB.
 func (d *daemonProc) rss() (int64, error) { return procStatusKB(d.cmd.Process.Pid, "VmRSS") }
 
+// procStatusKB is a "Field: N kB" line of /proc/PID/status.
 func procStatusKB(pid int, field string) (int64, error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	return procKB(fmt.Sprintf("/proc/%d/status", pid), field)
+}
+
+// procKB is the figure of the "Field: N kB" line of a /proc file such as status or
+// smaps_rollup.
+func procKB(path, field string) (int64, error) {
+	f, err := os.Open(path)
 	if err != nil {
 		return 0, err
 	}
@@ -224,7 +231,7 @@ func procStatusKB(pid int, field string) (int64, error) {
 			}
 		}
 	}
-	return 0, fmt.Errorf("/proc/%d/status: no %s", pid, field)
+	return 0, fmt.Errorf("%s: no %s", path, field)
 }
 
 // cpuTime is the user+system CPU time of a process, from /proc/PID/stat.

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -27,8 +26,9 @@ type memoryResult struct {
 	// floor and floorAnon are bench/depsfloor's: a program that only imports the modules
 	// arizukod must use; 0 when it was not measured.
 	floor, floorAnon int64
-	// preparedPss is what one prepared container costs while it waits, in KiB of PSS: its
-	// conmon and its OCI runtime's init process; 0 when none was found.
+	// preparedConmon and preparedInit are what one prepared container costs while it
+	// waits, in KiB of PSS: its conmon and its OCI runtime's init process; 0 when none
+	// was found.
 	preparedConmon, preparedInit int64
 	// floorAPI and floorAPIAnon are the same with the Podman bindings' containers, images
 	// and system packages and specgen, which runtime/podman does without.
@@ -191,14 +191,5 @@ func (b *bench) preparedCost(ctx context.Context, d *daemonProc) (conmon, init i
 // pssKB is the proportional set size of pid: its own pages, and its share of those it
 // shares with other processes (the binaries of the other conmons and runtimes).
 func pssKB(pid int) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
-	if err != nil {
-		return 0, err
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(l, "Pss:"); ok {
-			return strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-		}
-	}
-	return 0, fmt.Errorf("/proc/%d/smaps_rollup: no Pss", pid)
+	return procKB(fmt.Sprintf("/proc/%d/smaps_rollup", pid), "Pss")
 }

@@ -51,9 +51,12 @@ type variant struct {
 	removeAfter bool
 }
 
+// inTurn names the first variant: everything done in the turn, nothing ahead.
+const inTurn = "created in the turn"
+
 func variants(engine string) []variant {
 	v := []variant{
-		{name: "created in the turn", about: "create, attach, start, Engine.Wait (+inspect), remove: all in the turn: the first runner's sequence, before the improvements in the columns to its right", wait: "engine"},
+		{name: inTurn, about: "create, attach, start, Engine.Wait (+inspect), remove: all in the turn: the first runner's sequence, before the improvements in the columns to its right", wait: "engine"},
 	}
 	if engine == "podman" {
 		v = append(v, variant{name: "wait polls 10ms", about: "as the first, but libpod's wait with interval=10ms", wait: "10ms"})

@@ -397,33 +397,33 @@ func (r *report) conclusion(p printer) {
 	p("| engine | arizukod ms | podman CLI local ms | ratio | podman CLI remote ms | ratio | at most 0.3 × local |")
 	p("|---|---:|---:|---:|---:|---:|---|")
 	for _, e := range []struct{ engine, name string }{{"podman", "Podman " + versionOf(r.machine.engines, "podman")}, {"podman5", "Podman 5"}, {"rootless", "rootless Podman"}} {
-		d, local, remote := r.daemonP50(e.engine), r.cliP50For(e.engine, true), r.cliP50For(e.engine, false)
-		if d == 0 || local == 0 {
+		ed, elocal, eremote := r.daemonP50(e.engine), r.cliP50For(e.engine, true), r.cliP50For(e.engine, false)
+		if ed == 0 || elocal == 0 {
 			continue
 		}
 		verdict := "**no**"
-		if d*10 <= local*3 {
+		if ed*10 <= elocal*3 {
 			verdict = "**yes**"
 		}
-		p("| %s | %s | %s | %s | %s | %s | %s |", e.name, ms(d), ms(local), ratio(d, local), ms(remote), ratio(d, remote), verdict)
+		p("| %s | %s | %s | %s | %s | %s | %s |", e.name, ms(ed), ms(elocal), ratio(ed, elocal), ms(eremote), ratio(ed, eremote), verdict)
 	}
 	if dd, dc := r.daemonP50("docker"), r.cliP50For("docker", false); dd > 0 && dc > 0 {
 		p("")
 		p("On Docker %s: arizukod %s ms, docker CLI %s ms (ratio %s).", versionOf(r.machine.engines, "docker"), ms(dd), ms(dc), ratio(dd, dc))
 	}
 	p("")
-	today := r.phaseTotal("podman", "created in the turn")
+	today := r.phaseTotal("podman", inTurn)
 	if today == 0 {
 		return
 	}
 	p("Where the time goes on Podman (section 5, p50): create %s ms, attach %s ms, start %s ms; the agent's",
-		ms(r.phaseP50("podman", "created in the turn", phCreate)), ms(r.phaseP50("podman", "created in the turn", phAttach)), ms(r.phaseP50("podman", "created in the turn", phStart)))
+		ms(r.phaseP50("podman", inTurn, phCreate)), ms(r.phaseP50("podman", inTurn, phAttach)), ms(r.phaseP50("podman", inTurn, phStart)))
 	p("output stream ends %s ms after start, but `Engine.Wait` returns %s ms after start: libpod 4.3's wait",
-		ms(r.phaseP50("podman", "created in the turn", phExitSeen)), ms(r.phaseP50("podman", "created in the turn", phWaitRet)))
+		ms(r.phaseP50("podman", inTurn, phExitSeen)), ms(r.phaseP50("podman", inTurn, phWaitRet)))
 	p("notices the exit only at its poll interval (250 ms unless the request names one): %s ms after the end of",
-		ms(r.phaseP50("podman", "created in the turn", phWaitLag)))
+		ms(r.phaseP50("podman", inTurn, phWaitLag)))
 	p("the stream, %s ms with `interval=10ms`. Remove then costs %s ms. Attach is dear because attaching to a",
-		ms(r.phaseP50("podman", "wait polls 10ms", phWaitLag)), ms(r.phaseP50("podman", "created in the turn", phRemove)))
+		ms(r.phaseP50("podman", "wait polls 10ms", phWaitLag)), ms(r.phaseP50("podman", inTurn, phRemove)))
 	p("created container makes libpod initialize it (conmon, `runc create`, mounts, cgroup): on an initialized")
 	p("container attach costs %s ms. The engine-API critical path of that first sequence is %s ms.",
 		ms(r.phaseP50("podman", "prepared + initialized ahead", phAttach)), ms(today))
@@ -453,10 +453,10 @@ func (r *report) conclusion(p printer) {
 	p("Only the last row is not a fresh container: its agent process was started before the turn, blocked on")
 	p("its stdin. It is the floor of what any sequence can reach, not a proposal.")
 	p("")
-	if st := r.phaseP50("docker", "created in the turn", phStart); st > 0 {
+	if st := r.phaseP50("docker", inTurn, phStart); st > 0 {
 		p("On Docker, `start` itself costs %s ms (containerd, the shim and runc all run then) and the Engine API has", ms(st))
 		p("no step that would do that work ahead of a turn: a container created ahead saves only create (%s ms).",
-			ms(r.phaseP50("docker", "created in the turn", phCreate)))
+			ms(r.phaseP50("docker", inTurn, phCreate)))
 		p("")
 	}
 	if seq, tp := r.daemonCPU(); seq > 0 && tp > 0 {
@@ -518,7 +518,7 @@ func (r *report) daemonOverhead(method string) time.Duration {
 	if len(rows) < 6 {
 		return 0
 	}
-	return rows[0].p50 + max(0, rows[1].p50-r.phaseP50("podman", "created in the turn", phCreate)) + rows[5].p50
+	return rows[0].p50 + max(0, rows[1].p50-r.phaseP50("podman", inTurn, phCreate)) + rows[5].p50
 }
 
 func versionOf(engines []string, name string) string {
