@@ -340,10 +340,7 @@ func (m *Manager) startContainer(ctx context.Context, u *Unit) (*running, error)
 		return nil, err
 	}
 	e := m.o.Engine
-	if err := m.removeLeftover(ctx, spec.Name); err != nil {
-		return nil, fmt.Errorf("sidecar %s: %w", u.Name, err)
-	}
-	id, err := e.Create(ctx, spec)
+	id, err := m.create(ctx, spec)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: create %s: %v", ErrStart, u.Name, spec.Name, err)
 	}
@@ -389,6 +386,31 @@ func (m *Manager) waitSocket(ctx context.Context, u *Unit, alive func(context.Co
 		}
 	}
 }
+
+// create creates the sidecar's container after removing a leftover of the same name. A
+// container an earlier daemon was removing as it stopped may hold the name a little
+// longer than it is listed (Podman frees it in its storage last): the create is tried
+// again until the name is free, for at most nameWait.
+func (m *Manager) create(ctx context.Context, spec engine.Spec) (string, error) {
+	deadline := time.Now().Add(nameWait)
+	for {
+		if err := m.removeLeftover(ctx, spec.Name); err != nil {
+			return "", err
+		}
+		id, err := m.o.Engine.Create(ctx, spec)
+		if !errors.Is(err, engine.ErrNameInUse) || time.Now().After(deadline) {
+			return id, err
+		}
+		select {
+		case <-ctx.Done():
+			return "", err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// nameWait bounds how long a sidecar's create waits for its name to be freed.
+const nameWait = 10 * time.Second
 
 // removeLeftover removes a container of this instance by name: what a crash left.
 func (m *Manager) removeLeftover(ctx context.Context, name string) error {

@@ -193,7 +193,7 @@ func (e *Engine) Create(_ context.Context, spec engine.Spec) (string, error) {
 	}
 	for _, c := range e.containers {
 		if spec.Name != "" && c.spec.Name == spec.Name {
-			return "", fmt.Errorf("%w: the name %s is in use", engine.ErrCreate, spec.Name)
+			return "", fmt.Errorf("%w: the container name %q is already in use", engine.ErrNameInUse, spec.Name)
 		}
 	}
 	s := e.script(spec)

@@ -26,8 +26,8 @@ func TestLifecycle(t *testing.T) {
 	if _, err := e.Create(ctx, engine.Spec{Name: "b", Image: "img", Labels: map[string]string{engine.LabelInstance: "y"}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.Create(ctx, engine.Spec{Name: "a", Image: "img"}); !errors.Is(err, engine.ErrCreate) {
-		t.Errorf("a second container named a: %v, want ErrCreate", err)
+	if _, err := e.Create(ctx, engine.Spec{Name: "a", Image: "img"}); !errors.Is(err, engine.ErrNameInUse) {
+		t.Errorf("a second container named a: %v, want ErrNameInUse, as the real engines say", err)
 	}
 	att, err := e.Attach(ctx, id)
 	if err != nil {

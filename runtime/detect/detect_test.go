@@ -49,3 +49,31 @@ func TestFindPings(t *testing.T) {
 		}
 	}
 }
+
+// TestCreateRefusals: each engine says why it refused a create in the sentinel callers
+// branch on: a missing image is ErrNoSuchImage (never pulled), a name in use is
+// ErrNameInUse (a retry may fix it) and not ErrCreate (a misconfiguration).
+func TestCreateRefusals(t *testing.T) {
+	for _, e := range enginetest.Rootful(t) {
+		t.Run(e.Name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			eng, _ := e.Open(t)
+			image := enginetest.EnsureAgentImage(t, e, eng)
+			name := "arizuko-test-name-" + strings.ReplaceAll(t.Name(), "/", "-")
+			spec := engine.Spec{Name: name, Image: image, Network: engine.NetworkNone}
+			id, err := eng.Create(ctx, spec)
+			if err != nil {
+				t.Fatalf("create %s: %v", name, err)
+			}
+			defer eng.Remove(context.Background(), id)
+			if _, err := eng.Create(ctx, spec); !errors.Is(err, engine.ErrNameInUse) || errors.Is(err, engine.ErrCreate) {
+				t.Errorf("second create of %s: %v; want ErrNameInUse, not ErrCreate", name, err)
+			}
+			spec.Name, spec.Image = name+"-noimage", "localhost/arizuko-no-such-image:none"
+			if _, err := eng.Create(ctx, spec); !errors.Is(err, engine.ErrNoSuchImage) {
+				t.Errorf("create of a missing image: %v; want ErrNoSuchImage", err)
+			}
+		})
+	}
+}

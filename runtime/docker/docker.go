@@ -150,6 +150,9 @@ func (d *Docker) Create(ctx context.Context, s engine.Spec) (string, error) {
 		if client.IsErrConnectionFailed(err) {
 			return "", err
 		}
+		if engine.NameInUse(err.Error()) {
+			return "", fmt.Errorf("%w: %v", engine.ErrNameInUse, err)
+		}
 		return "", fmt.Errorf("%w: %v", engine.ErrCreate, err)
 	}
 	return r.ID, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strings"
 	"time"
 )
 
@@ -168,4 +169,12 @@ var (
 	// ErrCreate marks a container the engine refused to create: a misconfiguration that a
 	// retry will not fix.
 	ErrCreate = errors.New("engine refused to create the container")
+	// ErrNameInUse marks a create refused because a container of that name exists, or is
+	// still being removed: a retry once it is gone may succeed.
+	ErrNameInUse = errors.New("the container name is in use")
 )
+
+// NameInUse says whether an engine's message refuses a create for the name (Podman: `the
+// container name "x" is already in use by ...`; Docker: `Conflict. The container name "/x"
+// is already in use by container ...`).
+func NameInUse(msg string) bool { return strings.Contains(msg, "is already in use") }

@@ -212,6 +212,9 @@ func (p *Podman) Create(ctx context.Context, s engine.Spec) (string, error) {
 		if isTransport(err) {
 			return "", err
 		}
+		if engine.NameInUse(err.Error()) {
+			return "", fmt.Errorf("%w: %v", engine.ErrNameInUse, err)
+		}
 		return "", fmt.Errorf("%w: %v", engine.ErrCreate, err)
 	}
 	return created.ID, nil
