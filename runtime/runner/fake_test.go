@@ -251,6 +251,17 @@ func TestSteerFake(t *testing.T) {
 	if err := r.Steer(ctx, "main", "gone", msgs); !errors.Is(err, engine.ErrNoSuchContainer) {
 		t.Errorf("steer a gone container: %v, want ErrNoSuchContainer", err)
 	}
+	// The turn ended and its input directory went with it (the next turn clears it as it
+	// begins): the failed write is the state machine's "not running", not an error.
+	if err := e.Signal(ctx, id, "SIGKILL"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Steer(ctx, "main", id, msgs); !errors.Is(err, runner.ErrNotRunning) {
+		t.Errorf("steer an ended turn whose input went: %v, want ErrNotRunning", err)
+	}
 }
 
 func mustRead(t *testing.T, name string) []byte {

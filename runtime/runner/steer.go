@@ -45,6 +45,11 @@ func (r *Runner) Steer(ctx context.Context, f groupfolder.Folder, containerID st
 		name := filepath.Join(dir, fmt.Sprintf("%d-%03d.json", now, i))
 		if err := atomicfile.Write(name, b, 0o644); err != nil {
 			takeBack()
+			// The folder's next turn clears the directory as it begins: a write that
+			// fails then is a steer that came after its turn had ended.
+			if gone := r.notRunning(ctx, containerID); gone != nil {
+				return fmt.Errorf("steer %s: %w (%v)", f, gone, err)
+			}
 			return fmt.Errorf("steer %s: %w", f, err)
 		}
 		written = append(written, name)
@@ -71,6 +76,19 @@ func (r *Runner) Steer(ctx context.Context, f groupfolder.Folder, containerID st
 		takeBack()
 		return fmt.Errorf("steer %s: signal: %w", f, serr)
 	}
+}
+
+// notRunning is engine.ErrNoSuchContainer or ErrNotRunning when the container is gone or
+// no longer runs, else nil.
+func (r *Runner) notRunning(ctx context.Context, containerID string) error {
+	st, err := r.cfg.Engine.Inspect(context.WithoutCancel(ctx), containerID)
+	switch {
+	case errors.Is(err, engine.ErrNoSuchContainer):
+		return engine.ErrNoSuchContainer
+	case err == nil && !st.Running:
+		return ErrNotRunning
+	}
+	return nil
 }
 
 // clearInput removes what an earlier turn left in the IPC input directory: a stale _close
