@@ -227,7 +227,7 @@ func (m *Manager) start(ctx context.Context, u *Unit, info engine.Info, runID st
 	if m.sd != nil {
 		cli, err := m.cli(info.Name)
 		if err == nil {
-			r, err := m.startUnit(ctx, u, info, cli)
+			r, err := m.startUnitWhenNameFree(ctx, u, info, cli)
 			if err == nil {
 				log.Info("sidecar started", "unit", u.Service, "mode", m.mode)
 			}
@@ -257,6 +257,25 @@ func (m *Manager) cli(kind string) (string, error) {
 		}
 	}
 	return filepath.Abs(p)
+}
+
+// startUnitWhenNameFree is startUnit, again while the engine CLI's `run` fails for the
+// container's name, for at most nameWait: a container removed just before (an earlier
+// turn's, a killed daemon's) may hold its name a little longer than the engine lists it.
+// A failed start stops its unit and removes what it made, so each try begins clean.
+func (m *Manager) startUnitWhenNameFree(ctx context.Context, u *Unit, info engine.Info, cli string) (*running, error) {
+	deadline := time.Now().Add(nameWait)
+	for {
+		r, err := m.startUnit(ctx, u, info, cli)
+		if err == nil || !engine.NameInUse(err.Error()) || time.Now().After(deadline) {
+			return r, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // startUnit runs u as a transient unit whose main process is the engine CLI's `run`.
@@ -388,9 +407,9 @@ func (m *Manager) waitSocket(ctx context.Context, u *Unit, alive func(context.Co
 }
 
 // create creates the sidecar's container after removing a leftover of the same name. A
-// container an earlier daemon was removing as it stopped may hold the name a little
-// longer than it is listed (Podman frees it in its storage last): the create is tried
-// again until the name is free, for at most nameWait.
+// container removed just before (an earlier turn's, a stopping daemon's) may hold the
+// name a little longer than it is listed (Podman frees it in its storage last): the
+// create is tried again until the name is free, for at most nameWait.
 func (m *Manager) create(ctx context.Context, spec engine.Spec) (string, error) {
 	deadline := time.Now().Add(nameWait)
 	for {
