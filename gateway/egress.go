@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/netip"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -133,12 +132,11 @@ func StartEgress(cfg EgressConfig) (*Egress, error) {
 	return e, nil
 }
 
-// Stop closes the socket and every connection through it, and removes the socket file.
+// Stop closes the socket (which removes its file) and every connection through it.
 func (e *Egress) Stop() {
 	e.srv.Close()
 	<-e.done
 	e.conns.Wait()
-	os.Remove(e.cfg.SocketPath)
 }
 
 // listed reports whether host:port is on the list (by name or as an address).

@@ -21,12 +21,14 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/arizuko/arizukod/internal/agentdir"
 )
 
 // Paths the model gateway forwards, each for POST only. Claude Code needs exactly the
@@ -175,11 +177,10 @@ func (m *Model) Accept(token string) error {
 }
 
 // Stop closes the socket and every open request at once: the turn is over, and so is its
-// token. It removes the socket file.
+// token. Closing the socket removes its file.
 func (m *Model) Stop() {
 	m.srv.Close()
 	<-m.done
-	os.Remove(m.cfg.SocketPath)
 }
 
 // Usage is the turn's usage so far.
@@ -344,24 +345,15 @@ func (m *Model) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 	apiError(w, code, "api_error", "arizukod: "+msg)
 }
 
-// listenUnix listens on path, replacing a socket an earlier turn left, never another file.
+// listenUnix listens on path, in the group's IPC directory: the agent's ground, so the
+// socket is bound, given mode 0666 and later removed through the directory's descriptor
+// (agentdir), replacing what an earlier turn or the agent left there and following no link.
+// Closing the listener removes the socket if it is still the one bound.
 func listenUnix(path string) (net.Listener, error) {
-	if fi, err := os.Lstat(path); err == nil {
-		if fi.Mode()&os.ModeSocket == 0 {
-			return nil, fmt.Errorf("%s exists and is not a socket", path)
-		}
-		if err := os.Remove(path); err != nil {
-			return nil, err
-		}
-	}
-	ln, err := net.Listen("unix", path)
+	dir, err := agentdir.Open(filepath.Dir(path))
 	if err != nil {
 		return nil, err
 	}
-	ln.(*net.UnixListener).SetUnlinkOnClose(false)
-	if err := os.Chmod(path, 0o666); err != nil {
-		ln.Close()
-		return nil, err
-	}
-	return ln, nil
+	defer dir.Close()
+	return dir.Listen(filepath.Base(path), 0o666)
 }

@@ -9,18 +9,16 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
-	"golang.org/x/sys/unix"
 
 	"github.com/arizuko/arizukod/groupfolder"
+	"github.com/arizuko/arizukod/internal/agentdir"
 	"github.com/arizuko/arizukod/ipc/policy"
 	"github.com/arizuko/arizukod/store"
 )
@@ -116,8 +114,7 @@ type Server struct {
 	log    *slog.Logger
 	now    func() time.Time
 	mcp    *server.MCPServer
-	ln     *net.UnixListener
-	sockID [2]uint64 // device and inode of the socket file this server made
+	ln     *agentdir.Socket
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -174,17 +171,7 @@ func Start(ctx context.Context, cfg ServerConfig) (*Server, error) {
 		spec := specs[name]
 		s.mcp.AddTool(spec.mcpTool(), s.handler(spec))
 	}
-	if err := removeStale(cfg.SocketPath); err != nil {
-		return nil, err
-	}
-	s.ln, err = net.ListenUnix("unix", &net.UnixAddr{Name: cfg.SocketPath, Net: "unix"})
-	if err != nil {
-		return nil, fmt.Errorf("ipc: listen on %s: %w", cfg.SocketPath, err)
-	}
-	s.ln.SetUnlinkOnClose(false)
-	if s.sockID, err = restrictSocket(cfg.SocketPath); err != nil {
-		s.ln.Close()
-		os.Remove(cfg.SocketPath)
+	if s.ln, err = listen(cfg.SocketPath); err != nil {
 		return nil, err
 	}
 	s.ctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))
@@ -194,47 +181,20 @@ func Start(ctx context.Context, cfg ServerConfig) (*Server, error) {
 	return s, nil
 }
 
-// removeStale removes what an earlier server, or an agent, left at path:
-// a socket, a file or a symlink (never followed). A directory there is an
-// error.
-func removeStale(path string) error {
-	fi, err := os.Lstat(path)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		return nil
-	case err != nil:
-		return fmt.Errorf("ipc: stale socket %s: %w", path, err)
-	case fi.IsDir():
-		return fmt.Errorf("ipc: socket path %s is a directory", path)
-	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("ipc: remove stale socket %s: %w", path, err)
-	}
-	return nil
-}
-
-// restrictSocket sets SocketMode on the socket just bound at path without
-// following a symlink that might have replaced it, and returns its device
-// and inode.
-func restrictSocket(path string) ([2]uint64, error) {
-	fd, err := unix.Open(path, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+// listen binds the socket at path, in the group's IPC directory (the agent's ground),
+// through the directory's descriptor: what was there (a stale socket, a file, a symlink)
+// is replaced, never followed, and the mode SocketMode is set on the very file bound.
+func listen(path string) (*agentdir.Socket, error) {
+	dir, err := agentdir.Open(filepath.Dir(path))
 	if err != nil {
-		return [2]uint64{}, fmt.Errorf("ipc: open socket %s: %w", path, err)
+		return nil, fmt.Errorf("ipc: socket directory: %w", err)
 	}
-	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return [2]uint64{}, fmt.Errorf("ipc: stat socket %s: %w", path, err)
+	defer dir.Close()
+	ln, err := dir.Listen(filepath.Base(path), SocketMode)
+	if err != nil {
+		return nil, fmt.Errorf("ipc: %w", err)
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFSOCK {
-		return [2]uint64{}, fmt.Errorf("ipc: socket %s was replaced before its mode was set", path)
-	}
-	// An O_PATH descriptor cannot be fchmod'ed; its /proc link reaches the
-	// very inode it holds.
-	if err := unix.Chmod("/proc/self/fd/"+strconv.Itoa(fd), SocketMode); err != nil {
-		return [2]uint64{}, fmt.Errorf("ipc: chmod socket %s: %w", path, err)
-	}
-	return [2]uint64{uint64(st.Dev), st.Ino}, nil
+	return ln, nil
 }
 
 // Stop closes the socket and every connection, waits for the calls in
@@ -251,12 +211,6 @@ func (s *Server) Stop() error {
 		s.cancel()
 		err := s.ln.Close()
 		s.wg.Wait()
-		var st unix.Stat_t
-		if unix.Lstat(s.cfg.SocketPath, &st) == nil && [2]uint64{uint64(st.Dev), st.Ino} == s.sockID {
-			if rerr := os.Remove(s.cfg.SocketPath); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
-				err = errors.Join(err, rerr)
-			}
-		}
 		if err != nil {
 			s.stopErr = fmt.Errorf("ipc: stop %s: %w", s.cfg.SocketPath, err)
 		}

@@ -132,7 +132,7 @@ func (r *Runner) Run(ctx context.Context, t Turn) (Result, error) {
 	if err != nil {
 		return res, fmt.Errorf("prepare %s: %w", t.Folder, err)
 	}
-	if err := clearInput(dirs.IPCInput); err != nil {
+	if err := r.clearInput(t.Folder); err != nil {
 		return res, fmt.Errorf("prepare %s: %w", t.Folder, err)
 	}
 	t.Input.Folder = string(t.Folder)

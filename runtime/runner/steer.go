@@ -6,13 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/arizuko/arizukod/contract"
 	"github.com/arizuko/arizukod/groupfolder"
-	"github.com/arizuko/arizukod/internal/atomicfile"
 	"github.com/arizuko/arizukod/runtime/engine"
 )
 
@@ -25,15 +22,16 @@ var ErrNotRunning = errors.New("container is not running")
 // ErrNotRunning, and the messages are taken back: the caller is told they were not
 // delivered, so they must not turn up later.
 func (r *Runner) Steer(ctx context.Context, f groupfolder.Folder, containerID string, msgs []contract.Message) error {
-	dir, err := r.cfg.Layout.IPCInputDir(f)
+	ipc, err := r.cfg.Layout.OpenIPC(f)
 	if err != nil {
-		return err
+		return fmt.Errorf("steer %s: %w", f, err)
 	}
+	defer ipc.Close()
 	now := time.Now().UnixNano()
 	var written []string
 	takeBack := func() {
 		for _, name := range written {
-			os.Remove(name)
+			ipc.Remove(name)
 		}
 	}
 	for i, m := range msgs {
@@ -42,8 +40,11 @@ func (r *Runner) Steer(ctx context.Context, f groupfolder.Folder, containerID st
 			takeBack()
 			return err
 		}
-		name := filepath.Join(dir, fmt.Sprintf("%d-%03d.json", now, i))
-		if err := atomicfile.Write(name, b, 0o644); err != nil {
+		// The input directory is the agent's: written through the IPC directory's
+		// descriptor, a link it planted there (input/ itself or a file's name) is never
+		// followed.
+		name := fmt.Sprintf("input/%d-%03d.json", now, i)
+		if err := ipc.WriteFile(name, b, 0o644, nil); err != nil {
 			takeBack()
 			// The folder's next turn clears the directory as it begins: a write that
 			// fails then is a steer that came after its turn had ended.
@@ -91,18 +92,34 @@ func (r *Runner) notRunning(ctx context.Context, containerID string) error {
 	return nil
 }
 
-// clearInput removes what an earlier turn left in the IPC input directory: a stale _close
+// clearInput removes what an earlier turn left in f's IPC input directory: a stale _close
 // would end the new turn at once. A file already gone is fine: a steer to the earlier turn
-// that found it ended takes its messages back.
-func clearInput(dir string) error {
-	entries, err := os.ReadDir(dir)
+// that found it ended takes its messages back. Links the agent left there are removed,
+// never followed.
+func (r *Runner) clearInput(f groupfolder.Folder) error {
+	ipc, err := r.cfg.Layout.OpenIPC(f)
 	if err != nil {
 		return err
 	}
-	for _, e := range entries {
-		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return err
-		}
+	defer ipc.Close()
+	return ipc.Clear("input")
+}
+
+// writeClose creates the close sentinel in f's IPC input directory, O_EXCL through the
+// IPC directory's descriptor: whatever the agent put at that name (its own _close, a
+// link to a host file) stays as it is.
+func (r *Runner) writeClose(f groupfolder.Folder) error {
+	ipc, err := r.cfg.Layout.OpenIPC(f)
+	if err != nil {
+		return err
 	}
-	return nil
+	defer ipc.Close()
+	file, err := ipc.Create("input/"+CloseSentinel, 0o644)
+	if errors.Is(err, fs.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return file.Close()
 }

@@ -3,8 +3,6 @@ package runner
 import (
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/arizuko/arizukod/runtime/engine"
@@ -40,7 +38,7 @@ func (tr *turnRun) supervise(ctx context.Context, timeout time.Duration, started
 			}
 		case <-soft.C:
 			tr.note("soft deadline: wrote %s", CloseSentinel)
-			if err := os.WriteFile(filepath.Join(tr.dirs.IPCInput, CloseSentinel), nil, 0o644); err != nil {
+			if err := tr.r.writeClose(tr.t.Folder); err != nil {
 				tr.r.log.Warn("write close sentinel", "container", tr.res.Container, "err", err)
 			}
 		case <-hard.C:
