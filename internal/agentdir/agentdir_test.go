@@ -127,7 +127,10 @@ func TestLinksAreNeverFollowed(t *testing.T) {
 			return err
 		}, true},
 		{"escape with dot-dot", func(d *agentdir.Dir) error { _, err := d.ReadFile("../host/secret", 1<<20); return err }, true},
-		{"an absolute path", func(d *agentdir.Dir) error { _, err := d.ReadFile(filepath.Join("/", "etc", "hostname"), 1<<20); return err }, true},
+		{"an absolute path", func(d *agentdir.Dir) error {
+			_, err := d.ReadFile(filepath.Join("/", "etc", "hostname"), 1<<20)
+			return err
+		}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
