@@ -23,6 +23,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/robfig/cron/v3"
 
+	"github.com/arizuko/arizukod/internal/agentdir"
 	"github.com/arizuko/arizukod/ipc"
 	"github.com/arizuko/arizukod/ipc/policy"
 	"github.com/arizuko/arizukod/store"
@@ -208,7 +209,7 @@ func (e *env) start(t testing.TB, folder string, mod func(*ipc.ServerConfig)) *i
 		}
 	}
 	cfg := ipc.ServerConfig{
-		Folder: folder, SocketPath: e.socketPath(folder), GroupDir: e.groupDir(folder), ReplyTo: "tg:42",
+		Folder: folder, SocketPath: e.socketPath(folder), OpenGroup: func() (*agentdir.Dir, error) { return agentdir.Open(e.groupDir(folder)) }, ReplyTo: "tg:42",
 		Store: e.st, RunID: e.runID, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Now: func() time.Time { return fixedNow }, NextRun: testNextRun,
 		Wake: func(f string) { e.mu.Lock(); e.woken = append(e.woken, f); e.mu.Unlock() },

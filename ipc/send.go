@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path"
 	"strings"
 
+	"github.com/arizuko/arizukod/internal/agentdir"
 	"github.com/arizuko/arizukod/ipc/policy"
 	"github.com/arizuko/arizukod/store"
 )
@@ -98,14 +98,14 @@ func workspaceRel(p string) (string, error) {
 
 // sendDocument records a file of the group's directory (the container's
 // /workspace) in the outbox, with its path relative to that directory. The
-// file must be a regular file reached without leaving the group directory
-// through a symlink, and must not itself be a symlink.
+// file must be a regular file reached through no symlink, and must not itself
+// be one.
 func (s *Server) sendDocument(ctx context.Context, a args) (any, error) {
 	rel := a.str("path")
-	if s.cfg.GroupDir == "" {
+	if s.cfg.OpenGroup == nil {
 		return nil, fail("send_document is not available: the server has no group directory")
 	}
-	root, err := os.OpenRoot(s.cfg.GroupDir)
+	root, err := s.cfg.OpenGroup()
 	if err != nil {
 		return nil, fmt.Errorf("open group directory: %w", err)
 	}
@@ -114,6 +114,8 @@ func (s *Server) sendDocument(ctx context.Context, a args) (any, error) {
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil, badArg("path", "/workspace/%s does not exist", rel)
+	case errors.Is(err, agentdir.ErrLink):
+		return nil, badArg("path", "/workspace/%s is or passes through a symlink; send the file itself", rel)
 	case err != nil:
 		return nil, badArg("path", "/workspace/%s cannot be used: %v", rel, errors.Unwrap(err))
 	case !fi.Mode().IsRegular():

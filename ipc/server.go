@@ -85,10 +85,11 @@ type ServerConfig struct {
 	// SocketPath is where to listen: <data>/ipc/<folder>/router.sock, in
 	// a directory that exists. A stale socket there is removed.
 	SocketPath string
-	// GroupDir is the group's directory on the host (mounted at
-	// /workspace); send_document looks its files up there. Empty disables
-	// send_document's file check, so it always fails.
-	GroupDir string
+	// OpenGroup opens the group's directory on the host (mounted at
+	// /workspace), the agent's ground, through its parents' descriptors
+	// (groupfolder.Layout.OpenGroup); send_document looks its files up there.
+	// Nil disables send_document's file check, so it always fails.
+	OpenGroup func() (*agentdir.Dir, error)
 	// ReplyTo is the chat this turn answers; send_reply without chat_jid
 	// goes there (and grant rules see it as the chat_jid). Empty when the
 	// turn answers no chat: send_reply must then name one.

@@ -11,9 +11,9 @@
 // encoding at most MaxPromptJSON bytes.
 //
 // It is a pure library over the filesystem: it reads, never writes, and must not
-// touch a container engine, the store or the network. Assemble opens the group
-// directory as an os.Root, so a symlink planted by an agent cannot make it read
-// anything outside the group directory, and it opens files non-blocking and
+// touch a container engine, the store or the network. Assemble reads the group
+// directory through its descriptor (internal/agentdir) and follows no symlink, so a
+// link planted by an agent cannot make it read anything outside its own files, and it opens files non-blocking and
 // reads only regular files, so a FIFO cannot stall it. It reads only the
 // directory listings (the diary's only when its window is not found by name)
 // plus the files whose content it injects (see README.md for the one documented

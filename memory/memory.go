@@ -8,10 +8,11 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
-	"os"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/arizuko/arizukod/internal/agentdir"
 )
 
 // Defaults and limits. A turn's whole stdin line (the contract's JSON Input,
@@ -90,18 +91,25 @@ func cmpOr(v, def int) int {
 // that order, each present only when it has something to say (so the result is
 // "" for a group without memory files). The format is described in README.md.
 //
-// The group directory is opened as an os.Root: paths and symlinks cannot leave
-// it. Files that cannot be used (no frontmatter, no summary, not a regular file,
+// The group directory is the agent's ground: it is read through its descriptor
+// (agentdir), and no symlink in it is followed, whether it leads out or stays inside. Files that cannot be used (no frontmatter, no summary, not a regular file,
 // unreadable) are skipped with a debug log; an unreadable layer directory means
 // no layer (logged as a warning). The error is non-nil only when groupDir cannot
 // be opened, Options are invalid or ctx is done.
 func Assemble(ctx context.Context, groupDir string, opt Options) (string, error) {
-	root, err := os.OpenRoot(groupDir)
+	dir, err := agentdir.Open(groupDir)
 	if err != nil {
 		return "", fmt.Errorf("memory: open group directory: %w", err)
 	}
-	defer root.Close()
-	return assembleFS(ctx, rootFS{root}, opt)
+	defer dir.Close()
+	return AssembleDir(ctx, dir, opt)
+}
+
+// AssembleDir is Assemble over the group directory the caller opened (the daemon opens a
+// group's directory through its parents' descriptors, which an ancestor's agent can
+// write).
+func AssembleDir(ctx context.Context, dir *agentdir.Dir, opt Options) (string, error) {
+	return assembleFS(ctx, rootFS{dir}, opt)
 }
 
 // assembleFS is Assemble over a file system rooted at the group directory

@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 	_ "time/tzdata"
+
+	"github.com/arizuko/arizukod/internal/agentdir"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -326,7 +328,8 @@ func TestHostileNames(t *testing.T) {
 	}
 }
 
-// TestInsideSymlink: a symlink that stays inside the group directory is followed.
+// TestInsideSymlink: a symlink is never followed, even one that stays inside the group
+// directory (the daemon follows no link on an agent's ground).
 func TestInsideSymlink(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, dir, "shared/conventions.md", "shared fact\n")
@@ -337,8 +340,8 @@ func TestInsideSymlink(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, err := Assemble(context.Background(), dir, Options{})
-	if err != nil || !strings.Contains(got, "shared fact") {
-		t.Fatalf("got %q, %v", got, err)
+	if err != nil || strings.Contains(got, "shared fact") {
+		t.Fatalf("got %q, %v; want the linked fact left out", got, err)
 	}
 }
 
@@ -421,7 +424,7 @@ func TestReadsOnlyInjected(t *testing.T) {
 // files opened with the files the prompt names (n of them).
 func checkOpensOnlyInjected(t testing.TB, dir string, opt Options, n int) {
 	t.Helper()
-	root, err := os.OpenRoot(dir)
+	root, err := agentdir.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

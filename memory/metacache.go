@@ -38,12 +38,13 @@ type dirStat struct {
 }
 
 // statIn returns a stat of names in dir: relative to the directory opened once when the
-// group is read through its os.Root (no walk from the root per name), through fsys
+// group is read through its descriptor (no walk from the root per name), through fsys
 // otherwise.
 func (a *assembler) statIn(dir string) dirStat {
 	if r, ok := a.fsys.(rootFS); ok {
-		if sub, err := r.root.OpenRoot(dir); err == nil {
-			return dirStat{stat: sub.Stat, lstat: sub.Lstat, close: func() { sub.Close() }}
+		if sub, err := r.dir.Dir(dir); err == nil {
+			s := rootFS{sub}
+			return dirStat{stat: s.Stat, lstat: s.Lstat, close: func() { sub.Close() }}
 		}
 	}
 	return dirStat{
@@ -58,8 +59,7 @@ func (a *assembler) statIn(dir string) dirStat {
 func (a *assembler) cachedReadMeta(stat dirStat, name, p string) (meta, error) {
 	fi, err := stat.stat(name)
 	if err != nil {
-		// A symlink to elsewhere in the group leaves the directory: read it as the
-		// group's root resolves it.
+		// Gone, or a symlink: readMeta says why it cannot be read.
 		return a.readMeta(p)
 	}
 	st, ok := fi.Sys().(*syscall.Stat_t)

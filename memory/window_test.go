@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/arizuko/arizukod/internal/agentdir"
 )
 
 // TestDiaryProbeMatchesListing: the diary window found by looking names up day by day is
@@ -49,7 +51,7 @@ func TestDiaryProbeMatchesListing(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			root, err := os.OpenRoot(dir)
+			root, err := agentdir.Open(dir)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -10,7 +10,8 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"os"
+
+	"github.com/arizuko/arizukod/internal/agentdir"
 )
 
 const claudeJSONPath = ".claude.json"
@@ -41,7 +42,7 @@ func Seed(ctx context.Context, sessionDir string, opt Options) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	root, err := os.OpenRoot(sessionDir)
+	root, err := agentdir.Open(sessionDir)
 	if err != nil {
 		return fmt.Errorf("session: open session directory: %w", err)
 	}

@@ -20,6 +20,7 @@ import (
 	"testing/fstest"
 	"time"
 
+	"github.com/arizuko/arizukod/internal/agentdir"
 	"github.com/arizuko/arizukod/memory"
 	"gopkg.in/yaml.v3"
 )
@@ -416,7 +417,7 @@ func TestMigrationInterrupted(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		root, err := os.OpenRoot(dir)
+		root, err := agentdir.Open(dir)
 		if err != nil {
 			t.Fatal(err)
 		}

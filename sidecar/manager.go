@@ -17,6 +17,7 @@ import (
 	sddbus "github.com/coreos/go-systemd/v22/dbus"
 
 	"github.com/arizuko/arizukod/groupfolder"
+	"github.com/arizuko/arizukod/internal/agentdir"
 	"github.com/arizuko/arizukod/internal/atomicfile"
 	"github.com/arizuko/arizukod/logging"
 	"github.com/arizuko/arizukod/runtime/engine"
@@ -221,7 +222,7 @@ func (m *Manager) Start(ctx context.Context, f groupfolder.Folder, socketDir, ru
 // CLI are there, else on the engine.
 func (m *Manager) start(ctx context.Context, u *Unit, info engine.Info, runID string) (*running, error) {
 	log := m.log.With(logging.FieldFolder, u.Folder, logging.FieldRunID, runID, "sidecar", u.Name)
-	if err := removeFile(u.Socket()); err != nil {
+	if err := removeSocket(u.Socket()); err != nil {
 		return nil, fmt.Errorf("sidecar %s: stale socket: %w", u.Name, err)
 	}
 	if m.sd != nil {
@@ -388,7 +389,7 @@ func (m *Manager) startContainer(ctx context.Context, u *Unit) (*running, error)
 func (m *Manager) waitSocket(ctx context.Context, u *Unit, alive func(context.Context) (string, error)) error {
 	deadline := time.Now().Add(m.o.StartTimeout)
 	for {
-		if c, err := net.DialTimeout("unix", u.Socket(), time.Second); err == nil {
+		if c, err := dialSocket(ctx, u.Socket()); err == nil {
 			c.Close()
 			return nil
 		}
@@ -483,7 +484,7 @@ func (m *Manager) stop(ctx context.Context, r *running) error {
 		}
 		errs = append(errs, m.o.Engine.Remove(ctx, r.id))
 	}
-	errs = append(errs, removeFile(r.envFile), removeFile(r.u.Socket()))
+	errs = append(errs, removeFile(r.envFile), removeSocket(r.u.Socket()))
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("stop sidecar %s of %s: %w", r.u.Name, r.u.Folder, err)
 	}
@@ -559,4 +560,46 @@ func removeFile(p string) error {
 		return err
 	}
 	return nil
+}
+
+// A sidecar's socket is in the group's sidecar socket directory, ipc/<slug>/sidecars/,
+// which the agent can write: it is reached through the IPC directory's descriptor
+// (agentdir), so a link the agent planted (for sidecars/ or the socket's name) is never
+// followed.
+func socketIn(path string) (*agentdir.Dir, string, error) {
+	sockets := filepath.Dir(path)
+	ipc, err := agentdir.Open(filepath.Dir(sockets))
+	if err != nil {
+		return nil, "", err
+	}
+	return ipc, filepath.Base(sockets) + "/" + filepath.Base(path), nil
+}
+
+// removeSocket removes a sidecar's socket, or the link or file an agent put in its place.
+func removeSocket(path string) error {
+	ipc, rel, err := socketIn(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer ipc.Close()
+	if err := ipc.Remove(rel); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// dialSocket connects to a sidecar's socket, within a second: only to the socket file
+// itself, never through a link to another socket of the host.
+func dialSocket(ctx context.Context, path string) (net.Conn, error) {
+	ipc, rel, err := socketIn(path)
+	if err != nil {
+		return nil, err
+	}
+	defer ipc.Close()
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	return ipc.Dial(ctx, rel)
 }

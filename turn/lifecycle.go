@@ -55,7 +55,7 @@ func (b *Builder) Run(ctx context.Context, req Request, r Runner, w Watch) (runn
 	// serve tells the services which container is the turn's, once the runner knows.
 	serve := func(string) error { return nil }
 	if b.Services != nil {
-		svc, err := b.Services.start(ctx, req, plan, dirs, &t)
+		svc, err := b.Services.start(ctx, req, plan, b.Layout, dirs, &t)
 		if err != nil {
 			return runner.Result{}, fmt.Errorf("prepare turn: %w", err)
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/arizuko/arizukod/gateway"
 	"github.com/arizuko/arizukod/groupfolder"
+	"github.com/arizuko/arizukod/internal/agentdir"
 	"github.com/arizuko/arizukod/ipc"
 	"github.com/arizuko/arizukod/logging"
 	"github.com/arizuko/arizukod/runtime/runner"
@@ -86,7 +87,7 @@ func (r running) serve(container string) error { return r.model.Accept(r.token(c
 
 // start starts the services of one turn and hands the agent what reaches them in t's
 // environment; stop stops them, the last started first.
-func (s *Services) start(ctx context.Context, req Request, plan Plan, dirs groupfolder.Dirs, t *runner.Turn) (running, error) {
+func (s *Services) start(ctx context.Context, req Request, plan Plan, layout groupfolder.Layout, dirs groupfolder.Dirs, t *runner.Turn) (running, error) {
 	var stops []func()
 	stopAll := func() {
 		for i := len(stops) - 1; i >= 0; i-- {
@@ -106,7 +107,7 @@ func (s *Services) start(ctx context.Context, req Request, plan Plan, dirs group
 		}
 	})
 	srv, err := ipc.Start(ctx, ipc.ServerConfig{
-		Folder: string(req.Folder), SocketPath: filepath.Join(dirs.IPC, routerSocket), GroupDir: dirs.Group,
+		Folder: string(req.Folder), SocketPath: filepath.Join(dirs.IPC, routerSocket), OpenGroup: func() (*agentdir.Dir, error) { return layout.OpenGroup(req.Folder) },
 		ReplyTo: t.Input.ChatJID, Store: s.Store, RunID: s.recordedID(req), Logger: s.logger(), Wake: req.Wake,
 		NextRun: func(kind, expr string, now time.Time) (int64, error) {
 			return scheduler.NextRun(kind, expr, now, s.location())

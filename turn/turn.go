@@ -217,15 +217,16 @@ func (b *Builder) containerLimits(plan Plan) (engine.Limits, []engine.Mount, err
 
 // Prompt is the system prompt a turn of f from sender gets.
 func (b *Builder) Prompt(ctx context.Context, f groupfolder.Folder, sender string) (string, error) {
-	dir, err := b.Layout.GroupDir(f)
+	dir, err := b.Layout.OpenGroup(f)
 	if err != nil {
 		return "", err
 	}
+	defer dir.Close()
 	now := time.Now
 	if b.Now != nil {
 		now = b.Now
 	}
-	return memory.Assemble(ctx, dir, memory.Options{
+	return memory.AssembleDir(ctx, dir, memory.Options{
 		Now: now(), Location: b.Location, Sender: sender,
 		DiaryMax: b.DiaryMax, EpisodesMax: b.EpisodesMax, Logger: b.Logger,
 	})
