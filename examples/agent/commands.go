@@ -53,6 +53,7 @@ func init() {
 		"token":      tokenCommand,
 		"scan":       scanCommand,
 		"messages":   messagesCommand,
+		"plant":      plant,
 	}
 }
 

@@ -29,6 +29,7 @@
 //	token             answer the turn's model token
 //	scan PREFIX       answer where PREFIX appears in its environment and readable files
 //	messages          answer the turn's messages (sender, chat, time, content) and its chat
+//	plant MODE T DUR  plant symlinks to the host path T in the IPC directory (see plant.go)
 package main
 
 import (
