@@ -1,0 +1,89 @@
+package daemon_test
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/arizuko/arizukod/internal/daemontest"
+	"github.com/arizuko/arizukod/internal/enginetest"
+)
+
+// fileState is a file's mode, owner, size and content, or that it is absent.
+func fileState(t *testing.T, p string) string {
+	t.Helper()
+	fi, err := os.Lstat(p)
+	if err != nil {
+		return err.Error()
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return err.Error()
+	}
+	return fmt.Sprintf("%v size=%d sha256=%x", fi.Mode(), fi.Size(), sha256.Sum256(b))
+}
+
+// TestHostileAgentAcrossRestart: agents keep swapping their IPC directory's entries (input/,
+// router.sock, model.sock, egress.sock, sidecars/) for links to the daemon's own token key
+// and to a host directory, while the daemon is killed and started again (it adopts the
+// turns and binds their sockets anew under the race), steers them through the API and
+// reaches their soft deadlines. The key's mode and content, and the host directory, must
+// not change, and the daemon must start again on its key.
+func TestHostileAgentAcrossRestart(t *testing.T) {
+	enginetest.Long(t, "two hostile turns across a daemon restart")
+	daemontest.JournalOn(t)
+	for _, e := range enginetest.Rootful(t) {
+		t.Run(e.Name, func(t *testing.T) {
+			d := daemontest.New(t, daemontest.Config{Engine: e, RunTimeout: "40s"})
+			d.Start(t)
+			key := filepath.Join(d.DataDir, "model-token.key")
+			hostDir := filepath.Join(d.Dir, "host")
+			if err := os.Mkdir(hostDir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			keyBefore := fileState(t, key)
+			d.AddGroup(t, "onkey")
+			d.AddGroup(t, "ondir")
+			runs := []string{
+				d.Submit(t, "onkey", "plant race "+key+" 30s").ID,
+				d.Submit(t, "ondir", "plant race "+hostDir+" 30s").ID,
+			}
+			for _, id := range runs {
+				r := d.WaitRunning(t, id, time.Minute)
+				d.WaitContainerRunning(t, r.Container)
+			}
+			time.Sleep(2 * time.Second)
+			d.Kill(t)
+			d.Start(t)
+			deadline := time.Now().Add(90 * time.Second)
+			for _, id := range runs {
+				for d.GetRun(t, id).State == "running" && time.Now().Before(deadline) {
+					d.Do(http.MethodPost, "/v1/runs/"+id+"/steer", "application/json", []byte(`{"messages":[{"content":"steer"}]}`))
+					time.Sleep(50 * time.Millisecond)
+				}
+			}
+			if err := d.Drain(time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			if after := fileState(t, key); after != keyBefore {
+				t.Errorf("the daemon's token key changed:\n  before %s\n  after  %s", keyBefore, after)
+			}
+			if entries, err := os.ReadDir(hostDir); err != nil || len(entries) != 0 {
+				t.Errorf("host directory: %v %v, want it empty", entries, err)
+			}
+			if fi, err := os.Stat(hostDir); err != nil || fi.Mode().Perm() != 0o700 {
+				t.Errorf("host directory's mode: %v %v", fi, err)
+			}
+			d.Stop(t)
+			d.Start(t)
+			d.AddGroup(t, "after")
+			if r := d.Turn(t, "after", "reply still here"); r.Result != "still here" {
+				t.Errorf("a turn after the hostile ones: %+v", r)
+			}
+		})
+	}
+}
