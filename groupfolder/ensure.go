@@ -23,6 +23,11 @@ const openDirFlags = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O
 type policy struct {
 	create bool
 	chown  bool // chown created directories to uid:gid; existing ones must be owned by uid
+	// replace lets a symlink or a non-directory in the directory's place be removed
+	// (never followed) and the directory made anew: for the IPC directory's input/ and
+	// sidecars/, which hold nothing that lasts beyond a turn, so an agent that left a link
+	// there does not lock its folder out of its next turn.
+	replace bool
 	uid    int
 	gid    int
 }
@@ -69,18 +74,21 @@ func (l Layout) Ensure(f Folder, uid, gid int) (Dirs, error) {
 	defer unix.Close(root)
 	owned := policy{create: true, chown: true, uid: uid, gid: gid}
 	segs := f.Segments()
+	scratch := owned
+	scratch.replace = true
 	for _, w := range []struct {
-		top string
-		rel []string
+		top  string
+		rel  []string
+		last policy
 	}{
-		{"groups", append(f.Segments(), "media")},
-		{"groups", append(f.Segments(), "logs")},
-		{"groups", []string{segs[0], "share"}},
-		{"sessions", []string{f.ContainerSlug()}},
-		{"ipc", []string{f.ContainerSlug(), "input"}},
-		{"ipc", []string{f.ContainerSlug(), "sidecars"}},
+		{"groups", append(f.Segments(), "media"), owned},
+		{"groups", append(f.Segments(), "logs"), owned},
+		{"groups", []string{segs[0], "share"}, owned},
+		{"sessions", []string{f.ContainerSlug()}, owned},
+		{"ipc", []string{f.ContainerSlug(), "input"}, scratch},
+		{"ipc", []string{f.ContainerSlug(), "sidecars"}, scratch},
 	} {
-		fd, err := l.walk(root, append([]string{w.top}, w.rel...), daemonPolicy(), owned)
+		fd, err := l.walkLast(root, append([]string{w.top}, w.rel...), daemonPolicy(), owned, w.last)
 		if err != nil {
 			return Dirs{}, err
 		}
@@ -170,6 +178,11 @@ func (l Layout) openRoot() (int, error) {
 // first component is judged by top, the rest by rest. It returns the last
 // directory's descriptor.
 func (l Layout) walk(root int, comps []string, top, rest policy) (int, error) {
+	return l.walkLast(root, comps, top, rest, rest)
+}
+
+// walkLast is walk with the last component judged by last.
+func (l Layout) walkLast(root int, comps []string, top, rest, last policy) (int, error) {
 	fd := root
 	path := l.DataDir
 	for i, name := range comps {
@@ -178,8 +191,11 @@ func (l Layout) walk(root int, comps []string, top, rest policy) (int, error) {
 			return -1, err
 		}
 		p := rest
-		if i == 0 {
+		switch i {
+		case 0:
 			p = top
+		case len(comps) - 1:
+			p = last
 		}
 		next, err := stepDir(fd, path, name, p)
 		if fd != root {
@@ -198,6 +214,13 @@ func (l Layout) walk(root int, comps []string, top, rest policy) (int, error) {
 
 func stepDir(parent int, path, name string, p policy) (int, error) {
 	fd, err := unix.Openat(parent, name, openDirFlags, 0)
+	if err != nil && p.replace && !errors.Is(err, unix.ENOENT) {
+		// A link, a file or a FIFO in the directory's place: unlinkat removes the entry
+		// itself (a directory is refused with EISDIR and judged below as it is).
+		if uerr := unix.Unlinkat(parent, name, 0); uerr == nil {
+			err = unix.ENOENT
+		}
+	}
 	created := false
 	if errors.Is(err, unix.ENOENT) && p.create {
 		switch merr := unix.Mkdirat(parent, name, DirMode); {

@@ -210,10 +210,10 @@ func TestEnsureRefuses(t *testing.T) {
 		{"sessions is a symlink", "main", func(t *testing.T, data string) {
 			symlink(t, outside, data, "sessions")
 		}, "sessions is a symlink", false},
-		{"ipc input is a symlink", "main", func(t *testing.T, data string) {
-			mkdir(t, data, "ipc/main")
-			symlink(t, outside, data, "ipc/main/input")
-		}, "ipc/main/input is a symlink", false},
+		{"ipc dir is a symlink", "main", func(t *testing.T, data string) {
+			mkdir(t, data, "ipc")
+			symlink(t, outside, data, "ipc/main")
+		}, "ipc/main is a symlink", false},
 		{"file where a dir should be", "main", func(t *testing.T, data string) {
 			mkdir(t, data, "groups/main")
 			if err := os.WriteFile(filepath.Join(data, "groups/main/media"), nil, 0o600); err != nil {
@@ -252,6 +252,35 @@ func TestEnsureRefuses(t *testing.T) {
 			entries, _ := os.ReadDir(outside)
 			if len(entries) != 0 {
 				t.Errorf("Ensure wrote through the link: %v", entries)
+			}
+		})
+	}
+}
+
+// TestEnsureReplacesScratch: a link or a file an agent left in place of its IPC directory's
+// input/ or sidecars/ is removed (not followed) and the directory made anew, so the agent
+// cannot lock its folder out of the next turn; what the link pointed to is untouched.
+func TestEnsureReplacesScratch(t *testing.T) {
+	uid, gid := os.Getuid(), os.Getgid()
+	for _, name := range []string{"input", "sidecars"} {
+		t.Run(name, func(t *testing.T) {
+			outside := t.TempDir()
+			if err := os.WriteFile(filepath.Join(outside, "keep"), []byte("keep"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			l := newDataDir(t)
+			mkdir(t, l.DataDir, "ipc/main")
+			symlink(t, outside, l.DataDir, "ipc/main/"+name)
+			if _, err := l.Ensure("main", uid, gid); err != nil {
+				t.Fatal(err)
+			}
+			fi, err := os.Lstat(filepath.Join(l.DataDir, "ipc/main", name))
+			if err != nil || !fi.IsDir() || fi.Mode().Perm() != DirMode {
+				t.Fatalf("%s after Ensure: %v %v", name, fi, err)
+			}
+			entries, _ := os.ReadDir(outside)
+			if b, _ := os.ReadFile(filepath.Join(outside, "keep")); len(entries) != 1 || string(b) != "keep" {
+				t.Fatalf("the link's target changed: %v %q", entries, b)
 			}
 		})
 	}

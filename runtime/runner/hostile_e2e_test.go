@@ -117,11 +117,14 @@ func TestHostileLinks(t *testing.T) {
 					steers := h.hostileTurn(t, folder, fmt.Sprintf("plant %s %s 20s", tc.mode, target))
 					t.Logf("%s: %d steering attempts while the links stood", folder, steers)
 					host.unchanged(t, before)
-					// The folder's next turn clears what the agent left, never through a link.
+					// The folder's next turn clears what the agent left, never through a link,
+					// and runs: an agent cannot lock its own folder out.
 					f, _ := groupfolder.Parse(folder)
 					res, err := h.runner.Run(context.Background(), runner.Turn{RunID: "after-" + folder, Folder: f,
 						Input: contract.Input{Messages: []contract.Message{{Role: "user", Content: "reply after"}}}})
-					t.Logf("the next turn: %v %+v", err, res.Output)
+					if err != nil || res.Output.Result != "after" {
+						t.Errorf("the next turn: %v %+v", err, res)
+					}
 					host.unchanged(t, before)
 				})
 			}
