@@ -28,8 +28,8 @@ type policy struct {
 	// sidecars/, which hold nothing that lasts beyond a turn, so an agent that left a link
 	// there does not lock its folder out of its next turn.
 	replace bool
-	uid    int
-	gid    int
+	uid     int
+	gid     int
 }
 
 // daemonPolicy is for the data directory's top-level directories (groups,
