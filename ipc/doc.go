@@ -49,7 +49,9 @@
 // is scoped to a tree"); the scope is checked before whether a folder is
 // registered, so a refusal never tells whether a group exists elsewhere.
 // register_group creates a group strictly below the caller, spawn_group
-// (tier 0) likewise with an optional first message. Targets of
+// (tier 0) likewise with an optional first message; both register in one
+// write that leaves a group already registered (by the operator, with its
+// container config) as it is, and say so. Targets of
 // inject_message, delegations, tasks and routes must be registered groups.
 // add_route's match is put in canonical form before the rules see it. refresh_groups is get_groups: the server has no cache.
 // Tasks: intervals are stored as milliseconds (the tool also takes Go
