@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -689,4 +690,35 @@ func TestLongMessage(t *testing.T) {
 		t.Fatal("connection still open")
 	}
 	mustOK(t, "another client", call(t, dial(t, s.SocketPath()), "get_groups", nil))
+}
+
+// TestFolderGlobReach: an operator's grant reaches across trees exactly as far as its
+// folder glob says: "other/*" the children of other, "other/**" everything below it.
+func TestFolderGlobReach(t *testing.T) {
+	for _, tc := range []struct {
+		grant string
+		reach map[string]bool
+	}{
+		{"inject_message(folder=other/*)", map[string]bool{"other": false, "other/a": true, "other/a/b": false, "other/a/b/c": false}},
+		{"inject_message(folder=other/**)", map[string]bool{"other": false, "other/a": true, "other/a/b": true, "other/a/b/c": true}},
+		{"inject_message(folder=other/*/*)", map[string]bool{"other/a": false, "other/a/b": true, "other/a/b/c": false}},
+	} {
+		t.Run(tc.grant, func(t *testing.T) {
+			e := newEnv(t)
+			op := newOperator(e)
+			op.do(t, http.MethodPut, "/v1/groups/main/grants", map[string]any{"rules": []string{"*", tc.grant}}, http.StatusOK, nil)
+			c := dial(t, e.start(t, "main", nil).SocketPath())
+			for folder, want := range tc.reach {
+				r := call(t, c, "inject_message", map[string]any{"folder": folder, "text": "hello"})
+				switch {
+				case want && r.isError:
+					t.Errorf("inject into %s: %s, want it allowed", folder, r.text)
+				case !want && !r.isError:
+					t.Errorf("inject into %s allowed, want it denied", folder)
+				case !want && !strings.Contains(r.text, "outside it"):
+					t.Errorf("inject into %s: %s, want the subtree refusal", folder, r.text)
+				}
+			}
+		})
+	}
 }
