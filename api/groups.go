@@ -161,7 +161,7 @@ func (s *Server) putGrants(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req GrantsRequest
-	if !decode(w, r, &req) || !s.knownGroup(w, r, f) {
+	if !decode(w, r, &req, "rules") || !s.knownGroup(w, r, f) {
 		return
 	}
 	if req.Rules == nil {

@@ -29,8 +29,9 @@
 // tools/list shows the tools policy.Allowed for the tier and the rules, read from
 // the store at that moment. Every tools/call goes through the same gate, in
 // this order: the tier; the arguments (unknown names, types, sizes such as
-// MaxTextBytes, enumerations), so that no glob ever runs on an unbounded
-// value; the defaults (send_reply's chat_jid is ServerConfig.ReplyTo,
+// MaxTextBytes, enumerations, strings valid UTF-8 as sent rather than
+// turned into U+FFFD by the JSON decoder), so that no glob ever runs on an
+// unbounded value; the defaults (send_reply's chat_jid is ServerConfig.ReplyTo,
 // schedule_task's folder the caller, delegate_to_child's child a full
 // folder, send_document's path relative to /workspace); the rules, read
 // again from the store; then the tool. A refusal is a tool error
