@@ -8,10 +8,10 @@ import (
 
 // Glob is a compiled shell-style pattern used by grant rules and route
 // matches. A folder glob (the value of a grant rule's parameter that names a
-// folder: folder, child, target) is a path pattern: '/' is matched only by itself or by "**",
-// so "main/*" is main's children and "main/**" everything below main. In
-// every other glob (tool names, other parameters, route matches) '/' is a
-// character like any other and "**" is the same as "*".
+// folder: folder, child, target) is a path pattern: '/' is matched only by
+// itself or by "**", so "main/*" is main's children and "main/**" everything
+// below main. In every other glob (tool names, other parameters, route
+// matches) '/' is a character like any other and "**" is the same as "*".
 //
 //	pattern  matches
 //	*        any sequence of characters, including the empty one; in a
