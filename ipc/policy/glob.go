@@ -29,6 +29,7 @@ import (
 type Glob struct {
 	pattern string
 	toks    []globTok
+	folder  bool // compiled as a folder glob
 }
 
 type globKind uint8
@@ -87,7 +88,7 @@ func compileGlob(pattern string, folder bool) (Glob, *globError) {
 	if !utf8.ValidString(pattern) {
 		return Glob{}, &globError{off: invalidUTF8At(pattern), msg: "invalid UTF-8"}
 	}
-	g := Glob{pattern: pattern}
+	g := Glob{pattern: pattern, folder: folder}
 	for i := 0; i < len(pattern); {
 		c, size := utf8.DecodeRuneInString(pattern[i:])
 		switch c {
@@ -212,10 +213,51 @@ func (t globTok) matches(r rune) bool {
 	return false
 }
 
-// Match reports whether s matches the whole pattern. It follows the set of
-// positions the pattern can be at (the glob's NFA, as listing does), so the
-// cost is at most len(pattern)*len(s) whatever the stars.
+// Match reports whether s matches the whole pattern. The cost is at most
+// len(pattern)*len(s).
 func (g Glob) Match(s string) bool {
+	if g.folder {
+		return g.matchSet(s)
+	}
+	return g.matchBacktrack(s)
+}
+
+// matchBacktrack matches a glob whose stars match every character: it
+// backtracks only to the last '*', which is exact for such stars.
+func (g Glob) matchBacktrack(s string) bool {
+	ti, si := 0, 0
+	starTok, starStr := -1, 0
+	for si < len(s) {
+		if ti < len(g.toks) {
+			t := g.toks[ti]
+			if t.kind == globStar {
+				starTok, starStr = ti, si
+				ti++
+				continue
+			}
+			r, size := utf8.DecodeRuneInString(s[si:])
+			if t.matches(r) {
+				ti++
+				si += size
+				continue
+			}
+		}
+		if starTok < 0 {
+			return false
+		}
+		_, size := utf8.DecodeRuneInString(s[starStr:])
+		starStr += size
+		ti, si = starTok+1, starStr
+	}
+	for ti < len(g.toks) && g.toks[ti].kind == globStar {
+		ti++
+	}
+	return ti == len(g.toks)
+}
+
+// matchSet follows the set of positions the pattern can be at (the glob's
+// NFA, as listing does), which is exact whatever the stars match.
+func (g Glob) matchSet(s string) bool {
 	cur, next := g.startSet(), g.newSet()
 	for _, c := range s {
 		clear(next)
