@@ -6,14 +6,17 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,6 +25,7 @@ import (
 
 	"github.com/arizuko/arizukod/contract"
 	"github.com/arizuko/arizukod/groupfolder"
+	"github.com/arizuko/arizukod/internal/exactjson"
 	"github.com/arizuko/arizukod/store"
 )
 
@@ -164,18 +168,49 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	enc.Encode(v)
 }
 
+// exactFields refuses a body (decoded already, so a JSON object) whose fields named in
+// exact, matched without case as encoding/json matches them, hold a string that does not
+// decode as sent.
+func exactFields(w http.ResponseWriter, body []byte, exact []string) bool {
+	var fields map[string]json.RawMessage
+	if len(exact) == 0 || json.Unmarshal(body, &fields) != nil {
+		return true
+	}
+	for _, want := range exact {
+		for _, name := range slices.Sorted(maps.Keys(fields)) {
+			if !strings.EqualFold(name, want) {
+				continue
+			}
+			if path, bad := exactjson.Mangled(fields[name]); bad {
+				field := want + path
+				writeErr(w, http.StatusBadRequest, field, "%s: not valid UTF-8 as sent (an invalid byte or an unpaired surrogate escape, "+
+					"which would be kept as U+FFFD and mean something else)", field)
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // renamedFields are the snake_case names earlier versions of the API took, with their
 // camelCase names now.
 var renamedFields = map[string]string{"chat_jid": "chatJid", "container_config": "containerConfig"}
 
 // decode reads a JSON body into v strictly: unknown fields, wrong types, trailing data and
-// oversized bodies are errors that name the field.
-func decode(w http.ResponseWriter, r *http.Request, v any) bool {
+// oversized bodies are errors that name the field. The strings of the fields named in
+// exact (rule text: a glob must mean what was sent) must be valid UTF-8 as sent, which
+// encoding/json would otherwise turn into U+FFFD.
+func decode(w http.ResponseWriter, r *http.Request, v any, exact ...string) bool {
 	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
 		writeErr(w, http.StatusUnsupportedMediaType, "", "Content-Type %q: send application/json", ct)
 		return false
 	}
-	dec := json.NewDecoder(r.Body)
+	var body bytes.Buffer
+	var in io.Reader = r.Body
+	if len(exact) > 0 {
+		in = io.TeeReader(r.Body, &body)
+	}
+	dec := json.NewDecoder(in)
 	dec.DisallowUnknownFields()
 	err := dec.Decode(v)
 	if err == nil && dec.More() {
@@ -187,7 +222,7 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 		}
 	}
 	if err == nil {
-		return true
+		return exactFields(w, body.Bytes(), exact)
 	}
 	var tooBig *http.MaxBytesError
 	var typeErr *json.UnmarshalTypeError

@@ -60,15 +60,13 @@ func (s *Server) putGroup(w http.ResponseWriter, r *http.Request) {
 	} else {
 		req.ContainerConfig = nil
 	}
-	parent, hasParent := f.Parent()
-	if hasParent {
-		if _, err := s.store.GetGroup(r.Context(), string(parent)); errors.Is(err, store.ErrNotFound) {
-			writeErr(w, http.StatusBadRequest, "folder", "folder %q: its parent %q is not registered", f, parent)
-			return
-		}
-	}
+	parent, _ := f.Parent()
 	g, err := s.store.UpsertGroup(r.Context(), store.Group{Folder: string(f), Parent: string(parent),
 		Name: req.Name, Description: req.Description, ContainerConfig: req.ContainerConfig})
+	if errors.Is(err, store.ErrNotFound) {
+		writeErr(w, http.StatusBadRequest, "folder", "folder %q: its parent %q is not registered", f, parent)
+		return
+	}
 	if err != nil {
 		s.internal(w, r, err)
 		return
@@ -163,7 +161,7 @@ func (s *Server) putGrants(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req GrantsRequest
-	if !decode(w, r, &req) || !s.knownGroup(w, r, f) {
+	if !decode(w, r, &req, "rules") || !s.knownGroup(w, r, f) {
 		return
 	}
 	if req.Rules == nil {

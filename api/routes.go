@@ -47,7 +47,7 @@ func (s *Server) listRoutes(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) addRoute(w http.ResponseWriter, r *http.Request) {
 	var req AddRouteRequest
-	if !decode(w, r, &req) {
+	if !decode(w, r, &req, "match") {
 		return
 	}
 	switch {

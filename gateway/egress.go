@@ -76,14 +76,26 @@ func validDNSName(h string) bool {
 	return true
 }
 
+// What the proxy keeps of the destinations an agent names, which it chooses freely: at
+// most maxDestinations of a turn by name, each at most maxDestinationLen bytes of
+// the characters of a host:port; the rest are counted together as otherDestinations.
+const (
+	maxDestinations   = 64
+	otherDestinations = "(others)"
+	maxDestinationLen = 253 + len(":65535")
+)
+
 // EgressConfig is one turn's egress proxy.
 type EgressConfig struct {
 	SocketPath string // <ipc dir>/egress.sock
 	Allow      []string
 	// Lookup resolves a name on the host; nil uses net.DefaultResolver.
 	Lookup func(ctx context.Context, host string) ([]netip.Addr, error)
-	// Record gets each connection's counts when it ends, and each refusal.
+	// Record gets each connection's counts when it ends, and each refusal, by
+	// destination: a sanitized host:port, or "(others)" once the turn has named 64 others.
 	Record func(host string, up, down int64, refused bool)
+	// Logger gets the first refusal of each destination, and when the proxy stops, how
+	// many refusals it did not log one by one.
 	Logger *slog.Logger
 }
 
@@ -95,11 +107,16 @@ type Egress struct {
 	srv   *http.Server
 	done  chan struct{}
 	conns sync.WaitGroup
+
+	mu       sync.Mutex
+	named    map[string]bool // destinations recorded by name: whether a refusal was logged
+	refused  int             // refusals of the turn
+	unlogged int             // refusals not logged one by one
 }
 
 // StartEgress listens on cfg.SocketPath and serves until Stop.
 func StartEgress(cfg EgressConfig) (*Egress, error) {
-	e := &Egress{cfg: cfg, done: make(chan struct{})}
+	e := &Egress{cfg: cfg, done: make(chan struct{}), named: map[string]bool{}}
 	for _, a := range cfg.Allow {
 		r, err := parseEgress(a)
 		if err != nil {
@@ -137,6 +154,66 @@ func (e *Egress) Stop() {
 	e.srv.Close()
 	<-e.done
 	e.conns.Wait()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.unlogged > 0 {
+		e.cfg.Logger.Warn("egress refusals not logged one by one", "refused", e.refused,
+			"not_logged", e.unlogged, "destinations", len(e.named))
+	}
+}
+
+// destinationName is what the store and the journal may keep of a target the agent named:
+// lower case, the characters of a host:port only (any other byte is '?'), at most
+// maxDestinationLen bytes.
+func destinationName(target string) string {
+	b := []byte(strings.ToLower(target))
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || strings.IndexByte(".-_:[]*", c) >= 0) {
+			b[i] = '?'
+		}
+	}
+	if len(b) > maxDestinationLen {
+		b = append(b[:maxDestinationLen-3], "..."...)
+	}
+	if len(b) == 0 {
+		return "(none)"
+	}
+	return string(b)
+}
+
+// recorded is the name the turn records name under: itself, or otherDestinations once
+// maxDestinations others are recorded. Call with e.mu held.
+func (e *Egress) recorded(name string) string {
+	if _, ok := e.named[name]; ok || len(e.named) < maxDestinations {
+		if !ok {
+			e.named[name] = false
+		}
+		return name
+	}
+	return otherDestinations
+}
+
+// destination is the name a connection to target is recorded under.
+func (e *Egress) destination(target string) string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.recorded(destinationName(target))
+}
+
+// refusal counts a refusal of name and reports the name it is recorded under, and
+// whether to log it: the first refusal of each destination recorded by name, and the
+// first of those counted as others.
+func (e *Egress) refusal(name string) (string, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.refused++
+	key := e.recorded(name)
+	if !e.named[key] {
+		e.named[key] = true
+		return key, true
+	}
+	e.unlogged++
+	return key, false
 }
 
 // listed reports whether host:port is on the list (by name or as an address).
@@ -188,18 +265,22 @@ func (e errRefused) Error() string { return e.msg }
 
 // resolve checks host:port against the list and returns the address to dial: the name is
 // resolved here, once, and an internal address is used only when it is listed itself.
+// Its errors name the target by destinationName.
 func (e *Egress) resolve(ctx context.Context, hostport string) (string, error) {
 	host, port, err := net.SplitHostPort(hostport)
 	if err != nil {
-		return "", errRefused{fmt.Sprintf("%q is not host:port", hostport)}
-	}
-	if !e.listed(host, port) {
-		return "", errRefused{fmt.Sprintf("%s is not on this group's egress list (containerConfig.egress)", net.JoinHostPort(host, port))}
+		return "", errRefused{fmt.Sprintf("%q is not host:port", destinationName(hostport))}
 	}
 	var addrs []netip.Addr
 	if ip, err := netip.ParseAddr(host); err == nil {
 		addrs = []netip.Addr{ip}
-	} else {
+	} else if !validDNSName(strings.ToLower(strings.TrimSuffix(host, "."))) {
+		return "", errRefused{fmt.Sprintf("%q is not a DNS name", destinationName(host))}
+	}
+	if !e.listed(host, port) {
+		return "", errRefused{fmt.Sprintf("%s is not on this group's egress list (containerConfig.egress)", destinationName(hostport))}
+	}
+	if addrs == nil {
 		lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		addrs, err = e.cfg.Lookup(lctx, host)
 		cancel()
@@ -215,14 +296,21 @@ func (e *Egress) resolve(ctx context.Context, hostport string) (string, error) {
 	return "", errRefused{fmt.Sprintf("%s resolves to %s, an internal address that is not itself on the egress list", host, addrs[0])}
 }
 
+// refuse answers a request the proxy does not carry: 403 for a destination it does not
+// reach (recorded as a refusal), 502 for one it could not reach. err names the target by
+// destinationName.
 func (e *Egress) refuse(w http.ResponseWriter, target string, err error) {
 	code := http.StatusBadGateway
 	var rf errRefused
+	name := destinationName(target)
+	key, first := e.refusal(name)
 	if errors.As(err, &rf) {
 		code = http.StatusForbidden
-		e.cfg.Record(target, 0, 0, true)
+		e.cfg.Record(key, 0, 0, true)
 	}
-	e.cfg.Logger.Warn("egress refused", "target", target, "status", code, "reason", err.Error())
+	if first {
+		e.cfg.Logger.Warn("egress refused", "target", name, "recorded_as", key, "status", code, "reason", err.Error())
+	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("X-Arizuko-Gateway", "refused")
 	w.WriteHeader(code)
@@ -274,7 +362,7 @@ func (e *Egress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		},
 	}
 	rp.ServeHTTP(w, r)
-	e.cfg.Record(target, conn.written, conn.read, false)
+	e.cfg.Record(e.destination(target), conn.written, conn.read, false)
 }
 
 func (e *Egress) connect(w http.ResponseWriter, r *http.Request) {
@@ -286,7 +374,7 @@ func (e *Egress) connect(w http.ResponseWriter, r *http.Request) {
 	}
 	dst, err := (&net.Dialer{Timeout: 10 * time.Second}).DialContext(r.Context(), "tcp", addr)
 	if err != nil {
-		e.refuse(w, target, fmt.Errorf("connecting to %s (%s): %w", target, addr, err))
+		e.refuse(w, target, fmt.Errorf("connecting to %s (%s): %w", destinationName(target), addr, err))
 		return
 	}
 	hj, ok := w.(http.Hijacker)
@@ -322,7 +410,7 @@ func (e *Egress) connect(w http.ResponseWriter, r *http.Request) {
 		down, _ = io.Copy(src, dst)
 		src.Close()
 		<-done
-		e.cfg.Record(target, up, down, false)
+		e.cfg.Record(e.destination(target), up, down, false)
 	}()
 	go func() {
 		<-e.done

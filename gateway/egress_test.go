@@ -3,8 +3,10 @@ package gateway
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +16,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/arizuko/arizukod/store"
 )
 
 type egressLog struct {
@@ -178,6 +182,144 @@ func TestCheckEgress(t *testing.T) {
 		err := CheckEgress([]string{tc.entry})
 		if (err == nil) != tc.ok {
 			t.Errorf("%q: %v, want ok %v", tc.entry, err, tc.ok)
+		}
+	}
+}
+
+// syncBuffer is a log sink the proxy's handlers write to concurrently.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// An agent that names hundreds of distinct hosts, some of them kilobytes long, leaves a
+// bounded trace: a bounded number of short rows in the store, each refusal counted, and a
+// bounded journal.
+func TestEgressRefusalsBounded(t *testing.T) {
+	const (
+		requests = 400
+		maxRows  = 100      // distinct destinations recorded by name, plus "others"
+		maxHost  = 300      // bytes of a recorded host:port
+		maxLog   = 64 << 10 // bytes of log for the whole turn
+	)
+	ctx := context.Background()
+	dir := t.TempDir()
+	st, err := store.Open(ctx, filepath.Join(dir, "arizukod.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	run, err := st.CreateRun(ctx, store.Run{Folder: "main", Input: json.RawMessage(`{"messages":[]}`), TimeoutMS: 60000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	sock := filepath.Join(dir, "egress.sock")
+	e, err := StartEgress(EgressConfig{SocketPath: sock, Allow: []string{"*.allowed.test:443"},
+		Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+		Record: func(host string, up, down int64, refused bool) {
+			eg := store.Egress{Host: host, BytesUp: up, BytesDown: down, Requests: 1}
+			if refused {
+				eg.Requests, eg.Refused = 0, 1
+			}
+			if err := st.AddEgress(ctx, run.ID, eg); err != nil {
+				t.Errorf("AddEgress: %v", err)
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	defer func() {
+		if !stopped {
+			e.Stop()
+		}
+	}()
+	long := strings.Repeat("x", 8000)
+	for i := range requests {
+		var host string
+		switch i % 3 {
+		case 0: // a plain name, not listed
+			host = fmt.Sprintf("h%d-%s.evil.test:443", i, strings.Repeat("q", i%50))
+		case 1: // kilobytes of name under the listed wildcard
+			host = fmt.Sprintf("%s%d.allowed.test:443", long, i)
+		default: // a listed name's port it may not use
+			host = fmt.Sprintf("%s%d.Evil.test:%d", long[:1000], i, 1+i)
+		}
+		conn, err := net.Dial("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(conn, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", host, host)
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("CONNECT %d: %v", i, err)
+		}
+		if resp.StatusCode != http.StatusForbidden {
+			t.Errorf("CONNECT %d: %d, want 403", i, resp.StatusCode)
+		}
+		resp.Body.Close()
+		conn.Close()
+	}
+	e.Stop()
+	stopped = true
+
+	rows, err := st.RunEgress(ctx, run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var refused int64
+	for _, r := range rows {
+		refused += r.Refused
+		if len(r.Host) > maxHost {
+			t.Errorf("a recorded host of %d bytes: %.80q...", len(r.Host), r.Host)
+		}
+		if strings.ContainsFunc(r.Host, func(c rune) bool { return c < 0x20 || c > 0x7e }) {
+			t.Errorf("a recorded host with characters outside printable ASCII: %q", r.Host)
+		}
+	}
+	if len(rows) == 0 || rows[0].Host != otherDestinations || rows[0].Refused == 0 {
+		t.Errorf("no row of %q counting the refusals past %d destinations: %+v", otherDestinations, maxDestinations, rows[:min(len(rows), 1)])
+	}
+	if len(rows) > maxRows {
+		t.Errorf("%d rows of egress for one turn, want at most %d", len(rows), maxRows)
+	}
+	if refused != requests {
+		t.Errorf("%d refusals counted, want %d", refused, requests)
+	}
+	if n := len(logs.String()); n > maxLog {
+		t.Errorf("%d bytes of log for one turn (%d lines), want at most %d", n, strings.Count(logs.String(), "\n"), maxLog)
+	}
+	if !strings.Contains(logs.String(), "egress refused") {
+		t.Errorf("no refusal logged: %q", logs.String())
+	}
+	t.Logf("%d requests: %d rows, %d bytes of log", requests, len(rows), len(logs.String()))
+}
+
+func TestDestinationName(t *testing.T) {
+	long := strings.Repeat("a", 300) + ".test:443"
+	for _, tc := range []struct{ target, want string }{
+		{"GitHub.com:443", "github.com:443"},
+		{"[::1]:80", "[::1]:80"},
+		{"", "(none)"},
+		{"a b\x00\n\x1b[31m:443", "a?b???[31m:443"},
+		{"caf\u00e9.test:443", "caf??.test:443"},
+		{long, long[:maxDestinationLen-3] + "..."},
+	} {
+		if got := destinationName(tc.target); got != tc.want {
+			t.Errorf("destinationName(%q) = %q, want %q", tc.target, got, tc.want)
 		}
 	}
 }

@@ -29,8 +29,9 @@
 // tools/list shows the tools policy.Allowed for the tier and the rules, read from
 // the store at that moment. Every tools/call goes through the same gate, in
 // this order: the tier; the arguments (unknown names, types, sizes such as
-// MaxTextBytes, enumerations), so that no glob ever runs on an unbounded
-// value; the defaults (send_reply's chat_jid is ServerConfig.ReplyTo,
+// MaxTextBytes, enumerations, strings valid UTF-8 as sent rather than
+// turned into U+FFFD by the JSON decoder), so that no glob ever runs on an
+// unbounded value; the defaults (send_reply's chat_jid is ServerConfig.ReplyTo,
 // schedule_task's folder the caller, delegate_to_child's child a full
 // folder, send_document's path relative to /workspace); the rules, read
 // again from the store; then the tool. A refusal is a tool error
@@ -49,7 +50,9 @@
 // is scoped to a tree"); the scope is checked before whether a folder is
 // registered, so a refusal never tells whether a group exists elsewhere.
 // register_group creates a group strictly below the caller, spawn_group
-// (tier 0) likewise with an optional first message. Targets of
+// (tier 0) likewise with an optional first message; both register in one
+// write that leaves a group already registered (by the operator, with its
+// container config) as it is, and say so. Targets of
 // inject_message, delegations, tasks and routes must be registered groups.
 // add_route's match is put in canonical form before the rules see it. refresh_groups is get_groups: the server has no cache.
 // Tasks: intervals are stored as milliseconds (the tool also takes Go

@@ -28,23 +28,18 @@ func (s *Server) registerGroup(ctx context.Context, a args) (any, error) {
 	return viewGroup(*g), nil
 }
 
-// create registers folder as a new group; an existing registration is not
-// touched. The check and the write are two steps: a group registered in
-// between by someone else gets the new name and description.
+// create registers folder as a new group, in one write that leaves an existing
+// registration as it is: the operator's container config of a group registered
+// at the same time is never replaced.
 func (s *Server) create(ctx context.Context, folder string, a args) (*store.Group, error) {
-	_, err := s.store.GetGroup(ctx, folder)
-	switch {
-	case err == nil:
-		return nil, badArg("folder", "group %s is already registered", folder)
-	case !errors.Is(err, store.ErrNotFound):
-		return nil, err
-	}
 	parent, _ := policy.Parent(folder)
-	g, err := s.store.UpsertGroup(ctx, store.Group{Folder: folder, Parent: parent, Name: a.str("name"), Description: a.str("description")})
-	if errors.Is(err, store.ErrNotFound) {
+	g, err := s.store.CreateGroup(ctx, store.Group{Folder: folder, Parent: parent, Name: a.str("name"), Description: a.str("description")})
+	switch {
+	case errors.Is(err, store.ErrConflict):
+		return nil, badArg("folder", "group %s is already registered", folder)
+	case errors.Is(err, store.ErrNotFound):
 		return nil, badArg("folder", "the parent group %s is not registered; register it first", parent)
-	}
-	if err != nil {
+	case err != nil:
 		return nil, err
 	}
 	s.log.Info("ipc: group registered", "group", folder)

@@ -26,9 +26,10 @@ type scenario struct {
 }
 
 // crossRules are an operator's grants into the other tree: each tool with a
-// folder argument may act on the folders whose names start with other.
-var crossRules = []string{"*", "inject_message(folder=other*)", "register_group(folder=other*)",
-	"spawn_group(folder=other*)", "schedule_task(folder=other*)", "add_route(target=other*)"}
+// folder argument may act on the folders whose names start with other ("**"
+// crosses '/' in a folder glob).
+var crossRules = []string{"*", "inject_message(folder=other**)", "register_group(folder=other**)",
+	"spawn_group(folder=other**)", "schedule_task(folder=other**)", "add_route(target=other**)"}
 
 func anyTool(string) bool { return true }
 func noTool(string) bool  { return false }

@@ -2,6 +2,7 @@ package ipc
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -9,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/arizuko/arizukod/internal/exactjson"
 )
 
 // Argument limits. They are checked before any grant rule is matched, so
@@ -98,7 +101,10 @@ var routeItem = []param{
 const matchDesc = `Whitespace-separated key=glob terms over platform, room, chat_jid, sender and verb, all of which must match, e.g. "platform=telegram verb=mention" or "room=-5075870332"; "" matches every message.`
 
 // decodeArgs turns the arguments of a tools/call into a map, keeping
-// numbers exact. Missing arguments are an empty map.
+// numbers exact. Missing arguments are an empty map. A string that is not
+// valid UTF-8 as sent (which encoding/json would keep as U+FFFD, so that a
+// route's match or a task's prompt would say something else) is refused,
+// naming the argument.
 func decodeArgs(raw any) (map[string]any, error) {
 	if b, ok := raw.(json.RawMessage); ok {
 		b = bytes.TrimSpace(b)
@@ -110,6 +116,10 @@ func decodeArgs(raw any) (map[string]any, error) {
 		var v any
 		if err := dec.Decode(&v); err != nil {
 			return nil, badArg("arguments", "not valid JSON: %v", err)
+		}
+		if path, bad := exactjson.Mangled(b); bad {
+			return nil, badArg(cmp.Or(strings.TrimPrefix(path, "."), "arguments"),
+				"must be valid UTF-8 (an invalid byte or an unpaired surrogate escape was sent)")
 		}
 		raw = v
 	}

@@ -58,7 +58,7 @@ type Store interface {
 	AppendInbox(ctx context.Context, folder string, msgs ...store.InboxMessage) ([]int64, error)
 	GetGroup(ctx context.Context, folder string) (*store.Group, error)
 	ListGroups(ctx context.Context) ([]store.Group, error)
-	UpsertGroup(ctx context.Context, g store.Group) (*store.Group, error)
+	CreateGroup(ctx context.Context, g store.Group) (*store.Group, error)
 	CreateTask(ctx context.Context, t store.Task) (*store.Task, error)
 	GetTask(ctx context.Context, id string) (*store.Task, error)
 	ListTasks(ctx context.Context, f store.TaskFilter) ([]store.Task, error)

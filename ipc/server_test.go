@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -554,6 +555,24 @@ func (rc *rawConn) request(t testing.TB, method string, params any) rawResponse 
 	t.Helper()
 	rc.id++
 	rc.send(t, map[string]any{"jsonrpc": "2.0", "id": rc.id, "method": method, "params": params})
+	return rc.answer(t, method)
+}
+
+// callBytes calls tool with arguments written as JSON by hand: bytes that
+// json.Marshal would not send (invalid UTF-8) go through as they are.
+func (rc *rawConn) callBytes(t testing.TB, tool, arguments string) rawResponse {
+	t.Helper()
+	rc.id++
+	line := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":%q,"arguments":%s}}`+"\n", rc.id, tool, arguments)
+	if _, err := rc.c.Write([]byte(line)); err != nil {
+		t.Fatal(err)
+	}
+	return rc.answer(t, tool)
+}
+
+// answer reads lines up to the response to the last request.
+func (rc *rawConn) answer(t testing.TB, method string) rawResponse {
+	t.Helper()
 	for {
 		line, err := rc.r.ReadBytes('\n')
 		if err != nil {
@@ -689,4 +708,74 @@ func TestLongMessage(t *testing.T) {
 		t.Fatal("connection still open")
 	}
 	mustOK(t, "another client", call(t, dial(t, s.SocketPath()), "get_groups", nil))
+}
+
+// TestFolderGlobReach: an operator's grant reaches across trees exactly as far as its
+// folder glob says: "other/*" the children of other, "other/**" everything below it.
+func TestFolderGlobReach(t *testing.T) {
+	for _, tc := range []struct {
+		grant string
+		reach map[string]bool
+	}{
+		{"inject_message(folder=other/*)", map[string]bool{"other": false, "other/a": true, "other/a/b": false, "other/a/b/c": false}},
+		{"inject_message(folder=other/**)", map[string]bool{"other": false, "other/a": true, "other/a/b": true, "other/a/b/c": true}},
+		{"inject_message(folder=other/*/*)", map[string]bool{"other/a": false, "other/a/b": true, "other/a/b/c": false}},
+	} {
+		t.Run(tc.grant, func(t *testing.T) {
+			e := newEnv(t)
+			op := newOperator(e)
+			op.do(t, http.MethodPut, "/v1/groups/main/grants", map[string]any{"rules": []string{"*", tc.grant}}, http.StatusOK, nil)
+			c := dial(t, e.start(t, "main", nil).SocketPath())
+			for folder, want := range tc.reach {
+				r := call(t, c, "inject_message", map[string]any{"folder": folder, "text": "hello"})
+				switch {
+				case want && r.isError:
+					t.Errorf("inject into %s: %s, want it allowed", folder, r.text)
+				case !want && !r.isError:
+					t.Errorf("inject into %s allowed, want it denied", folder)
+				case !want && !strings.Contains(r.text, "outside it"):
+					t.Errorf("inject into %s: %s, want the subtree refusal", folder, r.text)
+				}
+			}
+		})
+	}
+}
+
+// TestArgumentsAsSent: a string argument that is not valid UTF-8 as sent (an
+// invalid byte, an unpaired surrogate escape) is refused naming the argument,
+// where encoding/json would have kept U+FFFD in its place: a route's match
+// would be stored meaning something else.
+func TestArgumentsAsSent(t *testing.T) {
+	e := newEnv(t)
+	rc := rawSession(t, e.start(t, "main", nil).SocketPath())
+	before := e.dump(t)
+	for _, tc := range []struct {
+		name, tool, arguments, arg string
+	}{
+		{"add_route invalid byte", "add_route", "{\"seq\":1,\"match\":\"room=\xff\",\"target\":\"main/a\"}", "match"},
+		{"add_route lone surrogate", "add_route", `{"seq":1,"match":"room=\udc00","target":"main/a"}`, "match"},
+		{"set_routes item", "set_routes", "{\"routes\":[{\"seq\":1,\"match\":\"room=1\",\"target\":\"main/a\"},{\"seq\":2,\"match\":\"sender=\xc3\",\"target\":\"main/a\"}]}", "routes[1].match"},
+		{"schedule_task prompt", "schedule_task", "{\"prompt\":\"p\xfe\",\"schedule_kind\":\"cron\",\"schedule\":\"0 9 * * *\"}", "prompt"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := rc.callBytes(t, tc.tool, tc.arguments)
+			var res mcp.CallToolResult
+			if err := json.Unmarshal(resp.Result, &res); err != nil || !res.IsError || len(res.Content) == 0 {
+				t.Fatalf("answered %s, want a tool error", resp.Result)
+			}
+			text := res.Content[0].(mcp.TextContent).Text
+			if want := "bad argument " + tc.arg + ": must be valid UTF-8"; !strings.Contains(text, want) {
+				t.Errorf("answered %q, want %q", text, want)
+			}
+		})
+	}
+	e.unchanged(t, "refused calls", before)
+	resp := rc.callBytes(t, "add_route", `{"seq":1,"match":"room=\u00e9\ud83d\ude00","target":"main/a"}`)
+	if strings.Contains(string(resp.Result), `"isError":true`) {
+		t.Fatalf("a match of valid escapes was refused: %s", resp.Result)
+	}
+	rs, err := e.st.ListRoutes(e.ctx)
+	if err != nil || len(rs) != 1 || rs[0].Match != "room=\u00e9\U0001F600" {
+		t.Errorf("routes %+v, %v; want the match as sent", rs, err)
+	}
 }

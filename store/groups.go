@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -47,22 +48,63 @@ func getGroup(ctx context.Context, q querier, folder string) (*Group, error) {
 	return g, err
 }
 
-// UpsertGroup registers g or updates the registered group of g.Folder,
-// keeping its CreatedAt. An empty ContainerConfig is stored as {}; any other
-// must be a JSON object. A Parent that is not registered is ErrNotFound.
-func (s *Store) UpsertGroup(ctx context.Context, g Group) (*Group, error) {
+// checkGroup validates g for op ("create", "upsert") and makes an empty
+// ContainerConfig {}.
+func checkGroup(op string, g *Group) error {
 	switch {
 	case g.Folder == "":
-		return nil, fmt.Errorf("store: upsert group: folder: %w: empty", ErrInvalid)
+		return fmt.Errorf("store: %s group: folder: %w: empty", op, ErrInvalid)
 	case g.Parent == g.Folder:
-		return nil, fmt.Errorf("store: upsert group %q: parent: %w: a group cannot be its own parent", g.Folder, ErrInvalid)
+		return fmt.Errorf("store: %s group %q: parent: %w: a group cannot be its own parent", op, g.Folder, ErrInvalid)
 	}
 	if len(g.ContainerConfig) == 0 {
 		g.ContainerConfig = json.RawMessage(`{}`)
 	}
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(g.ContainerConfig, &obj); err != nil || obj == nil {
-		return nil, fmt.Errorf("store: upsert group %q: container_config: %w: not a JSON object", g.Folder, ErrInvalid)
+		return fmt.Errorf("store: %s group %q: container_config: %w: not a JSON object", op, g.Folder, ErrInvalid)
+	}
+	return nil
+}
+
+// CreateGroup registers g, in one write that leaves a group already
+// registered for g.Folder as it is: that is ErrConflict. An empty
+// ContainerConfig is stored as {}; any other must be a JSON object. A Parent
+// that is not registered is ErrNotFound.
+func (s *Store) CreateGroup(ctx context.Context, g Group) (*Group, error) {
+	if err := checkGroup("create", &g); err != nil {
+		return nil, err
+	}
+	var out *Group
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		now := s.nowMS()
+		res, err := tx.ExecContext(ctx, `INSERT INTO groups (`+groupColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (folder) DO NOTHING`,
+			g.Folder, nullString(g.Parent), g.Name, g.Description, string(g.ContainerConfig), now, now)
+		if isForeignKeyViolation(err) {
+			return fmt.Errorf("parent group %q: %w", g.Parent, ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			return cmp.Or(err, fmt.Errorf("%w: the group is already registered", ErrConflict))
+		}
+		out, err = getGroup(ctx, tx, g.Folder)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: create group %q: %w", g.Folder, err)
+	}
+	return out, nil
+}
+
+// UpsertGroup registers g or updates the registered group of g.Folder,
+// keeping its CreatedAt. An empty ContainerConfig is stored as {}; any other
+// must be a JSON object. A Parent that is not registered is ErrNotFound.
+func (s *Store) UpsertGroup(ctx context.Context, g Group) (*Group, error) {
+	if err := checkGroup("upsert", &g); err != nil {
+		return nil, err
 	}
 	var out *Group
 	err := s.write(ctx, func(tx *sql.Tx) error {

@@ -78,11 +78,34 @@ func TestGroups(t *testing.T) {
 	}
 	for _, tt := range bad {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := s.UpsertGroup(ctx, tt.g)
-			if !errors.Is(err, tt.err) || !strings.Contains(err.Error(), tt.field) {
-				t.Errorf("err = %v, want %v naming %s", err, tt.err, tt.field)
+			for op, write := range map[string]func(context.Context, Group) (*Group, error){"upsert": s.UpsertGroup, "create": s.CreateGroup} {
+				_, err := write(ctx, tt.g)
+				if !errors.Is(err, tt.err) || !strings.Contains(err.Error(), tt.field) {
+					t.Errorf("%s: err = %v, want %v naming %s", op, err, tt.err, tt.field)
+				}
 			}
 		})
+	}
+}
+
+// CreateGroup registers a group once: a second create, whatever it says, leaves the
+// registered group as it is.
+func TestCreateGroup(t *testing.T) {
+	s := openTest(t)
+	ctx := context.Background()
+	cfg := json.RawMessage(`{"egress":["github.com:443"]}`)
+	g, err := s.CreateGroup(ctx, Group{Folder: "main", Name: "Main", ContainerConfig: cfg})
+	if err != nil || g.Name != "Main" || string(g.ContainerConfig) != string(cfg) {
+		t.Fatalf("CreateGroup = %+v, %v", g, err)
+	}
+	if _, err := s.CreateGroup(ctx, Group{Folder: "main", Name: "Other"}); !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "already registered") {
+		t.Errorf("second create: %v, want ErrConflict", err)
+	}
+	if got, err := s.GetGroup(ctx, "main"); err != nil || got.Name != "Main" || string(got.ContainerConfig) != string(cfg) {
+		t.Errorf("after a second create: %+v, %v", got, err)
+	}
+	if c, err := s.CreateGroup(ctx, Group{Folder: "main/a", Parent: "main"}); err != nil || string(c.ContainerConfig) != "{}" {
+		t.Errorf("child: %+v, %v", c, err)
 	}
 }
 

@@ -35,7 +35,15 @@
 // every parameter it names is present with a string form (see ParamString)
 // that matches the glob; a missing parameter means the rule does not match,
 // so the server must check the arguments the tool will act on, after
-// defaults are filled in. Globs are described at Glob: '*' also matches '/'.
+// defaults are filled in. Globs are described at Glob. The value of a
+// parameter that names a folder (folder, child, target) is a folder glob:
+// '*' stays within one segment and '**' crosses '/', so folder=main/* is
+// main's children and folder=main/** everything below main. In every other
+// value '/' is an ordinary character and '**' is the same as '*' (a
+// negative rule such as !send_message(text=*secret*) still covers a text
+// with slashes). Before folder globs, '*' crossed '/' in folder values too:
+// a stored rule written then with "*" in a folder value now matches one
+// level, and one that meant a subtree must say "**".
 //
 // A group with no rules stored gets DefaultRules, the single rule "*": the
 // tier alone decides. A group that should see nothing stores "!*".
@@ -82,15 +90,15 @@
 //	rule                               main may
 //	*                                  use its tools inside main's tree
 //	inject_message(folder=other/desk)  and put messages into other/desk
-//	add_route(target=other/*)          and forward its own inbound
+//	add_route(target=other/**)         and forward its own inbound
 //	                                   messages below other
 //	schedule_task(folder=other)        and schedule tasks that run as other
 //	spawn_group(folder=lab)            and create the new root lab
 //
 // A rule that does not name the folder, such as "*" or "inject_message",
 // never reaches outside the subtree, so the default rules ("*") keep every
-// group in its own. A glob '*' matches '/' too: folder=other/* is every
-// group below other, not other itself (add folder=other for that). Negative
+// group in its own. folder=other/** is every group below other, not other
+// itself (add folder=other for that); folder=other/* only its children. Negative
 // rules work as everywhere: "!inject_message(folder=other/private)" after a
 // wider grant takes that folder back. The tier table still applies first:
 // no grant gives a tier a tool it lacks. Tools without a folder argument

@@ -2,26 +2,34 @@ package policy
 
 import (
 	"fmt"
+	"strings"
 	"unicode/utf8"
 )
 
 // Glob is a compiled shell-style pattern used by grant rules and route
-// matches. Unlike path.Match, '*' matches any run of characters including
-// '/', so "main/*" covers "main/a/b" as well as "main/a".
+// matches. A folder glob (the value of a grant rule's parameter that names a
+// folder: folder, child, target) is a path pattern: '/' is matched only by
+// itself or by "**", so "main/*" is main's children and "main/**" everything
+// below main. In every other glob (tool names, other parameters, route
+// matches) '/' is a character like any other and "**" is the same as "*".
 //
 //	pattern  matches
-//	*        any sequence of characters, including the empty one and '/'
-//	?        exactly one character
+//	*        any sequence of characters, including the empty one; in a
+//	         folder glob none of them '/' (within one segment)
+//	**       any sequence of characters, including '/' (a subtree)
+//	?        exactly one character (in a folder glob, not '/')
 //	[abc]    one character of the set; ranges as in [a-z0-9]
 //	[!abc]   one character not in the set; [^abc] is the same
 //	\c       the character c itself (\*, \?, \[, \\, \", \,)
 //
 // Inside a class a '-' that cannot form a range (first or last) is literal,
-// and ']' must be escaped. Matching works on Unicode characters; invalid
-// UTF-8 in the matched text counts as U+FFFD.
+// and ']' must be escaped; in a folder glob a class never matches '/'.
+// Matching works on Unicode characters; invalid UTF-8 in the matched text
+// counts as U+FFFD.
 type Glob struct {
 	pattern string
 	toks    []globTok
+	folder  bool // compiled as a folder glob
 }
 
 type globKind uint8
@@ -40,6 +48,9 @@ type globTok struct {
 	r      rune
 	neg    bool
 	ranges []runeRange
+	// inSegment: the token never matches '/' (a folder glob's '*', '?' and
+	// classes).
+	inSegment bool
 }
 
 // globError locates a problem inside a pattern (byte offset) so the rule or
@@ -51,36 +62,49 @@ type globError struct {
 
 func (e *globError) Error() string { return fmt.Sprintf("offset %d: %s", e.off, e.msg) }
 
-// CompileGlob compiles pattern. The error names the column of the problem.
+// CompileGlob compiles pattern as a glob of anything but folders. The error
+// names the column of the problem.
 func CompileGlob(pattern string) (Glob, error) {
-	g, err := compileGlob(pattern)
+	return compileGlobError(pattern, false)
+}
+
+// CompileFolderGlob compiles pattern as a folder glob, where '*' stays within
+// one segment and "**" crosses '/'. The error names the column of the
+// problem.
+func CompileFolderGlob(pattern string) (Glob, error) {
+	return compileGlobError(pattern, true)
+}
+
+func compileGlobError(pattern string, folder bool) (Glob, error) {
+	g, err := compileGlob(pattern, folder)
 	if err != nil {
 		return Glob{}, &SyntaxError{What: "glob", Input: pattern, Column: column(pattern, err.off), Msg: err.msg}
 	}
 	return g, nil
 }
 
-func compileGlob(pattern string) (Glob, *globError) {
+// compileGlob compiles pattern, as a folder glob when folder is true.
+func compileGlob(pattern string, folder bool) (Glob, *globError) {
 	if !utf8.ValidString(pattern) {
 		return Glob{}, &globError{off: invalidUTF8At(pattern), msg: "invalid UTF-8"}
 	}
-	g := Glob{pattern: pattern}
+	g := Glob{pattern: pattern, folder: folder}
 	for i := 0; i < len(pattern); {
 		c, size := utf8.DecodeRuneInString(pattern[i:])
 		switch c {
 		case '*':
-			if n := len(g.toks); n == 0 || g.toks[n-1].kind != globStar {
-				g.toks = append(g.toks, globTok{kind: globStar})
-			}
-			i += size
+			run := len(pattern[i:]) - len(strings.TrimLeft(pattern[i:], "*"))
+			g.toks = append(g.toks, globTok{kind: globStar, inSegment: folder && run == 1})
+			i += run
 		case '?':
-			g.toks = append(g.toks, globTok{kind: globAny})
+			g.toks = append(g.toks, globTok{kind: globAny, inSegment: folder})
 			i += size
 		case '[':
 			tok, next, err := compileClass(pattern, i)
 			if err != nil {
 				return Glob{}, err
 			}
+			tok.inSegment = folder
 			g.toks = append(g.toks, tok)
 			i = next
 		case '\\':
@@ -165,11 +189,16 @@ func (g Glob) literal() bool {
 	return true
 }
 
+// matches reports whether the token matches the character r; a '*' matches
+// the characters it may repeat.
 func (t globTok) matches(r rune) bool {
+	if t.inSegment && r == '/' {
+		return false
+	}
 	switch t.kind {
 	case globLit:
 		return r == t.r
-	case globAny:
+	case globAny, globStar:
 		return true
 	case globClass:
 		in := false
@@ -184,10 +213,18 @@ func (t globTok) matches(r rune) bool {
 	return false
 }
 
-// Match reports whether s matches the whole pattern. It backtracks only to the
-// last '*', which is exact because '*' matches every character; the cost is
-// at most len(pattern)*len(s).
+// Match reports whether s matches the whole pattern. The cost is at most
+// len(pattern)*len(s).
 func (g Glob) Match(s string) bool {
+	if g.folder {
+		return g.matchSet(s)
+	}
+	return g.matchBacktrack(s)
+}
+
+// matchBacktrack matches a glob whose stars match every character: it
+// backtracks only to the last '*', which is exact for such stars.
+func (g Glob) matchBacktrack(s string) bool {
 	ti, si := 0, 0
 	starTok, starStr := -1, 0
 	for si < len(s) {
@@ -216,4 +253,19 @@ func (g Glob) Match(s string) bool {
 		ti++
 	}
 	return ti == len(g.toks)
+}
+
+// matchSet follows the set of positions the pattern can be at (the glob's
+// NFA, as listing does), which is exact whatever the stars match.
+func (g Glob) matchSet(s string) bool {
+	cur, next := g.startSet(), g.newSet()
+	for _, c := range s {
+		clear(next)
+		g.stepInto(next, cur, c)
+		if next.empty() {
+			return false
+		}
+		cur, next = next, cur
+	}
+	return g.accepts(cur)
 }

@@ -81,7 +81,8 @@ func ParseRules(list []string) (Rules, error) {
 //
 // tool is a glob over tool names that must match at least one known tool (a
 // plain name must be a tool: typos are errors, not silent no-ops). name is
-// [A-Za-z_][A-Za-z0-9_]* and may appear once per rule. value is a glob, bare
+// [A-Za-z_][A-Za-z0-9_]* and may appear once per rule. value is a glob (a
+// folder glob for folder, child and target), bare
 // (ending at ',', ')' or whitespace; '(' and '"' must be escaped) or quoted
 // "..." (where \" is a quote). Whitespace between tokens is ignored. Errors
 // name the column and the problem.
@@ -113,7 +114,7 @@ func ParseRule(text string) (Rule, error) {
 	if pattern == "" {
 		return Rule{}, s.errAt(toolStart, "missing tool name, found %s", s.next())
 	}
-	tool, gerr := compileGlob(pattern)
+	tool, gerr := compileGlob(pattern, false)
 	if gerr != nil {
 		return Rule{}, s.errAt(toolStart+gerr.off, "tool pattern: %s", gerr.msg)
 	}
@@ -156,7 +157,7 @@ func ParseRule(text string) (Rule, error) {
 		}
 		s.pos++
 		s.skipSpace()
-		val, err := s.value("parameter "+strconv.Quote(key), stop, `("`)
+		val, err := s.value("parameter "+strconv.Quote(key), stop, `("`, folderParams[key])
 		if err != nil {
 			return Rule{}, err
 		}
@@ -305,7 +306,7 @@ func (r Rules) decider(tool string, params map[string]any) int {
 // its glob matched that very folder. A rule that does not name the folder,
 // such as "*" or "inject_message", never reaches outside the subtree; the
 // operator crosses trees only by writing the folder into a rule, as in
-// inject_message(folder=other/*).
+// inject_message(folder=other/**).
 func (r Rules) Reaches(tool string, params map[string]any, param string) bool {
 	i := r.decider(tool, params)
 	return i >= 0 && !r[i].Deny && slices.ContainsFunc(r[i].Params, func(p ParamGlob) bool { return p.Key == param })

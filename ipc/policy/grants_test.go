@@ -194,7 +194,14 @@ func TestDecide(t *testing.T) {
 		{"all params given", []string{"send_message(chat_jid=tg:*,room=1)"}, "send_message", map[string]any{"chat_jid": "tg:x", "room": 1.0}, true, "send_message(chat_jid=tg:*,room=1)", ""},
 		{"number form", []string{"send_message(room=-5075870332)"}, "send_message", map[string]any{"room": -5075870332.0}, true, "send_message(room=-5075870332)", ""},
 		{"bool form", []string{"*", "!schedule_task(once=true)"}, "schedule_task", map[string]any{"once": true}, false, "!schedule_task(once=true)", ""},
-		{"slash in star", []string{"delegate_to_child(folder=main/*)"}, "delegate_to_child", map[string]any{"folder": "main/a/b"}, true, "delegate_to_child(folder=main/*)", ""},
+		{"folder star is one segment", []string{"inject_message(folder=main/*)"}, "inject_message", map[string]any{"folder": "main/a/b"}, false, "", ""},
+		{"folder star child", []string{"inject_message(folder=main/*)"}, "inject_message", map[string]any{"folder": "main/a"}, true, "inject_message(folder=main/*)", ""},
+		{"folder double star subtree", []string{"inject_message(folder=main/**)"}, "inject_message", map[string]any{"folder": "main/a/b"}, true, "inject_message(folder=main/**)", ""},
+		{"negative folder star leaves grandchildren", []string{"inject_message(folder=main/**)", "!inject_message(folder=main/*)"}, "inject_message", map[string]any{"folder": "main/a/b"}, true, "inject_message(folder=main/**)", ""},
+		{"negative folder double star", []string{"inject_message(folder=main/**)", "!inject_message(folder=main/a/**)"}, "inject_message", map[string]any{"folder": "main/a/b/c"}, false, "!inject_message(folder=main/a/**)", ""},
+		{"target and child are folders", []string{"add_route(target=main/*)", "delegate_to_child(child=main/*)"}, "add_route", map[string]any{"target": "main/a/b"}, false, "", ""},
+		{"other parameters cross slash", []string{"send_document(path=media/*)"}, "send_document", map[string]any{"path": "media/a/b.pdf"}, true, "send_document(path=media/*)", ""},
+		{"text star crosses slash", []string{"*", "!send_message(text=*secret*)"}, "send_message", map[string]any{"text": "see /etc/secret/x"}, false, "!send_message(text=*secret*)", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -273,6 +280,10 @@ func TestMayList(t *testing.T) {
 		{"length pins covered", []string{"send_message(a=??)", "!send_message(a=?)", "!send_message(a=?*)"}, "send_message", false},
 		{"unicode class", []string{"send_message(a=[α-ω])", "!send_message(a=[α-ψ])"}, "send_message", true},
 		{"suffix and prefix", []string{"send_message(a=a*)", "!send_message(a=*b)", "!send_message(a=a)"}, "send_message", true},
+		{"folder subtree less children", []string{"inject_message(folder=main/**)", "!inject_message(folder=main/*)"}, "inject_message", true},
+		{"folder children less subtree", []string{"inject_message(folder=main/*)", "!inject_message(folder=main/**)"}, "inject_message", false},
+		{"folder children less two levels", []string{"inject_message(folder=main/*)", "!inject_message(folder=main/*/*)"}, "inject_message", true},
+		{"folder one segment, any class", []string{"inject_message(folder=main[!x]a)", "!inject_message(folder=main?a)"}, "inject_message", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -388,13 +399,14 @@ func TestAllowedMatrix(t *testing.T) {
 // values on random rule sets: an allowed call means the tool is listed, and a
 // listed tool has a witness the rules allow.
 func TestMayListRandom(t *testing.T) {
-	globs := []string{"*", "x", "y", "?", "??", "x*", "*y", "[xy]", "[!x]", "x?", "?*?", `""`, "z*"}
-	keys := []string{"a", "b"}
+	globs := []string{"*", "x", "y", "?", "??", "x*", "*y", "[xy]", "[!x]", "x?", "?*?", `""`, "z*",
+		"**", "x/*", "*/*", "x/**", "*/y", "?/?", "[!x]**", "*/**"}
+	keys := []string{"a", "folder"}
 	values := []string{""}
 	for n, prev := 0, []string{""}; n < 3; n++ {
 		var next []string
 		for _, p := range prev {
-			for _, c := range []string{"x", "y", "z"} {
+			for _, c := range []string{"x", "y", "/"} {
 				next = append(next, p+c)
 			}
 		}
@@ -409,7 +421,7 @@ func TestMayListRandom(t *testing.T) {
 				call["a"] = a
 			}
 			if b != "<absent>" {
-				call["b"] = b
+				call["folder"] = b
 			}
 			calls = append(calls, call)
 		}

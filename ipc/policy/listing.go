@@ -231,7 +231,7 @@ func (g Glob) sample() (string, bool) {
 // alphabet returns one character of every interval of characters that all
 // the globs treat alike, skipping intervals of surrogates only.
 func alphabet(globs []Glob) []rune {
-	bounds := []rune{0}
+	bounds := []rune{0, '/', '/' + 1} // a folder glob's wildcards treat '/' apart
 	for _, g := range globs {
 		for _, t := range g.toks {
 			switch t.kind {
@@ -284,7 +284,7 @@ func (s globSet) empty() bool {
 
 func (g Glob) newSet() globSet { return make(globSet, (len(g.toks)+64)/64) }
 
-// closeStars adds the position after every '*' in s (a '*' may match nothing).
+// closeStars adds the position after every star in s (a star may match nothing).
 func (g Glob) closeStars(s globSet) {
 	for i, t := range g.toks {
 		if t.kind == globStar && s.has(i) {
@@ -302,18 +302,22 @@ func (g Glob) startSet() globSet {
 
 func (g Glob) step(s globSet, c rune) globSet {
 	next := g.newSet()
+	g.stepInto(next, s, c)
+	return next
+}
+
+// stepInto adds to next (empty) the positions s reaches by the character c.
+func (g Glob) stepInto(next, s globSet, c rune) {
 	for i, t := range g.toks {
-		if !s.has(i) {
-			continue
-		}
-		if t.kind == globStar {
+		switch {
+		case !s.has(i) || !t.matches(c):
+		case t.kind == globStar:
 			next.add(i)
-		} else if t.matches(c) {
+		default:
 			next.add(i + 1)
 		}
 	}
 	g.closeStars(next)
-	return next
 }
 
 func (g Glob) accepts(s globSet) bool { return s.has(len(g.toks)) }

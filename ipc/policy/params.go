@@ -28,6 +28,10 @@ var params = map[string][]string{
 	"delete_route":       {"id"},
 }
 
+// folderParams are the parameters that name a folder: a grant rule's glob for one of
+// them is a folder glob, where '*' stays within one segment (see Glob).
+var folderParams = map[string]bool{"folder": true, "child": true, "target": true}
+
 // Params are the parameters of tool a grant rule may name, in the tool's order; nil for
 // a tool without parameters or one that does not exist.
 func Params(tool string) []string { return params[tool] }

@@ -99,7 +99,7 @@ func ParseMatch(text string) (Match, error) {
 			return Match{}, s.errAt(s.pos, "expected '=' right after key %q, found %s", name, s.next())
 		}
 		s.pos++
-		g, err := s.value(name, func(byte) bool { return false }, `"`)
+		g, err := s.value(name, func(byte) bool { return false }, `"`, false)
 		if err != nil {
 			return Match{}, err
 		}

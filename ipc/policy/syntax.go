@@ -105,8 +105,9 @@ func (s *scanner) ident() string {
 // not appear unescaped in a bare value. A backslash always takes the next
 // character with it, so the text between the delimiters is the glob pattern
 // verbatim: one escaping layer serves both quoting and the glob. name is the
-// parameter or key the value belongs to, for messages.
-func (s *scanner) value(name string, stop func(byte) bool, forbid string) (Glob, error) {
+// parameter or key the value belongs to, for messages; folder makes the glob a
+// folder glob.
+func (s *scanner) value(name string, stop func(byte) bool, forbid string, folder bool) (Glob, error) {
 	start := s.pos
 	var pattern string
 	patOff := start
@@ -152,7 +153,7 @@ func (s *scanner) value(name string, stop func(byte) bool, forbid string) (Glob,
 			return Glob{}, s.errAt(start, "missing value for %s (use \"\" to match the empty string)", name)
 		}
 	}
-	g, gerr := compileGlob(pattern)
+	g, gerr := compileGlob(pattern, folder)
 	if gerr != nil {
 		return Glob{}, s.errAt(patOff+gerr.off, "value of %s: %s", name, gerr.msg)
 	}
