@@ -84,8 +84,9 @@ type ModelConfig struct {
 	// (its max_tokens and an estimate of its input, a token for every 3 bytes of its body)
 	// before it is forwarded, and release is called once the request has ended and its
 	// usage has been recorded: parallel requests cannot overshoot a budget by more than
-	// their reservations underestimate. An error that is ErrBudget refuses the request with its text, which the
-	// agent and the operator read; any other refuses it as a failure of the gateway.
+	// their reservations underestimate. An error that is ErrBudget refuses the request
+	// with its text, which the agent and the operator read; any other refuses it as a
+	// failure of the gateway. A request under a budget must say its max_tokens.
 	Reserve func(ctx context.Context, tokens int64) (release func(), err error)
 	// Shared, when set, bounds the requests in flight and their buffered bodies together
 	// with every other gateway that shares it, beyond the turn's own bounds.
@@ -314,7 +315,8 @@ func (m *Model) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // inputEstimate is what a request body of n bytes is reserved for as input: a token
-// for every 3 bytes, more than text, JSON and images take.
+// for every 3 bytes, more than most text, JSON and images take; the request's real usage
+// settles it.
 func inputEstimate(n int) int64 { return (int64(n) + 2) / 3 }
 
 // count counts a Messages request against the turn's requests and reserves the tokens

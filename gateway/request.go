@@ -1,11 +1,11 @@
 package gateway
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // judgedKeys are the top-level keys of a request body whose values the gateway relies
@@ -96,7 +96,7 @@ func members(body []byte, fn func(key string, value []byte) error) error {
 		key := string(raw)
 		switch {
 		case len(raw) > 2+6*len("max_tokens"):
-		case bytes.IndexByte(raw, '\\') < 0:
+		case plain(raw):
 			key = string(raw[1 : len(raw)-1])
 		default:
 			if err := json.Unmarshal(raw, &key); err != nil {
@@ -114,6 +114,16 @@ func members(body []byte, fn func(key string, value []byte) error) error {
 		}
 	}
 	return nil
+}
+
+// plain says a quoted string is ASCII without escapes: its bytes are what it says.
+func plain(quoted []byte) bool {
+	for _, c := range quoted {
+		if c == '\\' || c >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 func skipSpace(b []byte, i int) int {

@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"bytes"
+	"encoding/json"
 	"net/url"
 	"strings"
 	"testing"
@@ -76,4 +78,51 @@ func TestMembers(t *testing.T) {
 	if strings.Join(keys, " ") != strings.Join(want, " ") || strings.Join(values, " ") != strings.Join(wantV, " ") {
 		t.Errorf("keys %q values %q", keys, values)
 	}
+}
+
+// FuzzMembers holds members to encoding/json's reading of a valid object: the same keys,
+// decoded, with the same raw values, in order.
+func FuzzMembers(f *testing.F) {
+	for _, seed := range []string{
+		`{"a":1,"b\"":{"c":[1,"]}"]},"d":"x\\","e":true,"f":null,"g":-1.5e3,"h":[]}`,
+		` { "mod\u0065l" : "m" , "max_tokens":[{"x":"\\\""}] } `,
+		`{}`, `{"":""}`, `{"a":{"b":{"c":{}}},"a":[[[]]]}`,
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		if !json.Valid([]byte(body)) || !strings.HasPrefix(strings.TrimLeft(body, " \t\r\n"), "{") {
+			return
+		}
+		type member struct{ key, value string }
+		var want []member
+		dec := json.NewDecoder(strings.NewReader(body))
+		dec.Token()
+		for dec.More() {
+			k, _ := dec.Token()
+			var v json.RawMessage
+			if err := dec.Decode(&v); err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, member{k.(string), string(v)})
+		}
+		var got []member
+		if err := members([]byte(body), func(k string, v []byte) error {
+			got = append(got, member{k, string(v)})
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%q: members %q, encoding/json %q", body, got, want)
+		}
+		for i := range got {
+			// A key too long to be a judged one is handed on undecoded.
+			long := len(got[i].key) > 2+6*len("max_tokens")
+			if got[i].value != want[i].value || !long && got[i].key != want[i].key ||
+				long && !bytes.Equal(bytes.TrimSpace([]byte(got[i].key)), []byte(got[i].key)) {
+				t.Fatalf("%q: member %d is %q, encoding/json says %q", body, i, got[i], want[i])
+			}
+		}
+	})
 }
