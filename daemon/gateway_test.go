@@ -49,6 +49,10 @@ func testModelGateway(t *testing.T, e enginetest.Engine) {
 			return fakemodel.Reply{Status: 429, ErrorType: "rate_limit_error"}
 		case "please 500":
 			return fakemodel.Reply{Status: 500, ErrorType: "api_error"}
+		case "burst":
+			// Every token of the agent's max_tokens (256) used: the worst case a budget's
+			// reservation allows for.
+			return fakemodel.Reply{Text: "echo: burst", InputTokens: 21, OutputTokens: 256}
 		default:
 			return fakemodel.Reply{Text: "echo: " + text, InputTokens: 21, OutputTokens: 8}
 		}
@@ -64,9 +68,14 @@ func testModelGateway(t *testing.T, e enginetest.Engine) {
 	_, innerPort, _ := strings.Cut(strings.TrimPrefix(inner.URL, "http://"), ":")
 
 	key := "sk-ant-test-" + daemontest.RandHex(16)
+	creds := t.TempDir()
+	teamKey := "sk-ant-team-" + daemontest.RandHex(16)
+	if err := os.WriteFile(filepath.Join(creds, "team"), []byte(teamKey+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	d := daemontest.New(t, daemontest.Config{Engine: e,
 		EnvFile: "ANTHROPIC_API_KEY=" + key + "\nGH_TOKEN=ghp_" + daemontest.RandHex(8) + "\n",
-		TOML:    fmt.Sprintf("[model]\nupstream = %q\n", fake.URL)})
+		TOML:    fmt.Sprintf("[model]\nupstream = %q\ncredentials_dir = %q\n", fake.URL, creds)})
 	d.Start(t)
 	d.PutGroup(t, "main", fmt.Sprintf(`{"egress": [%q, "localhost:%s"], "model": {"requests_per_turn": 3}}`, targetAddr, innerPort))
 	d.AddGroup(t, "other")
@@ -130,16 +139,46 @@ func testModelGateway(t *testing.T, e enginetest.Engine) {
 		}
 	}
 
-	// Budget: once a group has used its tokens of the day, the gateway refuses, saying
-	// why, and the run shows the reason.
-	d.PutGroup(t, "tight", `{"model": {"tokens_per_day": 20}}`)
-	d.Turn(t, "tight", "model first")
+	// Budget: a request reserves what it may use (its max_tokens, 256, and a token for
+	// every 3 bytes of its body) before it is forwarded, so 8 parallel requests of a
+	// child's turn get only as many forwarded as fit in its parent's 1000 tokens: 3 (each
+	// uses 277). What the child used is spent from the parent's budget; the gateway says
+	// why it refuses, and the run shows the reason.
+	d.PutGroup(t, "tight", `{"model": {"tokens_per_day": 1000}}`)
+	d.AddGroup(t, "tight/kid")
+	burst := d.Turn(t, "tight/kid", "model-burst 8 burst")
+	codes := map[string]int{}
+	statuses, _ := agentAnswer(t, burst)["statuses"].([]any)
+	for _, c := range statuses {
+		codes[fmt.Sprint(c)]++
+	}
+	u := d.GetRun(t, burst.ID).Usage
+	if codes["200"] != 3 || codes["403"] != 5 || u == nil || u.InputTokens+u.OutputTokens > 1000 || !strings.Contains(u.Refused, "tokens_per_day of tight") {
+		t.Errorf("8 parallel requests under a budget of 1000 tokens: statuses %v, usage %+v; want 3 forwarded using at most 1000 tokens, 5 refused", codes, u)
+	}
 	over := d.Turn(t, "tight", "model second")
 	if a := agentAnswer(t, over); a["status"] != float64(403) || !strings.Contains(fmt.Sprint(a), "tokens_per_day") {
 		t.Errorf("over the daily budget: %v", a)
 	}
 	if u := d.GetRun(t, over.ID).Usage; u == nil || !strings.Contains(u.Refused, "tokens_per_day") {
 		t.Errorf("the run does not say why the gateway refused: %+v", u)
+	}
+
+	// A group's credential and models bind the groups below it: a child with no policy
+	// of its own reaches the model with its parent's credential, and one whose models
+	// have none in common with its parent's reaches none.
+	d.PutGroup(t, "team", `{"model": {"credential": "team", "models": ["claude-test", "claude-big"]}}`)
+	d.AddGroup(t, "team/kid")
+	d.PutGroup(t, "team/narrow", `{"model": {"models": ["claude-other"]}}`)
+	n := len(fake.Requests())
+	if a := agentAnswer(t, d.Turn(t, "team/kid", "model delegated")); a["status"] != float64(200) {
+		t.Errorf("a child of a group with a credential: %v", a)
+	}
+	if reqs := fake.Requests(); len(reqs) != n+1 || reqs[n].Header.Get("X-Api-Key") != teamKey {
+		t.Errorf("the upstream saw %d requests of the child, not one with its parent's credential", len(reqs)-n)
+	}
+	if a := agentAnswer(t, d.Turn(t, "team/narrow", "model narrowed")); a["status"] != float64(403) || !strings.Contains(fmt.Sprint(a), "allowed: none") {
+		t.Errorf("a child whose models its parent does not allow: %v", a)
 	}
 
 	// The key is nowhere in the container: not in its environment, not in its files.

@@ -35,9 +35,6 @@ import (
 // first for a turn (with ?beta=true); count_tokens is the API's other per-request call.
 var modelPaths = []string{"/v1/messages", "/v1/messages/count_tokens"}
 
-// maxRequestBytes bounds a request body the gateway reads to find its model.
-const maxRequestBytes = 32 << 20
-
 // maxJSONResponseBytes bounds a non-streamed answer the gateway reads for its usage.
 const maxJSONResponseBytes = 64 << 20
 
@@ -80,13 +77,22 @@ type ModelConfig struct {
 	// Credential is added to every forwarded request. Without one every request is
 	// refused with what to configure.
 	Credential Credential
-	// Models, when not empty, are the only models a request may name.
+	// Models, when not nil, are the only models a request may name; an empty list allows
+	// none.
 	Models []string
 	// RequestsPerTurn, when positive, bounds the turn's forwarded requests.
 	RequestsPerTurn int64
-	// Budget, when set, is asked before each request is forwarded; an error refuses it
-	// and its text is what the agent and the operator read.
-	Budget func(ctx context.Context) error
+	// Reserve, when set, is asked to reserve the tokens a Messages request may use at most
+	// (its max_tokens and an estimate of its input, a token for every 3 bytes of its body)
+	// before it is forwarded, and release is called once the request has ended and its
+	// usage has been recorded: parallel requests cannot overshoot a budget by more than
+	// their reservations underestimate. An error that is ErrBudget refuses the request
+	// with its text, which the agent and the operator read; any other refuses it as a
+	// failure of the gateway. A request under a budget must say its max_tokens.
+	Reserve func(ctx context.Context, tokens int64) (release func(), err error)
+	// Shared, when set, bounds the requests in flight and their buffered bodies together
+	// with every other gateway that shares it, beyond the turn's own bounds.
+	Shared *Pool
 	// Record gets the usage of each request as it ends (and each refusal), before the
 	// agent reads the end of the answer. It must not block for long.
 	Record func(Usage)
@@ -95,9 +101,13 @@ type ModelConfig struct {
 	Logger    *slog.Logger
 }
 
+// ErrBudget is a budget that a request would exceed (ModelConfig.Reserve).
+var ErrBudget = errors.New("budget reached")
+
 // Model is one turn's running model gateway.
 type Model struct {
 	cfg   ModelConfig
+	pools []*Pool // the turn's own, then the shared one
 	srv   *http.Server
 	ln    net.Listener
 	done  chan struct{}
@@ -147,6 +157,10 @@ func StartModel(cfg ModelConfig) (*Model, error) {
 		return nil, fmt.Errorf("model gateway: %w", err)
 	}
 	m := &Model{cfg: cfg, ln: ln, done: make(chan struct{})}
+	m.pools = []*Pool{{whose: "this turn's", maxRequests: TurnRequests, maxBytes: TurnBodyBytes}}
+	if cfg.Shared != nil {
+		m.pools = append(m.pools, cfg.Shared)
+	}
 	m.token.Store(&cfg.Token)
 	m.proxy = &httputil.ReverseProxy{
 		Rewrite:        m.rewrite,
@@ -242,55 +256,109 @@ func (m *Model) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		m.refuse(w, r, http.StatusUnauthorized, "authentication_error", ErrNoCredential.Error(), true)
 		return
 	}
+	// The path judged is the path forwarded: one the client percent-encoded (which the
+	// upstream may read otherwise, "/v1/messages%2Fcount_tokens") is refused.
+	if r.URL.EscapedPath() != r.URL.Path {
+		m.refuse(w, r, http.StatusForbidden, "permission_error",
+			fmt.Sprintf("%s %s is not forwarded: the path is percent-encoded; the gateway serves only POST %s", r.Method, r.URL.EscapedPath(), strings.Join(modelPaths, ", POST ")), false)
+		return
+	}
 	if !slices.Contains(modelPaths, r.URL.Path) || r.Method != http.MethodPost {
 		m.refuse(w, r, http.StatusForbidden, "permission_error",
 			fmt.Sprintf("%s %s is not forwarded: the gateway serves only POST %s", r.Method, r.URL.Path, strings.Join(modelPaths, ", POST ")), false)
 		return
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxRequestBytes+1))
+	h, err := admit(m.pools)
 	if err != nil {
-		m.refuse(w, r, http.StatusBadRequest, "invalid_request_error", "reading the request body: "+err.Error(), false)
+		w.Header().Set("Retry-After", "1")
+		m.refuse(w, r, http.StatusTooManyRequests, "rate_limit_error", err.Error(), true)
 		return
 	}
-	if len(body) > maxRequestBytes {
-		m.refuse(w, r, http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("the request body exceeds %d bytes", maxRequestBytes), false)
+	defer h.release()
+	body, err := readBody(r, h)
+	var limit *errLimit
+	switch {
+	case errors.Is(err, errTooLarge):
+		m.refuse(w, r, http.StatusRequestEntityTooLarge, "request_too_large", err.Error(), false)
+		return
+	case errors.As(err, &limit):
+		w.Header().Set("Retry-After", "1")
+		m.refuse(w, r, http.StatusTooManyRequests, "rate_limit_error", err.Error(), true)
+		return
+	case err != nil:
+		m.refuse(w, r, http.StatusBadRequest, "invalid_request_error", err.Error(), false)
 		return
 	}
-	var req struct {
-		Model string `json:"model"`
-	}
-	if err := json.Unmarshal(body, &req); err != nil {
-		m.refuse(w, r, http.StatusBadRequest, "invalid_request_error", "the request body is not JSON: "+err.Error(), false)
+	req, err := judge(body)
+	if err != nil {
+		m.refuse(w, r, http.StatusBadRequest, "invalid_request_error", err.Error(), false)
 		return
 	}
-	if len(m.cfg.Models) > 0 && !slices.Contains(m.cfg.Models, req.Model) {
+	if m.cfg.Models != nil && !slices.Contains(m.cfg.Models, req.Model) {
+		allowed := "none: the model lists of the group and its ancestors have no model in common"
+		if len(m.cfg.Models) > 0 {
+			allowed = strings.Join(m.cfg.Models, ", ")
+		}
 		m.refuse(w, r, http.StatusForbidden, "permission_error",
-			fmt.Sprintf("model %q is not allowed for this group (allowed: %s)", req.Model, strings.Join(m.cfg.Models, ", ")), true)
+			fmt.Sprintf("model %q is not allowed for this group (allowed: %s)", req.Model, allowed), true)
 		return
 	}
 	if r.URL.Path == "/v1/messages" {
-		m.mu.Lock()
-		over := m.cfg.RequestsPerTurn > 0 && m.forwards >= m.cfg.RequestsPerTurn
-		if !over {
-			m.forwards++
-		}
-		m.mu.Unlock()
-		if over {
-			m.refuse(w, r, http.StatusForbidden, "permission_error",
-				fmt.Sprintf("budget reached: this turn made its %d model requests (containerConfig.model.requests_per_turn)", m.cfg.RequestsPerTurn), true)
+		release, ok := m.count(w, r, req, len(body))
+		if !ok {
 			return
 		}
-		if m.cfg.Budget != nil {
-			if err := m.cfg.Budget(r.Context()); err != nil {
-				m.refuse(w, r, http.StatusForbidden, "permission_error", "budget reached: "+err.Error(), true)
-				return
-			}
-		}
-		m.record(Usage{Requests: 1, Model: req.Model})
+		defer release()
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	r.ContentLength = int64(len(body))
 	m.proxy.ServeHTTP(w, r)
+}
+
+// inputEstimate is what a request body of n bytes is reserved for as input: a token
+// for every 3 bytes, more than most text, JSON and images take; the request's real usage
+// settles it.
+func inputEstimate(n int) int64 { return (int64(n) + 2) / 3 }
+
+// count counts a Messages request against the turn's requests and reserves the tokens
+// it may use; release ends the reservation. It answers the agent when it refuses.
+func (m *Model) count(w http.ResponseWriter, r *http.Request, req request, size int) (release func(), ok bool) {
+	if m.cfg.Reserve != nil && req.MaxTokens == 0 {
+		m.refuse(w, r, http.StatusBadRequest, "invalid_request_error",
+			"max_tokens: required: this group's token budget reserves it before the request is forwarded", false)
+		return nil, false
+	}
+	m.mu.Lock()
+	over := m.cfg.RequestsPerTurn > 0 && m.forwards >= m.cfg.RequestsPerTurn
+	if !over {
+		m.forwards++
+	}
+	m.mu.Unlock()
+	if over {
+		m.refuse(w, r, http.StatusForbidden, "permission_error",
+			fmt.Sprintf("budget reached: this turn made its %d model requests (containerConfig.model.requests_per_turn)", m.cfg.RequestsPerTurn), true)
+		return nil, false
+	}
+	release = func() {}
+	if m.cfg.Reserve != nil {
+		input := inputEstimate(size)
+		rel, err := m.cfg.Reserve(r.Context(), req.MaxTokens+input)
+		if err != nil {
+			m.mu.Lock()
+			m.forwards--
+			m.mu.Unlock()
+			if !errors.Is(err, ErrBudget) {
+				m.refuse(w, r, http.StatusServiceUnavailable, "api_error", "checking the token budget: "+err.Error(), false)
+				return nil, false
+			}
+			m.refuse(w, r, http.StatusForbidden, "permission_error",
+				fmt.Sprintf("%v; this request may use up to %d tokens (max_tokens %d and about %d of input)", err, req.MaxTokens+input, req.MaxTokens, input), true)
+			return nil, false
+		}
+		release = rel
+	}
+	m.record(Usage{Requests: 1, Model: req.Model})
+	return release, true
 }
 
 // rewrite sends the request to the upstream with the real credential in place of the

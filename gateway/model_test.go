@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -79,6 +81,13 @@ func post(t *testing.T, c *http.Client, path, token, body string) (*http.Respons
 
 func errorType(t *testing.T, body string) string {
 	t.Helper()
+	typ, _ := apiErrorOf(t, body)
+	return typ
+}
+
+// apiErrorOf is the type and message of an error in the API's shape.
+func apiErrorOf(t *testing.T, body string) (typ, msg string) {
+	t.Helper()
 	var e struct {
 		Type  string
 		Error struct{ Type, Message string }
@@ -86,7 +95,7 @@ func errorType(t *testing.T, body string) string {
 	if err := json.Unmarshal([]byte(body), &e); err != nil || e.Type != "error" {
 		t.Fatalf("not an API error: %q", body)
 	}
-	return e.Error.Type
+	return e.Error.Type, e.Error.Message
 }
 
 func TestModelForwardsWithTheRealKey(t *testing.T) {
@@ -123,7 +132,7 @@ func TestModelRefuses(t *testing.T) {
 	defer fake.Close()
 	up, _ := url.Parse(fake.URL)
 	const tok = "arz-this-turns-token-0123456789"
-	msg := `{"model":"claude-test","messages":[{"role":"user","content":"x"}]}`
+	msg := `{"model":"claude-test","max_tokens":10,"messages":[{"role":"user","content":"x"}]}`
 	cases := []struct {
 		name, method, path, token, body string
 		mod                             func(*ModelConfig)
@@ -138,14 +147,26 @@ func TestModelRefuses(t *testing.T) {
 		{"not JSON", "POST", "/v1/messages", tok, "nope", nil, 400, "invalid_request_error"},
 		{"model not allowed", "POST", "/v1/messages", tok, msg, func(c *ModelConfig) { c.Models = []string{"claude-small"} }, 403, "permission_error"},
 		{"daily budget", "POST", "/v1/messages", tok, msg, func(c *ModelConfig) {
-			c.Budget = func(context.Context) error { return errBudget }
+			c.Reserve = func(context.Context, int64) (func(), error) { return nil, errBudget }
 		}, 403, "permission_error"},
+		{"budget unknown", "POST", "/v1/messages", tok, msg, func(c *ModelConfig) {
+			c.Reserve = func(context.Context, int64) (func(), error) { return nil, errors.New("database is locked") }
+		}, 503, "api_error"},
+		{"budget without max_tokens", "POST", "/v1/messages", tok, `{"model":"claude-test","messages":[]}`, func(c *ModelConfig) {
+			c.Reserve = func(context.Context, int64) (func(), error) { return func() {}, nil }
+		}, 400, "invalid_request_error"},
+		{"no model in common", "POST", "/v1/messages", tok, msg, func(c *ModelConfig) { c.Models = []string{} }, 403, "permission_error"},
+		// An encoded path is refused: it was judged as count_tokens (not counted, not
+		// budgeted) and forwarded as the agent wrote it.
+		{"encoded slash", "POST", "/v1/messages%2Fcount_tokens", tok, msg, nil, 403, "permission_error"},
+		{"encoded letter", "POST", "/v1/%6Dessages", tok, msg, nil, 403, "permission_error"},
+		{"encoded count_tokens", "POST", "/v1/messages/count%5Ftokens", tok, msg, nil, 403, "permission_error"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			_, c, _ := startModel(t, up, tc.mod)
+			// The path goes as written: "..", "%2F" and all, for the gateway to judge.
 			req, _ := http.NewRequest(tc.method, "http://model"+tc.path, strings.NewReader(tc.body))
-			req.URL.Path = tc.path // keep "..": the gateway must refuse it, not the client clean it
 			if tc.token != "" {
 				req.Header.Set("X-Api-Key", tc.token)
 			}
@@ -169,11 +190,7 @@ func TestModelRefuses(t *testing.T) {
 	}
 }
 
-var errBudget = budgetError("folder main used 1200 of its 1000 tokens today (containerConfig.model.tokens_per_day)")
-
-type budgetError string
-
-func (e budgetError) Error() string { return string(e) }
+var errBudget = fmt.Errorf("%w: folder main used 1200 of its 1000 tokens today (containerConfig.model.tokens_per_day)", ErrBudget)
 
 func TestModelRequestsPerTurn(t *testing.T) {
 	fake := fakemodel.Start()

@@ -40,14 +40,17 @@ func (s *Store) AddUsage(ctx context.Context, runID string, u Usage) error {
 	return nil
 }
 
-// FolderTokens is the sum of input and output tokens of the folder's runs created at or
-// after since (unix ms): what a daily token budget counts.
-func (s *Store) FolderTokens(ctx context.Context, folder string, since int64) (int64, error) {
+// SubtreeTokens is the sum of input, output and cache-write tokens of the runs of folder
+// and of every folder below it ("main/research" is below "main", "mainx" is not)
+// created at or after since (unix ms): what a daily token budget of folder counts.
+func (s *Store) SubtreeTokens(ctx context.Context, folder string, since int64) (int64, error) {
 	var n int64
+	// The folders below "main" are those from "main/" up to "main0": '0' follows '/'.
 	err := s.db.QueryRowContext(ctx, `SELECT COALESCE(SUM(input_tokens + output_tokens + cache_write_tokens), 0)
-		FROM runs WHERE folder = ? AND created_at >= ?`, folder, since).Scan(&n)
+		FROM runs WHERE (folder = ? OR (folder >= ? AND folder < ?)) AND created_at >= ?`,
+		folder, folder+"/", folder+"0", since).Scan(&n)
 	if err != nil {
-		return 0, fmt.Errorf("store: tokens of folder %q: %w", folder, err)
+		return 0, fmt.Errorf("store: tokens of the subtree of %q: %w", folder, err)
 	}
 	return n, nil
 }

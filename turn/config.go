@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/arizuko/arizukod/gateway"
+	"github.com/arizuko/arizukod/groupfolder"
 	"github.com/arizuko/arizukod/mountsec"
 	"github.com/arizuko/arizukod/runtime/engine"
 	"github.com/arizuko/arizukod/sidecar"
@@ -23,7 +25,8 @@ type ContainerConfig struct {
 	Pids    int64   `json:"pids,omitempty"`
 	// Sidecars are the group's MCP sidecars, started around each of its turns.
 	Sidecars []sidecar.Config `json:"sidecars,omitempty"`
-	// Model is the group's own model policy; nil uses the daemon's credential, any model
+	// Model is the group's own model policy; it binds the group's whole subtree (see
+	// EffectiveModel). With none on its path a turn uses the daemon's credential, any model
 	// and no budget.
 	Model *ModelPolicy `json:"model,omitempty"`
 	// Egress lists the HOST:PORTs the group's agent may reach through the egress proxy.
@@ -44,6 +47,64 @@ type ModelPolicy struct {
 	TokensPerDay int64 `json:"tokens_per_day,omitempty"`
 	// RequestsPerTurn bounds the model requests of one turn.
 	RequestsPerTurn int64 `json:"requests_per_turn,omitempty"`
+}
+
+// Budget is a daily token budget on a turn's path: TokensPerDay of Folder, which the
+// turns of Folder and of every folder below it spend together.
+type Budget struct {
+	Folder       groupfolder.Folder
+	TokensPerDay int64
+}
+
+// EffectiveModel is the model policy a folder's turns run under: its own and every
+// ancestor's together, for a group's policy binds its whole subtree. A child can narrow
+// what its ancestors allow, never widen it.
+type EffectiveModel struct {
+	// Credential is the credential of the nearest folder on the path that names one, ""
+	// for the daemon's. A folder may name only the credential its ancestors name, if any.
+	Credential string
+	// Models are the models every list on the path allows; nil when no folder lists any,
+	// empty when the lists have none in common.
+	Models []string
+	// RequestsPerTurn is the smallest on the path; 0 for none.
+	RequestsPerTurn int64
+	// Budgets are the daily token budgets on the path, the folder's own first: a request
+	// must fit in each.
+	Budgets []Budget
+}
+
+// effectiveModel is the policy of the last of path, which lists a folder and its
+// ancestors from the world down, each with its own policy (nil for none).
+func effectiveModel(path []groupfolder.Folder, policies []*ModelPolicy) (EffectiveModel, error) {
+	var e EffectiveModel
+	var from groupfolder.Folder // the folder that named e.Credential
+	for i, p := range policies {
+		if p == nil {
+			continue
+		}
+		f := path[i]
+		if p.Credential != "" {
+			if e.Credential != "" && p.Credential != e.Credential {
+				return e, badField("model.credential", "model.credential: %s names %q, but %s names %q for its whole subtree; a group may name only its ancestors' credential, or none",
+					f, p.Credential, from, e.Credential)
+			}
+			e.Credential, from = p.Credential, f
+		}
+		if len(p.Models) > 0 {
+			if e.Models == nil {
+				e.Models = slices.Clone(p.Models)
+			} else {
+				e.Models = slices.DeleteFunc(e.Models, func(m string) bool { return !slices.Contains(p.Models, m) })
+			}
+		}
+		if n := p.RequestsPerTurn; n > 0 && (e.RequestsPerTurn == 0 || n < e.RequestsPerTurn) {
+			e.RequestsPerTurn = n
+		}
+		if p.TokensPerDay > 0 {
+			e.Budgets = slices.Insert(e.Budgets, 0, Budget{Folder: f, TokensPerDay: p.TokensPerDay})
+		}
+	}
+	return e, nil
 }
 
 // ConfigError is a mistake in a container config. It matches ErrBadContainerConfig
@@ -109,23 +170,55 @@ func ParseContainerConfig(raw []byte, networks []string) (ContainerConfig, error
 	if err := gateway.CheckEgress(c.Egress); err != nil {
 		return c, &ConfigError{Field: "egress", Err: err}
 	}
-	if m := c.Model; m != nil {
-		switch {
-		case m.TokensPerDay < 0:
-			return c, badField("model.tokens_per_day", "model.tokens_per_day: must not be negative")
-		case m.RequestsPerTurn < 0:
-			return c, badField("model.requests_per_turn", "model.requests_per_turn: must not be negative")
-		}
-		if m.Credential != "" {
-			if err := gateway.CheckCredentialName(m.Credential); err != nil {
-				return c, badField("model.credential", "model.%v", err)
-			}
-		}
-		for i, name := range m.Models {
-			if name == "" || len(name) > 128 {
-				return c, badField("model.models", "model.models[%d]: a model name of 1 to 128 characters", i)
-			}
-		}
+	if err := checkModelPolicy(c.Model); err != nil {
+		return c, err
 	}
 	return c, nil
+}
+
+func checkModelPolicy(m *ModelPolicy) error {
+	if m == nil {
+		return nil
+	}
+	switch {
+	case m.TokensPerDay < 0:
+		return badField("model.tokens_per_day", "model.tokens_per_day: must not be negative")
+	case m.RequestsPerTurn < 0:
+		return badField("model.requests_per_turn", "model.requests_per_turn: must not be negative")
+	}
+	if m.Credential != "" {
+		if err := gateway.CheckCredentialName(m.Credential); err != nil {
+			return badField("model.credential", "model.%v", err)
+		}
+	}
+	for i, name := range m.Models {
+		if name == "" || len(name) > 128 {
+			return badField("model.models", "model.models[%d]: a model name of 1 to 128 characters", i)
+		}
+	}
+	return nil
+}
+
+// parseModelPolicy reads only the model policy of a container config, checked as
+// ParseContainerConfig checks it: what an ancestor's config means to its subtree.
+func parseModelPolicy(raw []byte) (*ModelPolicy, error) {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return nil, nil
+	}
+	var c struct {
+		Model json.RawMessage `json:"model"`
+	}
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return nil, badField("", "%v", err)
+	}
+	if len(c.Model) == 0 || string(c.Model) == "null" {
+		return nil, nil
+	}
+	var m ModelPolicy
+	dec := json.NewDecoder(bytes.NewReader(c.Model))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&m); err != nil {
+		return nil, badField("model", "model: %v", err)
+	}
+	return &m, checkModelPolicy(&m)
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/arizuko/arizukod/gateway"
@@ -37,6 +38,10 @@ type ModelGateway struct {
 	credentialsDir string
 	tokens         *gateway.Tokens
 	transport      http.RoundTripper
+	// pool bounds what every turn's gateway holds together; reserved are the tokens
+	// reserved by the requests in flight of every turn.
+	pool     *gateway.Pool
+	reserved *reservations
 }
 
 // NewModelGateway reads what every turn's model gateway shares. No credential is not an
@@ -78,18 +83,21 @@ func NewModelGateway(o ModelOptions, layout groupfolder.Layout, log *slog.Logger
 		return nil, err
 	}
 	return &ModelGateway{upstream: up, credential: cred, credentialsDir: o.CredentialsDir,
-		tokens: tokens, transport: gateway.NewTransport()}, nil
+		tokens: tokens, transport: gateway.NewTransport(),
+		pool:     gateway.NewPool(gateway.SharedRequests, gateway.SharedBodyBytes),
+		reserved: &reservations{held: map[groupfolder.Folder]int64{}}}, nil
 }
 
 // Reloaded reads the [model] settings again (a reload of the daemon's configuration) and
-// returns the gateway they describe, with m's token secret and transport: the tokens of
-// turns running now stay valid and connections are reused.
+// returns the gateway they describe, with m's token secret, transport, pool and
+// reservations: the tokens of turns running now stay valid, connections are reused, and
+// the requests in flight still count against the bounds and the budgets.
 func (m *ModelGateway) Reloaded(o ModelOptions, layout groupfolder.Layout, log *slog.Logger) (*ModelGateway, error) {
 	n, err := NewModelGateway(o, layout, log)
 	if err != nil {
 		return nil, err
 	}
-	n.tokens, n.transport = m.tokens, m.transport
+	n.tokens, n.transport, n.pool, n.reserved = m.tokens, m.transport, m.pool, m.reserved
 	return n, nil
 }
 
@@ -103,16 +111,19 @@ func (m *ModelGateway) ContainerEnv(name string) []string {
 // Secret is the daemon's model credential, for redaction; empty when none is configured.
 func (m *ModelGateway) Secret() string { return m.credential.Value }
 
-// start starts the model gateway of one turn on socket with the group's policy; usage is
-// recorded against the run when it is a row of the store.
-func (s *Services) startModel(ctx context.Context, req Request, policy *ModelPolicy, socket string, log *slog.Logger) (*gateway.Model, error) {
+// startModel starts the model gateway of one turn on socket with the policy of its
+// folder's path; usage is recorded against the run when it is a row of the store.
+func (s *Services) startModel(ctx context.Context, req Request, policy EffectiveModel, socket string, log *slog.Logger) (*gateway.Model, error) {
 	m := s.Model
 	cfg := gateway.ModelConfig{
-		SocketPath: socket,
-		Upstream:   m.upstream,
-		Credential: m.credential,
-		Transport:  m.transport,
-		Logger:     log,
+		SocketPath:      socket,
+		Upstream:        m.upstream,
+		Credential:      m.credential,
+		Models:          policy.Models,
+		RequestsPerTurn: policy.RequestsPerTurn,
+		Shared:          m.pool,
+		Transport:       m.transport,
+		Logger:          log,
 	}
 	if req.Recorded || s.OnUsage != nil {
 		cfg.Record = func(u gateway.Usage) {
@@ -127,35 +138,69 @@ func (s *Services) startModel(ctx context.Context, req Request, policy *ModelPol
 			}
 		}
 	}
-	if policy != nil {
-		cfg.Models, cfg.RequestsPerTurn = policy.Models, policy.RequestsPerTurn
-		if policy.Credential != "" {
-			c, err := gateway.GroupCredential(policy.Credential, m.credentialsDir, os.Getenv)
-			if err != nil {
-				return nil, fmt.Errorf("containerConfig.model.credential: %w", err)
-			}
-			cfg.Credential = c
+	if policy.Credential != "" {
+		c, err := gateway.GroupCredential(policy.Credential, m.credentialsDir, os.Getenv)
+		if err != nil {
+			return nil, fmt.Errorf("containerConfig.model.credential: %w", err)
 		}
-		if limit := policy.TokensPerDay; limit > 0 {
-			cfg.Budget = s.budget(req.Folder, limit)
-		}
+		cfg.Credential = c
+	}
+	if len(policy.Budgets) > 0 {
+		cfg.Reserve = s.reserve(req.Folder, policy.Budgets)
 	}
 	return gateway.StartModel(cfg)
 }
 
-// budget refuses a folder's model requests once it used limit tokens since midnight.
-func (s *Services) budget(f groupfolder.Folder, limit int64) func(context.Context) error {
+// reservations are the tokens reserved by the model requests in flight, by the folder of
+// their turn: what they may still use, beyond the usage the store has of them.
+type reservations struct {
+	// mu is held from reading a budget's usage to reserving against it, so that no two
+	// requests reserve the same tokens.
+	mu   sync.Mutex
+	held map[groupfolder.Folder]int64
+}
+
+// inSubtree is what the requests of f and of the folders below it reserve.
+func (r *reservations) inSubtree(f groupfolder.Folder) int64 {
+	var n int64
+	for g, t := range r.held {
+		if g == f || f.IsAncestorOf(g) {
+			n += t
+		}
+	}
+	return n
+}
+
+// reserve reserves the tokens a model request of a turn of f may use, once they fit in
+// every budget on f's path beside what that budget's subtree used since midnight and
+// what its requests in flight reserve: parallel requests cannot overshoot a budget by
+// more than their reservations underestimate.
+func (s *Services) reserve(f groupfolder.Folder, budgets []Budget) func(context.Context, int64) (func(), error) {
 	loc := s.location()
-	return func(ctx context.Context) error {
+	r := s.Model.reserved
+	return func(ctx context.Context, tokens int64) (func(), error) {
 		now := time.Now().In(loc)
 		midnight := time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, loc)
-		used, err := s.Store.FolderTokens(ctx, string(f), midnight.UnixMilli())
-		if err != nil {
-			return err
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for _, b := range budgets {
+			used, err := s.Store.SubtreeTokens(ctx, string(b.Folder), midnight.UnixMilli())
+			if err != nil {
+				return nil, err
+			}
+			held := r.inSubtree(b.Folder)
+			if used+held+tokens > b.TokensPerDay {
+				return nil, fmt.Errorf("%w: %s and the groups below it used %d of its %d tokens today and %d more are reserved by requests in flight (containerConfig.model.tokens_per_day of %s); it resets at midnight",
+					gateway.ErrBudget, b.Folder, used, b.TokensPerDay, held, b.Folder)
+			}
 		}
-		if used >= limit {
-			return fmt.Errorf("folder %s used %d of its %d tokens today (containerConfig.model.tokens_per_day); it resets at midnight", f, used, limit)
-		}
-		return nil
+		r.held[f] += tokens
+		return func() {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			if r.held[f] -= tokens; r.held[f] == 0 {
+				delete(r.held, f)
+			}
+		}, nil
 	}
 }

@@ -27,12 +27,12 @@ const (
 )
 
 // ServiceStore is what the services of a turn read and record: the MCP tools' tables,
-// model usage, egress and the folder's tokens of the day.
+// model usage, egress and the tokens of the day of a folder's subtree.
 type ServiceStore interface {
 	ipc.Store
 	AddUsage(ctx context.Context, runID string, u store.Usage) error
 	AddEgress(ctx context.Context, runID string, e store.Egress) error
-	FolderTokens(ctx context.Context, folder string, since int64) (int64, error)
+	SubtreeTokens(ctx context.Context, folder string, since int64) (int64, error)
 }
 
 // Services are what lives exactly as long as a turn's container, in the group's IPC
@@ -122,7 +122,7 @@ func (s *Services) start(ctx context.Context, req Request, plan Plan, layout gro
 			log.Warn("stop MCP server", "err", err)
 		}
 	})
-	model, err := s.startModel(ctx, req, plan.Config.Model, filepath.Join(dirs.IPC, modelSocket), log)
+	model, err := s.startModel(ctx, req, plan.Model, filepath.Join(dirs.IPC, modelSocket), log)
 	if err != nil {
 		stopAll()
 		return running{}, err

@@ -21,6 +21,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/arizuko/arizukod/contract"
@@ -95,14 +96,17 @@ type Request struct {
 	Wake func(folder string)
 }
 
-// Plan is a group's container config with its mounts judged.
+// Plan is a group's container config with its mounts judged, and the model policy its
+// turns run under.
 type Plan struct {
 	Config   ContainerConfig
 	Mounts   []mountsec.Mount
 	Rejected []mountsec.Rejection
+	Model    EffectiveModel
 }
 
-// Plan reads f's container config and validates its additional mounts.
+// Plan reads f's container config and validates its additional mounts, and reads the
+// model policies of f's ancestors, which bind f too.
 func (b *Builder) Plan(ctx context.Context, f groupfolder.Folder) (Plan, error) {
 	var p Plan
 	if b.Store != nil {
@@ -116,11 +120,39 @@ func (b *Builder) Plan(ctx context.Context, f groupfolder.Folder) (Plan, error) 
 				return p, fmt.Errorf("group %s: %w", f, err)
 			}
 		}
+		if p.Model, err = b.effectiveModel(ctx, f, p.Config.Model); err != nil {
+			return p, err
+		}
 	}
 	if len(p.Config.AdditionalMounts) > 0 {
 		p.Mounts, p.Rejected = mountsec.ValidateAll(b.Allowlist, p.Config.AdditionalMounts, f.Depth() == 0)
 	}
 	return p, nil
+}
+
+// effectiveModel is the model policy of f, whose own is own: its ancestors' policies
+// and its own together.
+func (b *Builder) effectiveModel(ctx context.Context, f groupfolder.Folder, own *ModelPolicy) (EffectiveModel, error) {
+	path, policies := []groupfolder.Folder{f}, []*ModelPolicy{own}
+	for a, ok := f.Parent(); ok; a, ok = a.Parent() {
+		g, err := b.Store.GetGroup(ctx, string(a))
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			continue
+		case err != nil:
+			return EffectiveModel{}, err
+		}
+		p, err := parseModelPolicy(g.ContainerConfig)
+		if err != nil {
+			return EffectiveModel{}, fmt.Errorf("group %s, an ancestor of %s: %w", a, f, err)
+		}
+		path, policies = slices.Insert(path, 0, a), slices.Insert(policies, 0, p)
+	}
+	m, err := effectiveModel(path, policies)
+	if err != nil {
+		return m, fmt.Errorf("group %s: %w", f, err)
+	}
+	return m, nil
 }
 
 // Build prepares the turn without starting anything: plan, directories, prompt, session,

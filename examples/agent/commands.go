@@ -45,15 +45,16 @@ func init() {
 			fmt.Fprintln(os.Stderr, arg)
 			return ok("said on stderr")
 		},
-		"mcp-socket": mcpSocketCommand,
-		"model":      modelCommand,
-		"model-as":   modelAsCommand,
-		"model-raw":  modelRawCommand,
-		"fetch":      fetchCommand,
-		"token":      tokenCommand,
-		"scan":       scanCommand,
-		"messages":   messagesCommand,
-		"plant":      plant,
+		"mcp-socket":  mcpSocketCommand,
+		"model":       modelCommand,
+		"model-as":    modelAsCommand,
+		"model-raw":   modelRawCommand,
+		"model-burst": modelBurstCommand,
+		"fetch":       fetchCommand,
+		"token":       tokenCommand,
+		"scan":        scanCommand,
+		"messages":    messagesCommand,
+		"plant":       plant,
 	}
 }
 

@@ -10,7 +10,9 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/arizuko/arizukod/contract"
@@ -48,6 +50,31 @@ func modelCommand(_ contract.Input, arg string) contract.Output {
 func modelAsCommand(_ contract.Input, arg string) contract.Output {
 	token, text, _ := strings.Cut(arg, " ")
 	return askModel(token, text)
+}
+
+// modelBurstCommand asks the model N times at once, as parallel tool calls would: "model-burst
+// N TEXT" answers the status of each answer, in the order they came.
+func modelBurstCommand(_ contract.Input, arg string) contract.Output {
+	count, text, _ := strings.Cut(arg, " ")
+	n, err := strconv.Atoi(count)
+	if err != nil || n < 1 || n > 64 {
+		return fail("model-burst: want a count from 1 to 64 and a text, got %q", arg)
+	}
+	token := os.Getenv("ARIZUKO_MODEL_TOKEN")
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	statuses := []any{}
+	for range n {
+		wg.Go(func() {
+			var answer map[string]any
+			json.Unmarshal([]byte(askModel(token, text).Result), &answer)
+			mu.Lock()
+			statuses = append(statuses, answer["status"])
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return report(map[string]any{"statuses": statuses})
 }
 
 func askModel(token, text string) contract.Output {

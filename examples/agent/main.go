@@ -25,6 +25,7 @@
 //	mcp TOOL [JSON]   call TOOL through the daemon's MCP socket (mcp list: the tools; mcp-socket PATH ...: a sidecar's)
 //	model TEXT        ask the model through the gateway (model.sock), streamed; answer its text
 //	model-as TOK TEXT the same with another token; model-raw METHOD PATH: a bare request
+//	model-burst N TEXT ask the model N times at once; answer the status of each answer
 //	fetch URL         get URL through the egress proxy (egress.sock); answer status and body
 //	token             answer the turn's model token
 //	scan PREFIX       answer where PREFIX appears in its environment and readable files
