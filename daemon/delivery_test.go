@@ -99,7 +99,8 @@ type consumer struct {
 
 func (c *consumer) run(ctx context.Context, cl *api.Client, q api.OutboxQuery) {
 	for ctx.Err() == nil {
-		rows, err := cl.LeaseOutbox(ctx, q)
+		lease, err := cl.LeaseOutbox(ctx, q)
+		rows := lease.Items
 		if err != nil {
 			if ctx.Err() == nil {
 				c.mu.Lock()
@@ -122,7 +123,7 @@ func (c *consumer) run(ctx context.Context, cl *api.Client, q api.OutboxQuery) {
 		}
 		c.rows = append(c.rows, rows...)
 		c.mu.Unlock()
-		if _, err := cl.AckOutbox(context.WithoutCancel(ctx), ids...); err != nil {
+		if _, err := cl.AckOutbox(context.WithoutCancel(ctx), lease.Lease, ids...); err != nil {
 			c.mu.Lock()
 			c.errs = append(c.errs, "ack: "+err.Error())
 			c.mu.Unlock()
@@ -236,15 +237,21 @@ func TestDelivery(t *testing.T) {
 	// timeout (2 s) passes, to the next long poll, with a second attempt.
 	route(t, d, "tg:1", "reply once more")
 	settle(t, st, "main")
-	first, err := d.Client.LeaseOutbox(ctx, api.OutboxQuery{Chat: "tg:1", Wait: 30 * time.Second})
+	firstLease, err := d.Client.LeaseOutbox(ctx, api.OutboxQuery{Chat: "tg:1", Wait: 30 * time.Second})
+	first := firstLease.Items
 	if err != nil || len(first) != 1 || first[0].Content != "once more" || first[0].Attempts != 1 {
 		t.Fatalf("lease: %+v %v", first, err)
 	}
-	again, err := d.Client.LeaseOutbox(ctx, api.OutboxQuery{Chat: "tg:1", Wait: 30 * time.Second})
+	againLease, err := d.Client.LeaseOutbox(ctx, api.OutboxQuery{Chat: "tg:1", Wait: 30 * time.Second})
+	again := againLease.Items
 	if err != nil || len(again) != 1 || again[0].ID != first[0].ID || again[0].Attempts != 2 {
 		t.Fatalf("after the visibility timeout: %+v %v, want row %d again", again, err, first[0].ID)
 	}
-	if n, err := d.Client.AckOutbox(ctx, again[0].ID); err != nil || n != 1 {
+	// The killed consumer's lease is over: only the new one acks the row.
+	if _, err := d.Client.AckOutbox(ctx, firstLease.Lease, again[0].ID); err == nil {
+		t.Errorf("the first lease acked the row handed out again")
+	}
+	if n, err := d.Client.AckOutbox(ctx, againLease.Lease, again[0].ID); err != nil || n != 1 {
 		t.Fatalf("ack: %d %v", n, err)
 	}
 
@@ -254,11 +261,12 @@ func TestDelivery(t *testing.T) {
 	settle(t, st, "main")
 	var parked api.OutboxRow
 	for attempt := 1; parked.State != "parked"; attempt++ {
-		rows, err := d.Client.LeaseOutbox(ctx, api.OutboxQuery{Chat: "tg:2", Wait: 30 * time.Second})
+		lease, err := d.Client.LeaseOutbox(ctx, api.OutboxQuery{Chat: "tg:2", Wait: 30 * time.Second})
+		rows := lease.Items
 		if err != nil || len(rows) != 1 || rows[0].Attempts != attempt {
 			t.Fatalf("lease %d: %+v %v", attempt, rows, err)
 		}
-		if parked, err = d.Client.FailOutbox(ctx, rows[0].ID, "telegram: chat not found"); err != nil {
+		if parked, err = d.Client.FailOutbox(ctx, lease.Lease, rows[0].ID, "telegram: chat not found"); err != nil {
 			t.Fatal(err)
 		}
 		if attempt > 5 {
@@ -266,16 +274,17 @@ func TestDelivery(t *testing.T) {
 		}
 	}
 	list, err := d.Client.LeaseOutbox(ctx, api.OutboxQuery{State: "parked"})
-	if err != nil || len(list) != 1 || list[0].ID != parked.ID || list[0].LastError != "failed 5 times: telegram: chat not found" {
+	if err != nil || len(list.Items) != 1 || list.Items[0].ID != parked.ID || list.Items[0].LastError != "failed 5 times: telegram: chat not found" || list.Lease != "" {
 		t.Errorf("GET /v1/outbox?state=parked: %+v %v", list, err)
 	}
 	if r, err := d.Client.RetryOutbox(ctx, parked.ID); err != nil || r.State != "pending" || r.Attempts != 0 {
 		t.Errorf("retry: %+v %v", r, err)
 	}
-	if rows, err := d.Client.LeaseOutbox(ctx, api.OutboxQuery{Chat: "tg:2"}); err != nil || len(rows) != 1 || rows[0].ID != parked.ID {
-		t.Errorf("lease after retry: %+v %v", rows, err)
+	if lease, err := d.Client.LeaseOutbox(ctx, api.OutboxQuery{Chat: "tg:2"}); err != nil || len(lease.Items) != 1 || lease.Items[0].ID != parked.ID {
+		t.Errorf("lease after retry: %+v %v", lease, err)
+	} else {
+		d.Client.AckOutbox(ctx, lease.Lease, parked.ID)
 	}
-	d.Client.AckOutbox(ctx, parked.ID)
 
 	// (4) The webhook: its receiver is not there at first; once a row failed twice the
 	// receiver starts, and gets the rows, signed, once each and in order.
@@ -332,15 +341,15 @@ func TestDelivery(t *testing.T) {
 	settle(t, st, "main")
 	notices := map[string]string{}
 	waitFor(t, 2*time.Minute, "no notice for the parked folder", func() bool {
-		rows, err := d.Client.LeaseOutbox(ctx, api.OutboxQuery{Platform: "tg"})
+		lease, err := d.Client.LeaseOutbox(ctx, api.OutboxQuery{Platform: "tg"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, r := range rows {
+		for _, r := range lease.Items {
 			if r.Kind == "notice" {
 				notices[r.Target] = r.Content
 			}
-			d.Client.AckOutbox(ctx, r.ID)
+			d.Client.AckOutbox(ctx, lease.Lease, r.ID)
 		}
 		return notices["tg:3"] != ""
 	})

@@ -450,7 +450,7 @@ func (s *chatStream) run(ctx context.Context) {
 		case s.ch.busy.Load() || !s.ch.interactive:
 			wait = 2 * time.Second
 		}
-		rows, err := s.ch.c.LeaseOutbox(ctx, api.OutboxQuery{Chat: s.ch.jid, Wait: wait})
+		lease, err := s.ch.c.LeaseOutbox(ctx, api.OutboxQuery{Chat: s.ch.jid, Wait: wait})
 		if ctx.Err() != nil {
 			return
 		}
@@ -463,13 +463,14 @@ func (s *chatStream) run(ctx context.Context) {
 			s.errc <- fmt.Errorf("outbox: %w", err)
 			return
 		}
+		rows := lease.Items
 		ids := make([]int64, 0, len(rows))
 		for _, r := range rows {
 			s.ch.out.reply(s.ch.folder, r)
 			ids = append(ids, r.ID)
 		}
 		if len(ids) > 0 {
-			if _, err := s.ch.c.AckOutbox(ctx, ids...); err != nil {
+			if _, err := s.ch.c.AckOutbox(ctx, lease.Lease, ids...); err != nil {
 				if ctx.Err() == nil {
 					s.errc <- fmt.Errorf("outbox: acknowledge %v: %w", ids, err)
 				}

@@ -102,9 +102,11 @@ func TestCLIGolden(t *testing.T) {
 		{"outbox-bad-verb", []string{"outbox", "send", s}},
 		{"outbox-ack-no-ids", []string{"outbox", "ack", s}},
 		{"outbox-ack-bad-id", []string{"outbox", "ack", "12x", s}},
-		{"outbox-ack-unknown", []string{"outbox", "ack", "999", s}},
+		{"outbox-ack-unknown", []string{"outbox", "ack", "999", "--lease", "L", s}},
+		{"outbox-ack-no-lease", []string{"outbox", "ack", "1", s}},
+		{"outbox-show-lease", []string{"outbox", "show", "1", "--lease", "L", s}},
 		{"outbox-retry-two", []string{"outbox", "retry", "1", "2", s}},
-		{"outbox-fail-no-error", []string{"outbox", "fail", "1", s}},
+		{"outbox-fail-no-error", []string{"outbox", "fail", "1", "--lease", "L", s}},
 		{"outbox-show-with-filter", []string{"outbox", "show", "1", "--folder", "main", s}},
 		{"outbox-show-unknown", []string{"outbox", "show", "999", s}},
 		{"outbox-follow-state", []string{"outbox", "--follow", "--state", "all", s}},
@@ -231,7 +233,15 @@ func TestCLICommands(t *testing.T) {
 	if out := ok("outbox", "--folder", "main/research"); !strings.Contains(out, "second") || strings.Contains(out, "first") {
 		t.Errorf("outbox --folder main/research:\n%s", out)
 	}
-	if out := ok("outbox", "ack", strconv.FormatInt(ids[0], 10)); strings.TrimSpace(out) != "{\n  \"acked\": 1\n}" {
+	// A gateway leased the first row; ack takes its lease's token.
+	first, err := fx.st.LeaseOutbox(ctx, store.OutboxFilter{Folder: "main"}, store.LeasePolicy{Visibility: time.Minute, MaxAttempts: 5})
+	if err != nil || len(first.Items) != 1 {
+		t.Fatalf("lease: %+v %v", first, err)
+	}
+	if code, _, stderr := fx.run(t, "outbox", "ack", strconv.FormatInt(ids[0], 10), "--lease", "someone-else", s); code != 1 || !strings.Contains(stderr, "409") || !strings.Contains(stderr, "someone-else") {
+		t.Errorf("outbox ack with another lease: exit %d, stderr %q", code, stderr)
+	}
+	if out := ok("outbox", "ack", strconv.FormatInt(ids[0], 10), "--lease", first.Token); strings.TrimSpace(out) != "{\n  \"acked\": 1\n}" {
 		t.Errorf("outbox ack: %q", out)
 	}
 	if err := json.Unmarshal([]byte(ok("outbox", "--state", "delivered", "--json")), &rows); err != nil || len(rows) != 1 || rows[0].ID != ids[0] {
@@ -239,10 +249,11 @@ func TestCLICommands(t *testing.T) {
 	}
 	// The second row fails once with one attempt allowed: parked, then retried.
 	policy := store.LeasePolicy{Visibility: time.Minute, MaxAttempts: 1}
-	if _, err := fx.st.LeaseOutbox(ctx, store.OutboxFilter{}, policy); err != nil {
+	second, err := fx.st.LeaseOutbox(ctx, store.OutboxFilter{}, policy)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := fx.st.FailOutbox(ctx, ids[1], "telegram: chat not found", 0, policy); err != nil {
+	if _, err := fx.st.FailOutbox(ctx, second.Token, ids[1], "telegram: chat not found", 0, policy); err != nil {
 		t.Fatal(err)
 	}
 	if out := ok("outbox", "--state", "parked"); !strings.Contains(out, "parked") || !strings.Contains(out, "telegram: chat not found") {
@@ -252,7 +263,10 @@ func TestCLICommands(t *testing.T) {
 	if err := json.Unmarshal([]byte(ok("outbox", "retry", strconv.FormatInt(ids[1], 10))), &row); err != nil || row.State != "pending" || row.Attempts != 0 {
 		t.Errorf("outbox retry: %+v %v", row, err)
 	}
-	if err := json.Unmarshal([]byte(ok("outbox", "fail", strconv.FormatInt(ids[1], 10), "--error", "rate limited")), &row); err != nil || row.LastError != "rate limited" {
+	if second, err = fx.st.LeaseOutbox(ctx, store.OutboxFilter{}, policy); err != nil || len(second.Items) != 1 {
+		t.Fatalf("lease after retry: %+v %v", second, err)
+	}
+	if err := json.Unmarshal([]byte(ok("outbox", "fail", strconv.FormatInt(ids[1], 10), "--lease", second.Token, "--error", "rate limited")), &row); err != nil || row.LastError != "rate limited" {
 		t.Errorf("outbox fail: %+v %v", row, err)
 	}
 	if err := json.Unmarshal([]byte(ok("outbox", "show", strconv.FormatInt(ids[1], 10))), &row); err != nil || row.ID != ids[1] || row.Content != "second" {

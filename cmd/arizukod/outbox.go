@@ -16,7 +16,7 @@ import (
 )
 
 const outboxSynopsis = "[list] [--folder F] [--chat C] [--platform P] [--state parked|delivered|all] [--after ID] [--limit N] [--json]" +
-	" | --follow [--folder F] [--chat C] [--platform P] [--json] | show ID | ack ID... | fail ID --error TEXT | retry ID"
+	" | --follow [--folder F] [--chat C] [--platform P] [--json] | show ID | ack ID... --lease TOKEN | fail ID --lease TOKEN --error TEXT | retry ID"
 
 func cmdOutbox(ctx context.Context, args []string) error {
 	return runOutbox(ctx, args, os.Stdout)
@@ -37,6 +37,7 @@ func runOutbox(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.IntVar(&q.Limit, "limit", 100, "list: at most this many rows, oldest first")
 	follow := fs.Bool("follow", false, "lease pending rows as they come, print and acknowledge each (a consumer: a gateway will not get them)")
 	errText := fs.String("error", "", "fail: why delivering the row failed")
+	lease := fs.String("lease", "", "ack, fail: the token of the lease that handed the rows out (the \"lease\" of GET /v1/outbox's answer)")
 	asJSON := fs.Bool("json", false, "print rows as JSON (with --follow one per line)")
 
 	verb, rest := "list", args
@@ -87,6 +88,10 @@ func runOutbox(ctx context.Context, args []string, stdout io.Writer) error {
 	switch {
 	case set["error"] && verb != "fail":
 		return usage("--error is for fail")
+	case set["lease"] && verb != "ack" && verb != "fail":
+		return usage("--lease is for ack and fail")
+	case (verb == "ack" || verb == "fail") && *lease == "":
+		return usage("give --lease, the token of the lease that handed the rows out: only that consumer acks or fails them")
 	case verb == "fail" && *errText == "":
 		return usage("give --error, why delivering the row failed")
 	case *follow && (set["state"] || set["limit"]):
@@ -108,13 +113,13 @@ func runOutbox(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		return enc.Encode(row)
 	case "fail":
-		row, err := c.FailOutbox(ctx, ids[0], *errText)
+		row, err := c.FailOutbox(ctx, *lease, ids[0], *errText)
 		if err != nil {
 			return err
 		}
 		return enc.Encode(row)
 	case "ack":
-		n, err := c.AckOutbox(ctx, ids...)
+		n, err := c.AckOutbox(ctx, *lease, ids...)
 		if err != nil {
 			return err
 		}
@@ -129,10 +134,11 @@ func runOutbox(ctx context.Context, args []string, stdout io.Writer) error {
 	default:
 		return usage(fmt.Sprintf("--state %q is not parked, delivered or all (--follow takes the pending rows)", *state))
 	}
-	rows, err := c.LeaseOutbox(ctx, q)
+	list, err := c.LeaseOutbox(ctx, q)
 	if err != nil {
 		return err
 	}
+	rows := list.Items
 	if *asJSON {
 		if rows == nil {
 			rows = []api.OutboxRow{}
@@ -159,15 +165,15 @@ func runOutbox(ctx context.Context, args []string, stdout io.Writer) error {
 func followOutbox(ctx context.Context, c *api.Client, q api.OutboxQuery, asJSON bool, stdout io.Writer) error {
 	q.Wait, q.Limit = 30*time.Second, 0
 	for {
-		rows, err := c.LeaseOutbox(ctx, q)
+		lease, err := c.LeaseOutbox(ctx, q)
 		if ctx.Err() != nil {
 			return nil
 		}
 		if err != nil {
 			return err
 		}
-		ids := make([]int64, 0, len(rows))
-		for _, r := range rows {
+		ids := make([]int64, 0, len(lease.Items))
+		for _, r := range lease.Items {
 			if asJSON {
 				b, err := json.Marshal(r)
 				if err != nil {
@@ -181,7 +187,7 @@ func followOutbox(ctx context.Context, c *api.Client, q api.OutboxQuery, asJSON 
 		}
 		if len(ids) > 0 {
 			// ctx may end now; the rows printed are acknowledged all the same.
-			if _, err := c.AckOutbox(context.WithoutCancel(ctx), ids...); err != nil {
+			if _, err := c.AckOutbox(context.WithoutCancel(ctx), lease.Lease, ids...); err != nil {
 				return fmt.Errorf("acknowledge %v: %w", ids, err)
 			}
 		}
