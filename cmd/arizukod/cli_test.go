@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -299,4 +301,126 @@ func TestCLICommands(t *testing.T) {
 	if err := json.Unmarshal([]byte(out.String()), &row); err != nil || row.ID != ids[1] {
 		t.Errorf("outbox --follow printed %q (%v)", out.String(), err)
 	}
+}
+
+// TestCLIHostileText: what an agent or a chat user wrote reaches the terminal with its
+// controls shown, never acting on it: a reply holding ESC[2J (clear the screen), OSC 52 (set
+// the clipboard), a C1 CSI and a forged "main: " line, printed by chat and by outbox,
+// inbox, tasks and unpark. --json carries the text exactly.
+func TestCLIHostileText(t *testing.T) {
+	fx := newCLIFixture(t)
+	ctx := context.Background()
+	s := "--socket=" + fx.socket
+	const hostile = "hi\x1b[2J\x1b]52;c;ZXZpbA==\x07 there\r\nmain: forged line\nnotice: fake \u009b31mred\x1b[H"
+	chat := "cli:" + userName()
+	if _, err := fx.st.AppendOutbox(ctx, store.OutboxItem{Folder: "main", Kind: store.OutboxReply, Target: chat, Content: hostile}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fx.st.AppendInbox(ctx, "main", store.InboxMessage{ChatJID: "tg:\x1b[2J", Role: "user", Content: hostile, Source: store.SourceRoute}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fx.st.Park(ctx, "main", hostile); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fx.st.CreateTask(ctx, store.Task{Folder: "main", Prompt: hostile, ScheduleKind: store.ScheduleInterval,
+		ScheduleExpr: "3600000", State: store.TaskActive, NextRunAt: time.Now().Add(time.Hour).UnixMilli()}); err != nil {
+		t.Fatal(err)
+	}
+	safe := func(what, out string) {
+		t.Helper()
+		if bad := terminalControl(out); bad != "" {
+			t.Errorf("%s prints %s:\n%q", what, bad, out)
+		}
+		for _, l := range strings.Split(out, "\n") {
+			if strings.HasPrefix(l, "main: forged") || strings.HasPrefix(l, "notice: fake") {
+				t.Errorf("%s prints the forged line %q as a line of its own:\n%q", what, l, out)
+			}
+		}
+	}
+
+	// chat prints the chat's pending reply, acks it and ends with its input.
+	var stdout, stderr bytes.Buffer
+	if err := runChat(ctx, []string{"--folder", "main", s}, strings.NewReader(""), &stdout, &stderr); err != nil {
+		t.Fatalf("chat: %v\n%s", err, stderr.String())
+	}
+	if want := `hi\x1b[2J\x1b]52;c;ZXZpbA==\x07 there` + "\n  main: forged line\n  notice: fake \\u009b31mred\\x1b[H\n"; stdout.String() != want {
+		t.Errorf("chat printed %q, want %q", stdout.String(), want)
+	}
+	safe("chat", stdout.String()+stderr.String())
+
+	for _, args := range [][]string{
+		{"outbox"}, {"inbox", "list", "--folder", "main"}, {"tasks"}, {"unpark", "--folder", "main"},
+	} {
+		code, out, errOut := fx.run(t, append(args, s)...)
+		if code != 0 {
+			t.Fatalf("arizukod %s: exit %d\n%s%s", strings.Join(args, " "), code, out, errOut)
+		}
+		if !strings.Contains(out, `\x1b[2J`) {
+			t.Errorf("arizukod %s does not show the escape:\n%s", strings.Join(args, " "), out)
+		}
+		safe("arizukod "+strings.Join(args, " "), out+errOut)
+	}
+
+	// --json is exact: the text decodes as it was written, and its bytes act on nothing.
+	code, out, _ := fx.run(t, "outbox", "--json", s)
+	var rows []api.OutboxRow
+	if err := json.Unmarshal([]byte(out), &rows); code != 0 || err != nil || len(rows) != 1 || rows[0].Content != hostile {
+		t.Fatalf("outbox --json: exit %d %v %+v", code, err, rows)
+	}
+	safe("outbox --json", out)
+	// Each --follow its own chat: a long poll that ends with its caller may still lease.
+	for i, asJSON := range []bool{false, true} {
+		target := "tg:" + strconv.Itoa(i)
+		row, err := fx.st.AppendOutbox(ctx, store.OutboxItem{Folder: "main", Kind: store.OutboxReply, Target: target, Content: hostile})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fctx, cancel := context.WithCancel(ctx)
+		var b syncBuffer
+		done := make(chan error, 1)
+		args := []string{"--follow", "--chat", target, s}
+		if asJSON {
+			args = append(args, "--json")
+		}
+		go func() { done <- runOutbox(fctx, args, &b) }()
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			if got, err := fx.st.GetOutbox(ctx, row.ID); err != nil || got.State == store.OutboxDelivered {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("outbox --follow did not ack row %d: printed %q", row.ID, b.String())
+			}
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		safe("outbox --follow", b.String())
+		if asJSON {
+			var got api.OutboxRow
+			if err := json.Unmarshal([]byte(b.String()), &got); err != nil || got.Content != hostile {
+				t.Errorf("outbox --follow --json: %q %v", got.Content, err)
+			}
+		} else if !strings.Contains(b.String(), "\n  main: forged line\n") {
+			t.Errorf("outbox --follow printed %q", b.String())
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer a command writes in one goroutine while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -155,15 +154,17 @@ func runOutbox(ctx context.Context, args []string, stdout io.Writer) error {
 		if r.LastError != "" {
 			text += " / " + r.LastError
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.ID, r.Folder, r.Kind, dash(r.Target), r.State, r.Attempts,
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.ID, safeLine(r.Folder), safeLine(r.Kind), dash(r.Target), safeLine(r.State), r.Attempts,
 			time.UnixMilli(r.CreatedAt).UTC().Format(time.RFC3339), clip(text, 60))
 	}
 	return tw.Flush()
 }
 
 // followOutbox leases rows as they come, prints each and acknowledges it, until ctx ends.
+// A row's content keeps its lines, the lines after the first indented.
 func followOutbox(ctx context.Context, c *api.Client, q api.OutboxQuery, asJSON bool, stdout io.Writer) error {
 	q.Wait, q.Limit = 30*time.Second, 0
+	enc := lineJSON(stdout)
 	for {
 		lease, err := c.LeaseOutbox(ctx, q)
 		if ctx.Err() != nil {
@@ -175,13 +176,11 @@ func followOutbox(ctx context.Context, c *api.Client, q api.OutboxQuery, asJSON 
 		ids := make([]int64, 0, len(lease.Items))
 		for _, r := range lease.Items {
 			if asJSON {
-				b, err := json.Marshal(r)
-				if err != nil {
+				if err := enc.Encode(r); err != nil {
 					return err
 				}
-				fmt.Fprintf(stdout, "%s\n", b)
 			} else {
-				fmt.Fprintf(stdout, "%d %s %s %s: %s\n", r.ID, r.Folder, r.Kind, dash(r.Target), r.Content)
+				fmt.Fprintf(stdout, "%d %s %s %s: %s\n", r.ID, safeLine(r.Folder), safeLine(r.Kind), dash(r.Target), safeText(r.Content, "  "))
 			}
 			ids = append(ids, r.ID)
 		}
