@@ -90,7 +90,10 @@ type FailRequest struct {
 
 // leasePolicy is the server's delivery policy, with the defaults for what is unset.
 func (s *Server) leasePolicy() store.LeasePolicy {
-	p := s.Delivery
+	var p store.LeasePolicy
+	if set := s.delivery.Load(); set != nil {
+		p = *set
+	}
 	if p.Visibility <= 0 {
 		p.Visibility = DefaultVisibility
 	}

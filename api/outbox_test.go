@@ -17,7 +17,7 @@ import (
 // attempts, retry resumes, and a long poll is woken by an append.
 func TestOutboxStream(t *testing.T) {
 	srv, st := messagesServer(t)
-	srv.Delivery = store.LeasePolicy{Visibility: time.Hour, MaxAttempts: 1}
+	srv.SetDelivery(store.LeasePolicy{Visibility: time.Hour, MaxAttempts: 1})
 	ctx := context.Background()
 	for _, c := range []string{"tg:1", "dc:2"} {
 		if _, err := st.AppendOutbox(ctx, store.OutboxItem{Folder: "main", Kind: store.OutboxMessage, Target: c, Content: "to " + c}); err != nil {

@@ -10,12 +10,15 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/arizuko/arizukod/api"
+	"github.com/arizuko/arizukod/contract"
 	"github.com/arizuko/arizukod/delivery"
 	"github.com/arizuko/arizukod/internal/daemontest"
 	"github.com/arizuko/arizukod/internal/enginetest"
@@ -475,4 +478,87 @@ func TestDeliveryLoad(t *testing.T) {
 			messages, chats, turns, len(want), took.Round(time.Millisecond), float64(len(want))/took.Seconds(), float64(messages)/took.Seconds(),
 			lat[len(lat)/2].Round(time.Millisecond), lat[len(lat)*9/10].Round(time.Millisecond), lat[len(lat)-1].Round(time.Millisecond))
 	}
+}
+
+// TestReloadDelivery: [[webhook]] and [delivery] apply at a reload (SIGHUP), and the
+// journal names them: a webhook added to a running daemon gets the rows of its chats,
+// also one written before the reload, signed and in order; the new visibility timeout
+// hands a row leased and not acknowledged out again after it.
+func TestReloadDelivery(t *testing.T) {
+	daemontest.JournalOn(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	hookSock, secretFile := filepath.Join(dir, "hook.sock"), filepath.Join(dir, "secret")
+	secret := []byte("shared-" + daemontest.RandHex(8))
+	if err := os.WriteFile(secretFile, append(secret, '\n'), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rc := &hookReceiver{secret: secret}
+	l, err := net.Listen("unix", hookSock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: rc}
+	go srv.Serve(l)
+	defer srv.Close()
+
+	d := daemontest.New(t, daemontest.Config{Engine: daemontest.Podman4(t)})
+	d.Start(t)
+	d.AddGroup(t, "main")
+	st := d.OpenStore(t)
+	send := func(chat, content string) {
+		t.Helper()
+		req := api.InboxRequest{Messages: []contract.Message{{Content: content}}, ChatJID: chat}
+		if err := d.Client.Do(ctx, http.MethodPost, "/v1/groups/main/messages", req, nil); err != nil {
+			t.Fatal(err)
+		}
+		settle(t, st, "main")
+	}
+	send("wh:1", "reply written before the reload")
+
+	good, err := os.ReadFile(d.ConfigPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	added := fmt.Sprintf("[delivery]\nvisibility_timeout = \"2s\"\n\n[[webhook]]\nurl = \"unix:%s\"\nsecret_file = %q\nplatform = \"wh\"\n", hookSock, secretFile)
+	if err := os.WriteFile(d.ConfigPath, append(good, added...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	syscall.Kill(d.Pid(), syscall.SIGHUP)
+	es := daemontest.WaitJournal(t, 30*time.Second, daemontest.HasMessage("configuration reloaded"), "_PID="+strconv.Itoa(d.Pid()))
+	if c := daemontest.Find(es, "configuration reloaded")["CHANGED"]; !strings.Contains(c, "webhook") || !strings.Contains(c, "delivery") {
+		t.Errorf("reloaded: changed %q, want webhook and delivery", c)
+	}
+
+	send("wh:1", "reply written after the reload")
+	rows, err := st.ListOutboxState(ctx, "", store.OutboxFilter{Platform: "wh"})
+	if err != nil || len(rows) != 2 {
+		t.Fatalf("webhook rows %+v %v", rows, err)
+	}
+	waitFor(t, time.Minute, "the new webhook got no rows", func() bool {
+		rc.mu.Lock()
+		defer rc.mu.Unlock()
+		return len(rc.rows) >= len(rows)
+	})
+	rc.mu.Lock()
+	checkOnceInOrder(t, "the webhook added by the reload", rc.rows, rows)
+	if len(rc.bad) > 0 {
+		t.Errorf("webhook receiver saw %q", rc.bad)
+	}
+	rc.mu.Unlock()
+
+	send("tg:1", "reply leased and dropped")
+	first, err := d.Client.LeaseOutbox(ctx, api.OutboxQuery{Chat: "tg:1", Wait: 30 * time.Second})
+	if err != nil || len(first.Items) != 1 {
+		t.Fatalf("lease: %+v %v", first, err)
+	}
+	t0 := time.Now()
+	again, err := d.Client.LeaseOutbox(ctx, api.OutboxQuery{Chat: "tg:1", Wait: 30 * time.Second})
+	if err != nil || len(again.Items) != 1 || again.Items[0].ID != first.Items[0].ID {
+		t.Fatalf("lease again: %+v %v", again, err)
+	}
+	if took := time.Since(t0); took > 10*time.Second {
+		t.Errorf("the row came again after %s: the reloaded visibility_timeout (2s) does not apply", took)
+	}
+	d.Client.AckOutbox(ctx, again.Lease, again.Items[0].ID)
 }

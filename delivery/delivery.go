@@ -113,6 +113,16 @@ func readSecret(path string) ([]byte, error) {
 	return []byte(line), nil
 }
 
+// Secrets are the webhooks' shared secrets, in the order of the webhooks: the daemon
+// redacts them.
+func (p *Pusher) Secrets() []string {
+	out := make([]string, len(p.workers))
+	for i, w := range p.workers {
+		out[i] = string(w.secret)
+	}
+	return out
+}
+
 // Sign is the X-Arizuko-Signature value of body under secret.
 func Sign(secret, body []byte) string {
 	m := hmac.New(sha256.New, secret)

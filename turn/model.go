@@ -26,6 +26,9 @@ type ModelOptions struct {
 	// EnvFile is the service's env file, read for the credential's variables when the
 	// process environment has none.
 	EnvFile string
+	// Secret, when set, hears each group credential a turn reads (its name and value)
+	// before the turn's gateway uses it: the daemon redacts it from then on.
+	Secret func(name, value string)
 }
 
 // ModelGateway is what every turn's model gateway shares: the upstream, the daemon's
@@ -35,6 +38,7 @@ type ModelGateway struct {
 	upstream       *url.URL
 	credential     gateway.Credential // empty when none is configured
 	credentialsDir string
+	secret         func(name, value string)
 	tokens         *gateway.Tokens
 	transport      http.RoundTripper
 }
@@ -77,7 +81,7 @@ func NewModelGateway(o ModelOptions, layout groupfolder.Layout, log *slog.Logger
 	if err != nil {
 		return nil, err
 	}
-	return &ModelGateway{upstream: up, credential: cred, credentialsDir: o.CredentialsDir,
+	return &ModelGateway{upstream: up, credential: cred, credentialsDir: o.CredentialsDir, secret: o.Secret,
 		tokens: tokens, transport: gateway.NewTransport()}, nil
 }
 
@@ -102,6 +106,9 @@ func (m *ModelGateway) ContainerEnv(name string) []string {
 
 // Secret is the daemon's model credential, for redaction; empty when none is configured.
 func (m *ModelGateway) Secret() string { return m.credential.Value }
+
+// GroupCredentialSecret is the name a group's credential name is redacted under.
+func GroupCredentialSecret(name string) string { return "credential:" + name }
 
 // start starts the model gateway of one turn on socket with the group's policy; usage is
 // recorded against the run when it is a row of the store.
@@ -133,6 +140,9 @@ func (s *Services) startModel(ctx context.Context, req Request, policy *ModelPol
 			c, err := gateway.GroupCredential(policy.Credential, m.credentialsDir, os.Getenv)
 			if err != nil {
 				return nil, fmt.Errorf("containerConfig.model.credential: %w", err)
+			}
+			if m.secret != nil {
+				m.secret(GroupCredentialSecret(policy.Credential), c.Value)
 			}
 			cfg.Credential = c
 		}
