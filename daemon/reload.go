@@ -127,7 +127,8 @@ func (d *Daemon) reloadOnHUP(ctx context.Context, hup <-chan os.Signal) {
 // reload re-reads the configuration, the mount allowlist, the env file, the model
 // credential, the groups' credentials and the webhooks' secrets, and applies them to the
 // turns that start from now on (running and queued turns go on), to the outbox stream and
-// to the webhooks, whose pusher starts again when they or [delivery] changed. A configuration that does not load, an allowlist or env file that does
+// to the webhooks, whose pusher starts again when they or [delivery] changed. A
+// configuration that does not load, an allowlist, env file or webhook secret that does
 // not read, is refused whole: the previous one stays, and the journal and STATUS say why
 // (STATUS until a reload works).
 // Grants need no reload: they are read from the store at every call.
