@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode"
 
@@ -84,9 +85,6 @@ type Server struct {
 	Networks []string
 	// Location is where cron schedules are read when a task resumes (nil: time.Local).
 	Location *time.Location
-	// Delivery is how the outbox stream leases rows ([delivery] in arizukod.toml); zero
-	// fields take DefaultVisibility and DefaultMaxAttempts. Set before serving.
-	Delivery store.LeasePolicy
 	// Metrics serves GET /metrics; set before serving (nil: 404).
 	Metrics http.Handler
 	// Upkeep serves POST /v1/prune and POST /v1/backup; set before serving (nil: 404).
@@ -100,7 +98,13 @@ type Server struct {
 
 	stopping chan struct{} // closed by Close: long polls of the outbox answer at once
 	stopOnce sync.Once
+	delivery atomic.Pointer[store.LeasePolicy] // SetDelivery
 }
+
+// SetDelivery sets how the outbox stream leases rows ([delivery] in arizukod.toml), at any
+// time (a reload); zero fields, and a server never told, take DefaultVisibility and
+// DefaultMaxAttempts.
+func (s *Server) SetDelivery(p store.LeasePolicy) { s.delivery.Store(&p) }
 
 // New returns the API over st and q.
 func New(st *store.Store, q Queue, h Health, log *slog.Logger) *Server {

@@ -61,12 +61,17 @@ func wireOutboxList(items []store.OutboxItem) []OutboxRow {
 
 // OutboxList is the body of GET /v1/outbox.
 type OutboxList struct {
+	// Lease is the token of the lease that handed the pending rows out: acknowledging or
+	// failing them takes it (AckRequest.Lease, FailRequest.Lease), and only this answer
+	// carries it. It is left out when no row was leased (a listing, or nothing pending).
+	Lease string      `json:"lease,omitempty"`
 	Items []OutboxRow `json:"items"`
 }
 
 // AckRequest is the body of POST /v1/outbox/ack.
 type AckRequest struct {
-	IDs []int64 `json:"ids"`
+	Lease string  `json:"lease"` // the token of the lease that handed the rows out
+	IDs   []int64 `json:"ids"`
 }
 
 // AckResponse answers POST /v1/outbox/ack.
@@ -76,6 +81,7 @@ type AckResponse struct {
 
 // FailRequest is the body of POST /v1/outbox/fail.
 type FailRequest struct {
+	Lease string `json:"lease"` // the token of the lease that handed the row out
 	ID    int64  `json:"id"`
 	Error string `json:"error"`
 	// RetryAfter keeps the row from coming again for this long (default 0: at once).
@@ -84,7 +90,10 @@ type FailRequest struct {
 
 // leasePolicy is the server's delivery policy, with the defaults for what is unset.
 func (s *Server) leasePolicy() store.LeasePolicy {
-	p := s.Delivery
+	var p store.LeasePolicy
+	if set := s.delivery.Load(); set != nil {
+		p = *set
+	}
 	if p.Visibility <= 0 {
 		p.Visibility = DefaultVisibility
 	}
@@ -143,7 +152,7 @@ func (s *Server) streamOutbox(w http.ResponseWriter, r *http.Request) {
 		wait = d
 	}
 	var (
-		items []store.OutboxItem
+		lease store.OutboxLease
 		err   error
 	)
 	switch state := q.Get("state"); state {
@@ -156,16 +165,16 @@ func (s *Server) streamOutbox(w http.ResponseWriter, r *http.Request) {
 			case <-ctx.Done():
 			}
 		}()
-		items, err = s.store.WaitOutbox(ctx, f, s.leasePolicy(), wait)
+		lease, err = s.store.WaitOutbox(ctx, f, s.leasePolicy(), wait)
 		cancel()
 		if err != nil && r.Context().Err() == nil && ctx.Err() != nil {
-			items, err = nil, nil // the daemon stops: an empty answer, the gateway asks again
+			lease, err = store.OutboxLease{}, nil // the daemon stops: an empty answer, the gateway asks again
 		}
 	case "parked", "delivered", "all":
 		if state == "all" {
 			state = ""
 		}
-		items, err = s.store.ListOutboxState(r.Context(), store.OutboxState(state), f)
+		lease.Items, err = s.store.ListOutboxState(r.Context(), store.OutboxState(state), f)
 	default:
 		writeErr(w, http.StatusBadRequest, "state", "state: %q is not pending, parked, delivered or all", state)
 		return
@@ -177,7 +186,7 @@ func (s *Server) streamOutbox(w http.ResponseWriter, r *http.Request) {
 		s.internal(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, OutboxList{Items: wireOutboxList(items)})
+	writeJSON(w, http.StatusOK, OutboxList{Lease: lease.Token, Items: wireOutboxList(lease.Items)})
 }
 
 // Close makes long polls of GET /v1/outbox answer at once with what they have (nothing),
@@ -190,6 +199,9 @@ func (s *Server) Close() {
 func (s *Server) ackOutbox(w http.ResponseWriter, r *http.Request) {
 	var req AckRequest
 	if !decode(w, r, &req) {
+		return
+	}
+	if !leaseField(w, req.Lease) {
 		return
 	}
 	switch {
@@ -206,12 +218,15 @@ func (s *Server) ackOutbox(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	n, err := s.store.AckOutbox(r.Context(), req.IDs)
-	if errors.Is(err, store.ErrNotFound) {
+	n, err := s.store.AckOutbox(r.Context(), req.Lease, req.IDs)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
 		writeErr(w, http.StatusNotFound, "ids", "%v: nothing was acked; ack the others again without it", err)
 		return
-	}
-	if err != nil {
+	case errors.Is(err, store.ErrNotLeaseHolder):
+		writeErr(w, http.StatusConflict, "lease", "lease %q: %v: nothing was acked; ack only the rows this lease handed out", req.Lease, err)
+		return
+	case err != nil:
 		s.internal(w, r, err)
 		return
 	}
@@ -221,6 +236,9 @@ func (s *Server) ackOutbox(w http.ResponseWriter, r *http.Request) {
 func (s *Server) failOutbox(w http.ResponseWriter, r *http.Request) {
 	var req FailRequest
 	if !decode(w, r, &req) {
+		return
+	}
+	if !leaseField(w, req.Lease) {
 		return
 	}
 	switch {
@@ -237,11 +255,28 @@ func (s *Server) failOutbox(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusBadRequest, "retryAfter", "retryAfter: must be from 0s to 24h")
 		return
 	}
-	it, err := s.store.FailOutbox(r.Context(), req.ID, req.Error, time.Duration(req.RetryAfter), s.leasePolicy())
+	it, err := s.store.FailOutbox(r.Context(), req.Lease, req.ID, req.Error, time.Duration(req.RetryAfter), s.leasePolicy())
+	if errors.Is(err, store.ErrNotLeaseHolder) {
+		writeErr(w, http.StatusConflict, "lease", "lease %q: %v: fail only a row this lease handed out", req.Lease, err)
+		return
+	}
 	if !s.outboxErr(w, r, "id", err) {
 		return
 	}
 	writeJSON(w, http.StatusOK, WireOutbox(*it))
+}
+
+// leaseField checks an ack's or a failure's lease token: it is required.
+func leaseField(w http.ResponseWriter, token string) bool {
+	switch {
+	case token == "":
+		writeErr(w, http.StatusBadRequest, "lease", "lease: required: the token GET /v1/outbox answered with the rows (its \"lease\")")
+		return false
+	case len(token) > 64 || strings.ContainsFunc(token, func(c rune) bool { return unicode.IsControl(c) || unicode.IsSpace(c) }):
+		writeErr(w, http.StatusBadRequest, "lease", "lease: not a lease token (at most 64 bytes, no spaces)")
+		return false
+	}
+	return true
 }
 
 // outboxErr answers err of a call about one row; it reports whether there was none.

@@ -39,30 +39,31 @@ func (q OutboxQuery) values() url.Values {
 	return v
 }
 
-// LeaseOutbox asks GET /v1/outbox for rows: pending ones are leased (acknowledge them with
-// AckOutbox), others only listed.
-func (c *Client) LeaseOutbox(ctx context.Context, q OutboxQuery) ([]OutboxRow, error) {
+// LeaseOutbox asks GET /v1/outbox for rows: pending ones are leased under the answer's
+// Lease token (acknowledge them with AckOutbox, or FailOutbox, giving it), others only
+// listed.
+func (c *Client) LeaseOutbox(ctx context.Context, q OutboxQuery) (OutboxList, error) {
 	var out OutboxList
 	path := "/v1/outbox"
 	if v := q.values().Encode(); v != "" {
 		path += "?" + v
 	}
 	err := c.Do(ctx, http.MethodGet, path, nil, &out)
-	return out.Items, err
+	return out, err
 }
 
-// AckOutbox marks rows delivered and returns how many it acked.
-func (c *Client) AckOutbox(ctx context.Context, ids ...int64) (int, error) {
+// AckOutbox marks rows the lease handed out delivered and returns how many it acked.
+func (c *Client) AckOutbox(ctx context.Context, lease string, ids ...int64) (int, error) {
 	var out AckResponse
-	err := c.Do(ctx, http.MethodPost, "/v1/outbox/ack", AckRequest{IDs: ids}, &out)
+	err := c.Do(ctx, http.MethodPost, "/v1/outbox/ack", AckRequest{Lease: lease, IDs: ids}, &out)
 	return out.Acked, err
 }
 
-// FailOutbox reports that delivering row id failed; the row comes again (or is parked
-// after [delivery] max_attempts).
-func (c *Client) FailOutbox(ctx context.Context, id int64, reason string) (OutboxRow, error) {
+// FailOutbox reports that delivering row id, which the lease handed out, failed; the row
+// comes again (or is parked after [delivery] max_attempts).
+func (c *Client) FailOutbox(ctx context.Context, lease string, id int64, reason string) (OutboxRow, error) {
 	var out OutboxRow
-	err := c.Do(ctx, http.MethodPost, "/v1/outbox/fail", FailRequest{ID: id, Error: reason}, &out)
+	err := c.Do(ctx, http.MethodPost, "/v1/outbox/fail", FailRequest{Lease: lease, ID: id, Error: reason}, &out)
 	return out, err
 }
 

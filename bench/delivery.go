@@ -67,7 +67,8 @@ func (b *bench) delivery(ctx context.Context) error {
 	go func() {
 		defer close(done)
 		for cctx.Err() == nil {
-			rows, err := d.client.LeaseOutbox(cctx, api.OutboxQuery{Wait: 5 * time.Second, Limit: 500})
+			lease, err := d.client.LeaseOutbox(cctx, api.OutboxQuery{Wait: 5 * time.Second, Limit: 500})
+			rows := lease.Items
 			if err != nil || len(rows) == 0 {
 				continue
 			}
@@ -86,7 +87,7 @@ func (b *bench) delivery(ctx context.Context) error {
 			}
 			lastSeen = now
 			mu.Unlock()
-			if _, err := d.client.AckOutbox(context.WithoutCancel(cctx), ids...); err != nil {
+			if _, err := d.client.AckOutbox(context.WithoutCancel(cctx), lease.Lease, ids...); err != nil {
 				b.say("delivery: ack: %v", err)
 			}
 		}

@@ -54,9 +54,12 @@ type Daemon struct {
 
 	// What a reload (SIGHUP) replaces; turns in flight keep what they started with.
 	live    atomic.Pointer[config.Config]
-	secrets atomic.Pointer[mountsec.Secrets]
+	secrets secretSet     // the filter of every text stored or logged (redact)
+	sources secretSources // the secrets the last (re)load read; the reload's goroutine's
 	builder atomic.Pointer[turn.Builder]
 	gateway atomic.Pointer[turn.ModelGateway]
+	api     *api.Server
+	pushers *pushers
 	pruning sync.Mutex             // one pruning at a time
 	refused atomic.Pointer[string] // why the last reload was refused; nil after one that worked
 
@@ -119,10 +122,6 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 	}
 	// The engine's first answer, all the first /health waits for, is on its way meanwhile.
 	d.pingAhead(ctx)
-	secrets, err := writeEnvFile(ctx, cfg, layout)
-	if err != nil {
-		return err
-	}
 	allow, allowErr := mountsec.LoadAllowlist(cfg.Allowlist, mountsec.Options{Protected: []string{cfg.DataDir}})
 	if allowErr != nil && !errors.Is(allowErr, mountsec.ErrNoAllowlist) {
 		return allowErr
@@ -134,18 +133,16 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 	if fi, err := os.Stat(cfg.SkillsDir); err == nil && fi.IsDir() {
 		skills = os.DirFS(cfg.SkillsDir)
 	}
-	model, err := turn.NewModelGateway(turn.ModelOptions{
-		Upstream: cfg.Model.Upstream, APIKeyFile: cfg.Model.APIKeyFile, OAuthTokenFile: cfg.Model.OAuthTokenFile,
-		CredentialsDir: cfg.Model.CredentialsDir, EnvFile: cfg.EnvFile,
-	}, layout, log)
+	model, err := turn.NewModelGateway(d.modelOptions(cfg), layout, log)
 	if err != nil {
 		return err
 	}
-	if v := model.Secret(); v != "" {
-		// Wherever it came from, the model credential is redacted like the env file's values.
-		secrets["MODEL_CREDENTIAL"] = v
+	// Every secret known, wherever it came from (the env file, passed on or not, the model
+	// credential, the groups' credentials; the webhooks' below), is redacted.
+	if d.sources, err = loadSecrets(ctx, cfg, layout, model, nil); err != nil {
+		return err
 	}
-	d.secrets.Store(&secrets)
+	d.secrets.reload(d.sources.all())
 	d.gateway.Store(model)
 	// From here on no secret value reaches the journal or the store, whoever writes it:
 	// an agent's answer, stderr line, outbox message or MCP call may echo one.
@@ -177,7 +174,8 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 	}
 	d.builder.Store(builder)
 	sidecars, err := sidecar.New(ctx, sidecar.Options{Engine: d.engine, InfoFunc: d.engineInfo, Layout: layout,
-		Instance: cfg.Instance, StopGrace: cfg.StopGrace, Networks: cfg.Limits.AllowedNetworks, Logger: log})
+		Instance: cfg.Instance, StopGrace: cfg.StopGrace, Networks: cfg.Limits.AllowedNetworks, Logger: log,
+		Secret: d.secrets.learn})
 	if err != nil {
 		return err
 	}
@@ -197,11 +195,13 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 
 	sched := scheduler.New(scheduler.Config{Store: d.store, Location: cfg.Location, Wake: d.queue.Wake, Logger: log})
 
-	policy := store.LeasePolicy{Visibility: cfg.Delivery.VisibilityTimeout, MaxAttempts: cfg.Delivery.MaxAttempts}
+	policy := leasePolicy(cfg)
 	pusher, err := delivery.New(d.store, cfg.Webhooks, policy, log)
 	if err != nil {
 		return err
 	}
+	d.sources.webhooks = pusher.Secrets()
+	d.secrets.reload(d.sources.all())
 
 	l, activated, err := listen(passed, cfg.Listen, cfg.SocketMode, cfg.AllowGroup)
 	if err != nil {
@@ -215,7 +215,8 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 	handler := api.New(d.store, d.queue, d, log)
 	handler.Networks = cfg.Limits.AllowedNetworks
 	handler.Location = cfg.Location
-	handler.Delivery = policy
+	handler.SetDelivery(policy)
+	d.api = handler
 	handler.Metrics = met
 	handler.Upkeep = d
 	if cfg.Metrics.Listen != "" {
@@ -230,9 +231,10 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 
 	var wg sync.WaitGroup
 	qctx, stopQueue := context.WithCancel(context.WithoutCancel(ctx))
-	wg.Add(9)
+	d.pushers = &pushers{ctx: ctx}
+	d.pushers.start(pusher)
+	wg.Add(8)
 	go func() { defer wg.Done(); d.clearSidecars(ctx, sidecars) }()
-	go func() { defer wg.Done(); pusher.Run(ctx) }()
 	go func() { defer wg.Done(); d.runner.WatchImages(qctx) }()
 	go func() { defer wg.Done(); d.watchEngine(ctx) }()
 	go func() { defer wg.Done(); d.reloadOnHUP(ctx, hup) }()
@@ -258,6 +260,7 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 	srv.Shutdown(sctx)
 	stopQueue()
 	wg.Wait()
+	d.pushers.wait()
 	d.runner.Close()
 	if !activated {
 		os.Remove(cfg.Listen)
@@ -284,29 +287,6 @@ func openEngine(cfg *config.Config) (engine.Engine, error) {
 		return detect.Open(kind, cfg.EngineSocket)
 	}
 	return detect.New(cfg.Engine), nil
-}
-
-// writeEnvFile filters the service's env file into data_dir/env/env for the containers and
-// returns the values, for redaction.
-func writeEnvFile(ctx context.Context, cfg *config.Config, layout groupfolder.Layout) (mountsec.Secrets, error) {
-	if cfg.EnvFile == "" {
-		return mountsec.Secrets{}, nil
-	}
-	if _, err := os.Stat(cfg.EnvFile); errors.Is(err, os.ErrNotExist) {
-		return mountsec.Secrets{}, nil
-	}
-	secrets, err := mountsec.BuildEnvFile(ctx, cfg.EnvFile, cfg.EnvAllow, mountsec.GitConfigIdentity)
-	if err != nil {
-		return nil, fmt.Errorf("env_file: %w", err)
-	}
-	path, err := layout.EnsureEnvDir()
-	if err != nil {
-		return nil, err
-	}
-	if err := mountsec.WriteEnvFile(path, secrets); err != nil {
-		return nil, err
-	}
-	return secrets, nil
 }
 
 // watchEngine pings the engine: every 2 s while it is away or its details are not known

@@ -10,12 +10,15 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/arizuko/arizukod/api"
+	"github.com/arizuko/arizukod/contract"
 	"github.com/arizuko/arizukod/delivery"
 	"github.com/arizuko/arizukod/internal/daemontest"
 	"github.com/arizuko/arizukod/internal/enginetest"
@@ -99,7 +102,8 @@ type consumer struct {
 
 func (c *consumer) run(ctx context.Context, cl *api.Client, q api.OutboxQuery) {
 	for ctx.Err() == nil {
-		rows, err := cl.LeaseOutbox(ctx, q)
+		lease, err := cl.LeaseOutbox(ctx, q)
+		rows := lease.Items
 		if err != nil {
 			if ctx.Err() == nil {
 				c.mu.Lock()
@@ -122,7 +126,7 @@ func (c *consumer) run(ctx context.Context, cl *api.Client, q api.OutboxQuery) {
 		}
 		c.rows = append(c.rows, rows...)
 		c.mu.Unlock()
-		if _, err := cl.AckOutbox(context.WithoutCancel(ctx), ids...); err != nil {
+		if _, err := cl.AckOutbox(context.WithoutCancel(ctx), lease.Lease, ids...); err != nil {
 			c.mu.Lock()
 			c.errs = append(c.errs, "ack: "+err.Error())
 			c.mu.Unlock()
@@ -236,15 +240,21 @@ func TestDelivery(t *testing.T) {
 	// timeout (2 s) passes, to the next long poll, with a second attempt.
 	route(t, d, "tg:1", "reply once more")
 	settle(t, st, "main")
-	first, err := d.Client.LeaseOutbox(ctx, api.OutboxQuery{Chat: "tg:1", Wait: 30 * time.Second})
+	firstLease, err := d.Client.LeaseOutbox(ctx, api.OutboxQuery{Chat: "tg:1", Wait: 30 * time.Second})
+	first := firstLease.Items
 	if err != nil || len(first) != 1 || first[0].Content != "once more" || first[0].Attempts != 1 {
 		t.Fatalf("lease: %+v %v", first, err)
 	}
-	again, err := d.Client.LeaseOutbox(ctx, api.OutboxQuery{Chat: "tg:1", Wait: 30 * time.Second})
+	againLease, err := d.Client.LeaseOutbox(ctx, api.OutboxQuery{Chat: "tg:1", Wait: 30 * time.Second})
+	again := againLease.Items
 	if err != nil || len(again) != 1 || again[0].ID != first[0].ID || again[0].Attempts != 2 {
 		t.Fatalf("after the visibility timeout: %+v %v, want row %d again", again, err, first[0].ID)
 	}
-	if n, err := d.Client.AckOutbox(ctx, again[0].ID); err != nil || n != 1 {
+	// The killed consumer's lease is over: only the new one acks the row.
+	if _, err := d.Client.AckOutbox(ctx, firstLease.Lease, again[0].ID); err == nil {
+		t.Errorf("the first lease acked the row handed out again")
+	}
+	if n, err := d.Client.AckOutbox(ctx, againLease.Lease, again[0].ID); err != nil || n != 1 {
 		t.Fatalf("ack: %d %v", n, err)
 	}
 
@@ -254,11 +264,12 @@ func TestDelivery(t *testing.T) {
 	settle(t, st, "main")
 	var parked api.OutboxRow
 	for attempt := 1; parked.State != "parked"; attempt++ {
-		rows, err := d.Client.LeaseOutbox(ctx, api.OutboxQuery{Chat: "tg:2", Wait: 30 * time.Second})
+		lease, err := d.Client.LeaseOutbox(ctx, api.OutboxQuery{Chat: "tg:2", Wait: 30 * time.Second})
+		rows := lease.Items
 		if err != nil || len(rows) != 1 || rows[0].Attempts != attempt {
 			t.Fatalf("lease %d: %+v %v", attempt, rows, err)
 		}
-		if parked, err = d.Client.FailOutbox(ctx, rows[0].ID, "telegram: chat not found"); err != nil {
+		if parked, err = d.Client.FailOutbox(ctx, lease.Lease, rows[0].ID, "telegram: chat not found"); err != nil {
 			t.Fatal(err)
 		}
 		if attempt > 5 {
@@ -266,16 +277,17 @@ func TestDelivery(t *testing.T) {
 		}
 	}
 	list, err := d.Client.LeaseOutbox(ctx, api.OutboxQuery{State: "parked"})
-	if err != nil || len(list) != 1 || list[0].ID != parked.ID || list[0].LastError != "failed 5 times: telegram: chat not found" {
+	if err != nil || len(list.Items) != 1 || list.Items[0].ID != parked.ID || list.Items[0].LastError != "failed 5 times: telegram: chat not found" || list.Lease != "" {
 		t.Errorf("GET /v1/outbox?state=parked: %+v %v", list, err)
 	}
 	if r, err := d.Client.RetryOutbox(ctx, parked.ID); err != nil || r.State != "pending" || r.Attempts != 0 {
 		t.Errorf("retry: %+v %v", r, err)
 	}
-	if rows, err := d.Client.LeaseOutbox(ctx, api.OutboxQuery{Chat: "tg:2"}); err != nil || len(rows) != 1 || rows[0].ID != parked.ID {
-		t.Errorf("lease after retry: %+v %v", rows, err)
+	if lease, err := d.Client.LeaseOutbox(ctx, api.OutboxQuery{Chat: "tg:2"}); err != nil || len(lease.Items) != 1 || lease.Items[0].ID != parked.ID {
+		t.Errorf("lease after retry: %+v %v", lease, err)
+	} else {
+		d.Client.AckOutbox(ctx, lease.Lease, parked.ID)
 	}
-	d.Client.AckOutbox(ctx, parked.ID)
 
 	// (4) The webhook: its receiver is not there at first; once a row failed twice the
 	// receiver starts, and gets the rows, signed, once each and in order.
@@ -332,15 +344,15 @@ func TestDelivery(t *testing.T) {
 	settle(t, st, "main")
 	notices := map[string]string{}
 	waitFor(t, 2*time.Minute, "no notice for the parked folder", func() bool {
-		rows, err := d.Client.LeaseOutbox(ctx, api.OutboxQuery{Platform: "tg"})
+		lease, err := d.Client.LeaseOutbox(ctx, api.OutboxQuery{Platform: "tg"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, r := range rows {
+		for _, r := range lease.Items {
 			if r.Kind == "notice" {
 				notices[r.Target] = r.Content
 			}
-			d.Client.AckOutbox(ctx, r.ID)
+			d.Client.AckOutbox(ctx, lease.Lease, r.ID)
 		}
 		return notices["tg:3"] != ""
 	})
@@ -466,4 +478,87 @@ func TestDeliveryLoad(t *testing.T) {
 			messages, chats, turns, len(want), took.Round(time.Millisecond), float64(len(want))/took.Seconds(), float64(messages)/took.Seconds(),
 			lat[len(lat)/2].Round(time.Millisecond), lat[len(lat)*9/10].Round(time.Millisecond), lat[len(lat)-1].Round(time.Millisecond))
 	}
+}
+
+// TestReloadDelivery: [[webhook]] and [delivery] apply at a reload (SIGHUP), and the
+// journal names them: a webhook added to a running daemon gets the rows of its chats,
+// also one written before the reload, signed and in order; the new visibility timeout
+// hands a row leased and not acknowledged out again after it.
+func TestReloadDelivery(t *testing.T) {
+	daemontest.JournalOn(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	hookSock, secretFile := filepath.Join(dir, "hook.sock"), filepath.Join(dir, "secret")
+	secret := []byte("shared-" + daemontest.RandHex(8))
+	if err := os.WriteFile(secretFile, append(secret, '\n'), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rc := &hookReceiver{secret: secret}
+	l, err := net.Listen("unix", hookSock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: rc}
+	go srv.Serve(l)
+	defer srv.Close()
+
+	d := daemontest.New(t, daemontest.Config{Engine: daemontest.Podman4(t)})
+	d.Start(t)
+	d.AddGroup(t, "main")
+	st := d.OpenStore(t)
+	send := func(chat, content string) {
+		t.Helper()
+		req := api.InboxRequest{Messages: []contract.Message{{Content: content}}, ChatJID: chat}
+		if err := d.Client.Do(ctx, http.MethodPost, "/v1/groups/main/messages", req, nil); err != nil {
+			t.Fatal(err)
+		}
+		settle(t, st, "main")
+	}
+	send("wh:1", "reply written before the reload")
+
+	good, err := os.ReadFile(d.ConfigPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	added := fmt.Sprintf("[delivery]\nvisibility_timeout = \"2s\"\n\n[[webhook]]\nurl = \"unix:%s\"\nsecret_file = %q\nplatform = \"wh\"\n", hookSock, secretFile)
+	if err := os.WriteFile(d.ConfigPath, append(good, added...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	syscall.Kill(d.Pid(), syscall.SIGHUP)
+	es := daemontest.WaitJournal(t, 30*time.Second, daemontest.HasMessage("configuration reloaded"), "_PID="+strconv.Itoa(d.Pid()))
+	if c := daemontest.Find(es, "configuration reloaded")["CHANGED"]; !strings.Contains(c, "webhook") || !strings.Contains(c, "delivery") {
+		t.Errorf("reloaded: changed %q, want webhook and delivery", c)
+	}
+
+	send("wh:1", "reply written after the reload")
+	rows, err := st.ListOutboxState(ctx, "", store.OutboxFilter{Platform: "wh"})
+	if err != nil || len(rows) != 2 {
+		t.Fatalf("webhook rows %+v %v", rows, err)
+	}
+	waitFor(t, time.Minute, "the new webhook got no rows", func() bool {
+		rc.mu.Lock()
+		defer rc.mu.Unlock()
+		return len(rc.rows) >= len(rows)
+	})
+	rc.mu.Lock()
+	checkOnceInOrder(t, "the webhook added by the reload", rc.rows, rows)
+	if len(rc.bad) > 0 {
+		t.Errorf("webhook receiver saw %q", rc.bad)
+	}
+	rc.mu.Unlock()
+
+	send("tg:1", "reply leased and dropped")
+	first, err := d.Client.LeaseOutbox(ctx, api.OutboxQuery{Chat: "tg:1", Wait: 30 * time.Second})
+	if err != nil || len(first.Items) != 1 {
+		t.Fatalf("lease: %+v %v", first, err)
+	}
+	t0 := time.Now()
+	again, err := d.Client.LeaseOutbox(ctx, api.OutboxQuery{Chat: "tg:1", Wait: 30 * time.Second})
+	if err != nil || len(again.Items) != 1 || again.Items[0].ID != first.Items[0].ID {
+		t.Fatalf("lease again: %+v %v", again, err)
+	}
+	if took := time.Since(t0); took > 10*time.Second {
+		t.Errorf("the row came again after %s: the reloaded visibility_timeout (2s) does not apply", took)
+	}
+	d.Client.AckOutbox(ctx, again.Lease, again.Items[0].ID)
 }

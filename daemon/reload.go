@@ -6,15 +6,19 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/coreos/go-systemd/v22/daemon"
 	"golang.org/x/sys/unix"
 
 	"github.com/arizuko/arizukod/config"
+	"github.com/arizuko/arizukod/delivery"
 	"github.com/arizuko/arizukod/groupfolder"
 	"github.com/arizuko/arizukod/mountsec"
 	"github.com/arizuko/arizukod/runtime/runner"
+	"github.com/arizuko/arizukod/store"
 	"github.com/arizuko/arizukod/turn"
 )
 
@@ -44,15 +48,58 @@ var restartKeys = []struct {
 	{"web_dir", func(d, s *config.Config) { d.WebDir = s.WebDir }, func(c *config.Config) any { return c.WebDir }},
 	{"timezone", func(d, s *config.Config) { d.Location = s.Location }, func(c *config.Config) any { return c.Location.String() }},
 	{"limits.allowed_networks", func(d, s *config.Config) { d.Limits.AllowedNetworks = s.Limits.AllowedNetworks },
-		func(c *config.Config) any { return fmt.Sprint(c.Limits.AllowedNetworks) }},
+		func(c *config.Config) any { return fmt.Sprintf("%q", c.Limits.AllowedNetworks) }},
 	{"limits.allow_unlimited", func(d, s *config.Config) { d.Limits.AllowUnlimited = s.Limits.AllowUnlimited },
 		func(c *config.Config) any { return c.Limits.AllowUnlimited }},
 	{"metrics.listen", func(d, s *config.Config) { d.Metrics = s.Metrics }, func(c *config.Config) any { return c.Metrics.Listen }},
 }
 
-// redact is the filter of the current secrets: the env file's values and the model
-// credential as the last (re)load found them.
-func (d *Daemon) redact(text string) string { return d.secrets.Load().Redact(text) }
+// redact is the filter of every secret the daemon knows (secretSet).
+func (d *Daemon) redact(text string) string { return d.secrets.redact(text) }
+
+// modelOptions are the [model] settings of cfg for the model gateway, whose turns tell
+// the groups' credentials they read to the secret set.
+func (d *Daemon) modelOptions(cfg *config.Config) turn.ModelOptions {
+	return turn.ModelOptions{
+		Upstream: cfg.Model.Upstream, APIKeyFile: cfg.Model.APIKeyFile, OAuthTokenFile: cfg.Model.OAuthTokenFile,
+		CredentialsDir: cfg.Model.CredentialsDir, EnvFile: cfg.EnvFile, Secret: d.secrets.learn,
+	}
+}
+
+// leasePolicy is [delivery] of cfg.
+func leasePolicy(cfg *config.Config) store.LeasePolicy {
+	return store.LeasePolicy{Visibility: cfg.Delivery.VisibilityTimeout, MaxAttempts: cfg.Delivery.MaxAttempts}
+}
+
+// pushers runs the webhook pusher of the current configuration until the daemon's context
+// ends; a reload that changes the webhooks or [delivery] starts another in its place.
+type pushers struct {
+	ctx  context.Context
+	mu   sync.Mutex
+	stop context.CancelFunc // the running pusher's
+	wg   sync.WaitGroup
+}
+
+// start runs p in place of the running pusher, which stops: a push under way finishes and
+// is acked, the rows it leased but did not try go back to the stream.
+func (s *pushers) start(p *delivery.Pusher) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stop != nil {
+		s.stop()
+	}
+	ctx, cancel := context.WithCancel(s.ctx)
+	s.stop = cancel
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer cancel()
+		p.Run(ctx)
+	}()
+}
+
+// wait waits until every pusher started ended (after the daemon's context did).
+func (s *pushers) wait() { s.wg.Wait() }
 
 // currentBuilder runs each turn with the builder of the latest configuration.
 type currentBuilder func() *turn.Builder
@@ -77,9 +124,11 @@ func (d *Daemon) reloadOnHUP(ctx context.Context, hup <-chan os.Signal) {
 	}
 }
 
-// reload re-reads the configuration, the mount allowlist, the env file and the model
-// credential, and applies them to the turns that start from now on; running and queued
-// turns go on. A configuration that does not load, an allowlist or env file that does
+// reload re-reads the configuration, the mount allowlist, the env file, the model
+// credential, the groups' credentials and the webhooks' secrets, and applies them to the
+// turns that start from now on (running and queued turns go on), to the outbox stream and
+// to the webhooks, whose pusher starts again when they or [delivery] changed. A
+// configuration that does not load, an allowlist, env file or webhook secret that does
 // not read, is refused whole: the previous one stays, and the journal and STATUS say why
 // (STATUS until a reload works).
 // Grants need no reload: they are read from the store at every call.
@@ -124,25 +173,19 @@ func (d *Daemon) apply(ctx context.Context) (changed, restart []string, err erro
 	if allowErr != nil && !errors.Is(allowErr, mountsec.ErrNoAllowlist) {
 		return nil, nil, fmt.Errorf("allowlist: %w", allowErr)
 	}
-	model, err := d.gateway.Load().Reloaded(turn.ModelOptions{
-		Upstream: cfg.Model.Upstream, APIKeyFile: cfg.Model.APIKeyFile, OAuthTokenFile: cfg.Model.OAuthTokenFile,
-		CredentialsDir: cfg.Model.CredentialsDir, EnvFile: cfg.EnvFile,
-	}, d.layout, d.log)
+	model, err := d.gateway.Load().Reloaded(d.modelOptions(cfg), d.layout, d.log)
 	if err != nil {
 		return nil, nil, err
 	}
-	secrets, err := writeEnvFile(ctx, cfg, d.layout)
+	policy := leasePolicy(cfg)
+	pusher, err := delivery.New(d.store, cfg.Webhooks, policy, d.log)
 	if err != nil {
 		return nil, nil, err
 	}
-	if v := model.Secret(); v != "" {
-		secrets["MODEL_CREDENTIAL"] = v
-	}
-	// A running turn may still echo a value the new files no longer have: it stays redacted.
-	for k, v := range *d.secrets.Load() {
-		if secrets[k] != v {
-			secrets[k+"_PREVIOUS"] = v
-		}
+	// Last, as it writes the containers' env file.
+	src, err := loadSecrets(ctx, cfg, d.layout, model, pusher.Secrets())
+	if err != nil {
+		return nil, nil, err
 	}
 	b := *d.builder.Load()
 	b.Allowlist, b.AllowlistErr = allow, allowErr
@@ -152,11 +195,23 @@ func (d *Daemon) apply(ctx context.Context) (changed, restart []string, err erro
 	services.Model = model
 	b.Services = &services
 	// The secrets first: from the moment a turn can get a new credential, it is redacted.
-	d.secrets.Store(&secrets)
+	// A running turn may still echo a value the new files no longer have: it stays.
+	d.secrets.reload(src.all())
 	d.gateway.Store(model)
 	d.builder.Store(&b)
 	d.live.Store(cfg)
-	return changedKeys(old, cfg), restart, nil
+	changed = changedKeys(old, cfg)
+	for _, k := range src.changed(d.sources) {
+		if !slices.Contains(changed, k) {
+			changed = append(changed, k)
+		}
+	}
+	d.sources = src
+	if slices.Contains(changed, "webhook") || slices.Contains(changed, "delivery") {
+		d.api.SetDelivery(policy)
+		d.pushers.start(pusher)
+	}
+	return changed, restart, nil
 }
 
 // changedKeys names the parts of the configuration that differ, for the journal.
@@ -174,6 +229,8 @@ func changedKeys(old, cfg *config.Config) []string {
 		{"memory", old.Memory, cfg.Memory},
 		{"model", old.Model, cfg.Model},
 		{"retention", old.Retention, cfg.Retention},
+		{"delivery", old.Delivery, cfg.Delivery},
+		{"webhook", old.Webhooks, cfg.Webhooks},
 	} {
 		if !reflect.DeepEqual(p.a, p.b) {
 			out = append(out, p.key)

@@ -47,10 +47,10 @@ const leaseWait = 30 * time.Second
 
 // Store is what the workers need of the store.
 type Store interface {
-	WaitOutbox(ctx context.Context, f store.OutboxFilter, p store.LeasePolicy, wait time.Duration) ([]store.OutboxItem, error)
-	AckOutbox(ctx context.Context, ids []int64) (int, error)
-	FailOutbox(ctx context.Context, id int64, reason string, retryAfter time.Duration, p store.LeasePolicy) (*store.OutboxItem, error)
-	ReleaseOutbox(ctx context.Context, ids []int64) error
+	WaitOutbox(ctx context.Context, f store.OutboxFilter, p store.LeasePolicy, wait time.Duration) (store.OutboxLease, error)
+	AckOutbox(ctx context.Context, token string, ids []int64) (int, error)
+	FailOutbox(ctx context.Context, token string, id int64, reason string, retryAfter time.Duration, p store.LeasePolicy) (*store.OutboxItem, error)
+	ReleaseOutbox(ctx context.Context, token string, ids []int64) error
 }
 
 // Pusher runs one worker per webhook.
@@ -113,6 +113,16 @@ func readSecret(path string) ([]byte, error) {
 	return []byte(line), nil
 }
 
+// Secrets are the webhooks' shared secrets, in the order of the webhooks: the daemon
+// redacts them.
+func (p *Pusher) Secrets() []string {
+	out := make([]string, len(p.workers))
+	for i, w := range p.workers {
+		out[i] = string(w.secret)
+	}
+	return out
+}
+
 // Sign is the X-Arizuko-Signature value of body under secret.
 func Sign(secret, body []byte) string {
 	m := hmac.New(sha256.New, secret)
@@ -137,7 +147,7 @@ func (p *Pusher) run(ctx context.Context, w *worker) {
 	log := p.log.With("webhook", w.hook.URL)
 	f := store.OutboxFilter{Folder: w.hook.Folder, Platform: w.hook.Platform, Limit: 100}
 	for ctx.Err() == nil {
-		items, err := p.st.WaitOutbox(ctx, f, p.policy, leaseWait)
+		lease, err := p.st.WaitOutbox(ctx, f, p.policy, leaseWait)
 		if err != nil {
 			if ctx.Err() == nil {
 				log.Error("webhook: leasing outbox rows", "err", err)
@@ -145,31 +155,33 @@ func (p *Pusher) run(ctx context.Context, w *worker) {
 			}
 			continue
 		}
-		if pause := p.push(ctx, w, items, log); pause > 0 {
+		if pause := p.push(ctx, w, lease, log); pause > 0 {
 			sleep(ctx, pause)
 		}
 	}
 }
 
-// push delivers items in order. At the first failure it records it, hands the rest back
-// untried and returns how long to pause: the receiver is likely down for all of them.
-func (p *Pusher) push(ctx context.Context, w *worker, items []store.OutboxItem, log *slog.Logger) time.Duration {
+// push delivers the leased rows in order. At the first failure it records it, hands the
+// rest back untried and returns how long to pause: the receiver is likely down for all of
+// them.
+func (p *Pusher) push(ctx context.Context, w *worker, lease store.OutboxLease, log *slog.Logger) time.Duration {
+	items := lease.Items
 	for i, it := range items {
 		if ctx.Err() != nil {
-			p.release(items[i:], log)
+			p.release(lease.Token, items[i:], log)
 			return 0
 		}
 		// A push under way finishes (within the webhook's timeout) when the daemon stops,
 		// so a row the receiver took is acked, not sent again by the next daemon.
 		err := w.post(context.WithoutCancel(ctx), it)
 		if err == nil {
-			if _, err := p.st.AckOutbox(context.WithoutCancel(ctx), []int64{it.ID}); err != nil {
+			if _, err := p.st.AckOutbox(context.WithoutCancel(ctx), lease.Token, []int64{it.ID}); err != nil {
 				log.Error("webhook: acking a delivered row", "outbox_id", it.ID, "err", err)
 			}
 			continue
 		}
 		delay := backoff(w.hook.Backoff, w.hook.MaxBackoff, it.Attempts)
-		failed, ferr := p.st.FailOutbox(context.WithoutCancel(ctx), it.ID, err.Error(), delay, p.policy)
+		failed, ferr := p.st.FailOutbox(context.WithoutCancel(ctx), lease.Token, it.ID, err.Error(), delay, p.policy)
 		switch {
 		case ferr != nil:
 			log.Error("webhook: recording a failed delivery", "outbox_id", it.ID, "err", ferr)
@@ -178,13 +190,13 @@ func (p *Pusher) push(ctx context.Context, w *worker, items []store.OutboxItem, 
 		default:
 			log.Warn("webhook: delivery failed; retrying", "outbox_id", it.ID, "attempt", it.Attempts, "retry_in", delay, "err", err)
 		}
-		p.release(items[i+1:], log)
+		p.release(lease.Token, items[i+1:], log)
 		return delay
 	}
 	return 0
 }
 
-func (p *Pusher) release(items []store.OutboxItem, log *slog.Logger) {
+func (p *Pusher) release(token string, items []store.OutboxItem, log *slog.Logger) {
 	if len(items) == 0 {
 		return
 	}
@@ -194,7 +206,7 @@ func (p *Pusher) release(items []store.OutboxItem, log *slog.Logger) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := p.st.ReleaseOutbox(ctx, ids); err != nil {
+	if err := p.st.ReleaseOutbox(ctx, token, ids); err != nil {
 		log.Error("webhook: handing back untried rows", "err", err)
 	}
 }

@@ -341,7 +341,10 @@ func (s Secrets) MarshalJSON() ([]byte, error) {
 
 // Redact replaces every value of at least MinRedactLen bytes in text with
 // [REDACTED:NAME], longest values first.
-func (s Secrets) Redact(text string) string {
+func (s Secrets) Redact(text string) string { return s.Redactor()(text) }
+
+// Redactor is Redact for many texts: the values are sorted and matched once, here.
+func (s Secrets) Redactor() func(text string) string {
 	type kv struct{ k, v string }
 	var vals []kv
 	for _, k := range s.Names() {
@@ -350,14 +353,14 @@ func (s Secrets) Redact(text string) string {
 		}
 	}
 	if len(vals) == 0 {
-		return text
+		return func(text string) string { return text }
 	}
 	sort.SliceStable(vals, func(i, j int) bool { return len(vals[i].v) > len(vals[j].v) })
 	args := make([]string, 0, 2*len(vals))
 	for _, e := range vals {
 		args = append(args, e.v, "[REDACTED:"+e.k+"]")
 	}
-	return strings.NewReplacer(args...).Replace(text)
+	return strings.NewReplacer(args...).Replace
 }
 
 // WriteEnvFile writes vars as sorted KEY='value' lines a POSIX shell can

@@ -65,6 +65,9 @@ type Options struct {
 	StartTimeout time.Duration // how long a sidecar's socket may take to answer
 	StopGrace    time.Duration // between SIGTERM and SIGKILL when a sidecar stops
 	Logger       *slog.Logger
+	// Secret, when set, hears each value of a sidecar's env (named sidecar:NAME:VAR)
+	// before the sidecar starts: they may be credentials, which the daemon redacts.
+	Secret func(name, value string)
 }
 
 // Manager starts and stops the sidecars of turns. It is safe for concurrent use.
@@ -208,6 +211,11 @@ func (m *Manager) Start(ctx context.Context, f groupfolder.Folder, socketDir, ru
 		u, err := NewUnit(f, c, UnitOptions{Instance: m.o.Instance, RunID: runID, SocketDir: socketDir, User: user, Rlimits: m.o.Rlimits, Networks: m.o.Networks})
 		if err != nil {
 			return nil, errors.Join(err, h.Stop(ctx))
+		}
+		if m.o.Secret != nil {
+			for k, v := range u.Env {
+				m.o.Secret("sidecar:"+u.Name+":"+k, v)
+			}
 		}
 		r, err := m.start(ctx, u, info, runID)
 		if err != nil {

@@ -407,6 +407,7 @@ func (s *Store) updateCursor(ctx context.Context, folder string, upTo int64, u C
 	if err := checkCursorUpdate(u); err != nil {
 		return Cursor{}, err
 	}
+	u.Reason = s.redact(u.Reason)
 	var c Cursor
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		var err error

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestClearSessionWinsOverTheRunningTurn: clear_session during a turn leaves the folder
@@ -130,6 +131,24 @@ func TestRedact(t *testing.T) {
 		t.Errorf("finished run: %q %q %q", done.Result, done.Error, done.NewSessionID)
 	}
 	if err := s.SetSession(ctx, "other", key); err != nil {
+		t.Fatal(err)
+	}
+	// An inbox turn's failure is the cursor's last error and parked reason too.
+	in, err := s.CreateInboxRun(ctx, "other", 0, func([]InboxMessage) (Run, error) { return Run{Folder: "other"}, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.StartNext(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.FinishRun(ctx, in.ID, Outcome{State: RunExited, Status: StatusFatal, Error: "fatal " + key,
+		Cursor: CursorUpdate{Op: CursorRetry, Reason: "fatal " + key, Backoff: time.Second, MaxRetries: 0}}); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := s.GetCursor(ctx, "other"); err != nil || c.LastError != "fatal [REDACTED:GH_TOKEN]" || !strings.HasSuffix(c.ParkedReason, "fatal [REDACTED:GH_TOKEN]") {
+		t.Errorf("cursor %+v %v", c, err)
+	}
+	if _, err := s.Park(ctx, "main", "parked "+key); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {

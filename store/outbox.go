@@ -107,14 +107,15 @@ func appendOutbox(ctx context.Context, q querier, it OutboxItem, now int64, reda
 const outboxColumns = `id, folder, run_id, kind, target, content, doc_path, doc_name, created_at,
 	platform, state, attempts, lease_until, last_error, delivered_at`
 
-func scanOutbox(row interface{ Scan(...any) error }) (OutboxItem, error) {
+// scanOutbox reads a row of outboxColumns, followed by the columns of more, if any.
+func scanOutbox(row interface{ Scan(...any) error }, more ...any) (OutboxItem, error) {
 	var (
 		it                    OutboxItem
 		runID, docPath, docNm sql.NullString
 		deliveredAt           sql.NullInt64
 	)
-	err := row.Scan(&it.ID, &it.Folder, &runID, &it.Kind, &it.Target, &it.Content, &docPath, &docNm, &it.CreatedAt,
-		&it.Platform, &it.State, &it.Attempts, &it.LeaseUntil, &it.LastError, &deliveredAt)
+	err := row.Scan(append([]any{&it.ID, &it.Folder, &runID, &it.Kind, &it.Target, &it.Content, &docPath, &docNm, &it.CreatedAt,
+		&it.Platform, &it.State, &it.Attempts, &it.LeaseUntil, &it.LastError, &deliveredAt}, more...)...)
 	it.RunID, it.DocPath, it.DocName, it.DeliveredAt = runID.String, docPath.String, docNm.String, deliveredAt.Int64
 	return it, err
 }

@@ -19,15 +19,15 @@ func BenchmarkOutboxRoundTrip(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	p := LeasePolicy{Visibility: time.Minute, MaxAttempts: 5}
-	got := make(chan []OutboxItem)
+	got := make(chan OutboxLease)
 	go func() {
 		for {
-			items, err := s.WaitOutbox(ctx, OutboxFilter{}, p, time.Minute)
+			l, err := s.WaitOutbox(ctx, OutboxFilter{}, p, time.Minute)
 			if err != nil {
 				close(got)
 				return
 			}
-			got <- items
+			got <- l
 		}
 	}()
 	b.ResetTimer()
@@ -35,11 +35,11 @@ func BenchmarkOutboxRoundTrip(b *testing.B) {
 		if _, err := s.AppendOutbox(ctx, OutboxItem{Folder: "main", Kind: OutboxReply, Target: "tg:1", Content: "hello"}); err != nil {
 			b.Fatal(err)
 		}
-		items := <-got
-		for len(items) == 0 {
-			items = <-got
+		l := <-got
+		for len(l.Items) == 0 {
+			l = <-got
 		}
-		if _, err := s.AckOutbox(ctx, []int64{items[0].ID}); err != nil {
+		if _, err := s.AckOutbox(ctx, l.Token, []int64{l.Items[0].ID}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -64,15 +64,15 @@ func BenchmarkOutboxLeaseAck100(b *testing.B) {
 	p := LeasePolicy{Visibility: time.Minute, MaxAttempts: 5}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		items, err := s.LeaseOutbox(ctx, OutboxFilter{Limit: 100}, p)
-		if err != nil || len(items) != 100 {
-			b.Fatalf("lease: %d rows, %v", len(items), err)
+		l, err := s.LeaseOutbox(ctx, OutboxFilter{Limit: 100}, p)
+		if err != nil || len(l.Items) != 100 {
+			b.Fatalf("lease: %d rows, %v", len(l.Items), err)
 		}
-		ids := make([]int64, len(items))
-		for j, it := range items {
+		ids := make([]int64, len(l.Items))
+		for j, it := range l.Items {
 			ids[j] = it.ID
 		}
-		if _, err := s.AckOutbox(ctx, ids); err != nil {
+		if _, err := s.AckOutbox(ctx, l.Token, ids); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -1,7 +1,9 @@
 package store
 
 import (
+	"cmp"
 	"context"
+	"crypto/rand"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -9,6 +11,50 @@ import (
 	"sync"
 	"time"
 )
+
+// ErrNotLeaseHolder: an outbox row is acknowledged, failed or handed back under a lease
+// token that does not hold it (another consumer leased it, or it was failed or retried
+// since). It comes with ErrConflict.
+var ErrNotLeaseHolder = errors.New("not held by this lease")
+
+// OutboxLease is what one lease handed out: the rows and the token that acknowledges, fails
+// or hands back exactly those rows (AckOutbox, FailOutbox, ReleaseOutbox). Only the consumer
+// that leased them learns it: a listing or another lease never shows it.
+type OutboxLease struct {
+	Token string // "" when no row was handed out
+	Items []OutboxItem
+}
+
+// maxLeaseToken bounds a token a caller presents.
+const maxLeaseToken = 64
+
+// checkLeaseToken refuses a missing or oversized token.
+func checkLeaseToken(token string) error {
+	switch {
+	case token == "":
+		return fmt.Errorf("lease: %w: empty: give the token the lease handed the rows out with", ErrInvalid)
+	case len(token) > maxLeaseToken:
+		return fmt.Errorf("lease: %w: longer than %d bytes", ErrInvalid, maxLeaseToken)
+	}
+	return nil
+}
+
+// leaseHolder checks that row id is held by token: ErrNotFound for a missing row,
+// ErrConflict with ErrNotLeaseHolder for a row leased to another consumer or to none.
+func leaseHolder(ctx context.Context, q querier, id int64, token string) (OutboxItem, error) {
+	var holder string
+	it, err := scanOutbox(q.QueryRowContext(ctx, `SELECT `+outboxColumns+`, lease_token FROM outbox WHERE id = ?`, id), &holder)
+	if errors.Is(err, sql.ErrNoRows) {
+		return it, fmt.Errorf("id %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return it, err
+	}
+	if holder != token {
+		return it, fmt.Errorf("id %d: %w: %w (it is %s; another consumer leased it, or it was failed or retried since)", id, ErrConflict, ErrNotLeaseHolder, it.State)
+	}
+	return it, nil
+}
 
 // OutboxFilter selects outbox items for LeaseOutbox, WaitOutbox and ListOutboxState. Zero
 // fields match everything.
@@ -58,27 +104,28 @@ func (p LeasePolicy) check() error {
 }
 
 // LeaseOutbox hands out pending rows matching f whose lease is free, oldest first, and
-// leases them: each gets Attempts+1 and is not handed out again for p.Visibility unless it
-// is acked (AckOutbox) or failed (FailOutbox) first. A chat's rows go out in order: a row
+// leases them under a new token: each gets Attempts+1 and is not handed out again for
+// p.Visibility unless it is acked (AckOutbox) or failed (FailOutbox) first. A chat's rows go out in order: a row
 // is not handed out while an older pending row of the same target is leased. Before that,
 // in the same transaction, rows whose lease passed without an ack after p.MaxAttempts
 // deliveries are parked: a row that crashes every consumer stops coming back.
-func (s *Store) LeaseOutbox(ctx context.Context, f OutboxFilter, p LeasePolicy) ([]OutboxItem, error) {
+func (s *Store) LeaseOutbox(ctx context.Context, f OutboxFilter, p LeasePolicy) (OutboxLease, error) {
 	out, _, err := s.leaseOutbox(ctx, f, p)
 	return out, err
 }
 
 // leaseOutbox is LeaseOutbox that also returns when the next matching lease passes (unix
 // ms; 0 for none).
-func (s *Store) leaseOutbox(ctx context.Context, f OutboxFilter, p LeasePolicy) ([]OutboxItem, int64, error) {
+func (s *Store) leaseOutbox(ctx context.Context, f OutboxFilter, p LeasePolicy) (OutboxLease, int64, error) {
 	if err := p.check(); err != nil {
-		return nil, 0, fmt.Errorf("store: lease outbox: %w", err)
+		return OutboxLease{}, 0, fmt.Errorf("store: lease outbox: %w", err)
 	}
 	var (
 		out    []OutboxItem
 		next   int64
 		parked []OutboxItem
 	)
+	token := rand.Text()
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		now := s.nowMS()
 		var err error
@@ -91,13 +138,13 @@ func (s *Store) leaseOutbox(ctx context.Context, f OutboxFilter, p LeasePolicy) 
 			return err
 		}
 		cond, args := f.where()
-		out, err = queryOutbox(ctx, tx, `UPDATE outbox SET attempts = attempts + 1, lease_until = ?
+		out, err = queryOutbox(ctx, tx, `UPDATE outbox SET attempts = attempts + 1, lease_until = ?, lease_token = ?
 			WHERE id IN (SELECT o.id FROM outbox o WHERE o.state = 'pending' AND o.lease_until <= ? AND `+cond+`
 				AND NOT EXISTS (SELECT 1 FROM outbox e WHERE e.state = 'pending' AND e.target = o.target
 					AND e.id < o.id AND e.lease_until > ?)
 				ORDER BY o.id LIMIT ?)
 			RETURNING `+outboxColumns,
-			append(append([]any{now + p.Visibility.Milliseconds(), now}, args...), now, limitArg(f.Limit))...)
+			append(append([]any{now + p.Visibility.Milliseconds(), token, now}, args...), now, limitArg(f.Limit))...)
 		if err != nil {
 			return err
 		}
@@ -106,12 +153,15 @@ func (s *Store) leaseOutbox(ctx context.Context, f OutboxFilter, p LeasePolicy) 
 			WHERE o.state = 'pending' AND o.lease_until > ? AND `+cond, append([]any{now}, args...)...).Scan(&next)
 	})
 	if err != nil {
-		return nil, 0, fmt.Errorf("store: lease outbox: %w", err)
+		return OutboxLease{}, 0, fmt.Errorf("store: lease outbox: %w", err)
 	}
 	// RETURNING gives the rows in no promised order.
 	sortOutbox(out)
 	s.outbox.notify(false, parked...)
-	return out, next, nil
+	if len(out) == 0 {
+		return OutboxLease{}, next, nil
+	}
+	return OutboxLease{Token: token, Items: out}, next, nil
 }
 
 func sortOutbox(items []OutboxItem) {
@@ -126,15 +176,15 @@ func sortOutbox(items []OutboxItem) {
 // could match (an append, an ack or failure that frees a chat, a lease that passes) and
 // leases again; it returns no rows when wait passes first. It does not poll: appends and
 // state changes wake the waiters they could match.
-func (s *Store) WaitOutbox(ctx context.Context, f OutboxFilter, p LeasePolicy, wait time.Duration) ([]OutboxItem, error) {
+func (s *Store) WaitOutbox(ctx context.Context, f OutboxFilter, p LeasePolicy, wait time.Duration) (OutboxLease, error) {
 	deadline := time.Now().Add(wait)
 	for {
 		w := s.outbox.watch(f)
-		items, next, err := s.leaseOutbox(ctx, f, p)
+		lease, next, err := s.leaseOutbox(ctx, f, p)
 		left := time.Until(deadline)
-		if err != nil || len(items) > 0 || left <= 0 {
+		if err != nil || len(lease.Items) > 0 || left <= 0 {
 			s.outbox.unwatch(w)
-			return items, err
+			return lease, err
 		}
 		if next > 0 {
 			left = min(left, time.Duration(next-s.nowMS())*time.Millisecond+time.Millisecond)
@@ -148,27 +198,33 @@ func (s *Store) WaitOutbox(ctx context.Context, f OutboxFilter, p LeasePolicy, w
 		t.Stop()
 		s.outbox.unwatch(w)
 		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("store: wait outbox: %w", err)
+			return OutboxLease{}, fmt.Errorf("store: wait outbox: %w", err)
 		}
 	}
 }
 
-// AckOutbox marks the rows delivered; acking a delivered row again is fine. An id that
-// names no row is ErrNotFound, and then nothing is acked. It returns how many rows it
-// acked (the ids' count).
-func (s *Store) AckOutbox(ctx context.Context, ids []int64) (int, error) {
+// AckOutbox marks the rows delivered, which the lease token handed out; acking a delivered
+// row again under the same token is fine, and so is a late ack of a row whose lease passed
+// while no other lease took it. An id that names no row is ErrNotFound, one the token does
+// not hold ErrConflict with ErrNotLeaseHolder; either way nothing is acked. It returns how
+// many rows it acked (the ids' count).
+func (s *Store) AckOutbox(ctx context.Context, token string, ids []int64) (int, error) {
+	if err := checkLeaseToken(token); err != nil {
+		return 0, fmt.Errorf("store: ack outbox: %w", err)
+	}
 	var acked []OutboxItem
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		now := s.nowMS()
 		acked = acked[:0]
 		for _, id := range ids {
 			items, err := queryOutbox(ctx, tx, `UPDATE outbox SET state = 'delivered', lease_until = 0,
-				delivered_at = COALESCE(delivered_at, ?) WHERE id = ? RETURNING `+outboxColumns, now, id)
+				delivered_at = COALESCE(delivered_at, ?) WHERE id = ? AND lease_token = ? RETURNING `+outboxColumns, now, id, token)
 			if err != nil {
 				return err
 			}
 			if len(items) == 0 {
-				return fmt.Errorf("id %d: %w", id, ErrNotFound)
+				_, err := leaseHolder(ctx, tx, id, token)
+				return cmp.Or(err, fmt.Errorf("id %d: %w: %w", id, ErrConflict, ErrNotLeaseHolder))
 			}
 			acked = append(acked, items...)
 		}
@@ -181,12 +237,16 @@ func (s *Store) AckOutbox(ctx context.Context, ids []int64) (int, error) {
 	return len(ids), nil
 }
 
-// FailOutbox records that delivering row id failed with reason. The row is parked with
-// that reason once it was handed out p.MaxAttempts times; otherwise its lease is set to
-// pass after retryAfter (0: at once), when it comes again. A row not pending is
-// ErrConflict, a missing one ErrNotFound.
-func (s *Store) FailOutbox(ctx context.Context, id int64, reason string, retryAfter time.Duration, p LeasePolicy) (*OutboxItem, error) {
+// FailOutbox records that delivering row id, which the lease token handed out, failed with
+// reason; the lease ends. The row is parked with that reason once it was handed out
+// p.MaxAttempts times; otherwise it is hidden until retryAfter passes (0: it comes again at
+// once). A row not pending is ErrConflict, one the token does not hold ErrConflict with
+// ErrNotLeaseHolder, a missing one ErrNotFound.
+func (s *Store) FailOutbox(ctx context.Context, token string, id int64, reason string, retryAfter time.Duration, p LeasePolicy) (*OutboxItem, error) {
 	if err := p.check(); err != nil {
+		return nil, fmt.Errorf("store: fail outbox row %d: %w", id, err)
+	}
+	if err := checkLeaseToken(token); err != nil {
 		return nil, fmt.Errorf("store: fail outbox row %d: %w", id, err)
 	}
 	if strings.TrimSpace(reason) == "" {
@@ -198,7 +258,7 @@ func (s *Store) FailOutbox(ctx context.Context, id int64, reason string, retryAf
 	reason = s.redact(reason)
 	var out OutboxItem
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		it, err := getOutbox(ctx, tx, id)
+		it, err := leaseHolder(ctx, tx, id, token)
 		if err != nil {
 			return err
 		}
@@ -214,8 +274,8 @@ func (s *Store) FailOutbox(ctx context.Context, id int64, reason string, retryAf
 			state, lease = OutboxParked, 0
 			reason = fmt.Sprintf("failed %d times: %s", it.Attempts, reason)
 		}
-		out, err = scanOutbox(tx.QueryRowContext(ctx, `UPDATE outbox SET state = ?, lease_until = ?, last_error = ?
-			WHERE id = ? RETURNING `+outboxColumns, state, lease, reason, id))
+		out, err = scanOutbox(tx.QueryRowContext(ctx, `UPDATE outbox SET state = ?, lease_until = ?, last_error = ?,
+			lease_token = '' WHERE id = ? RETURNING `+outboxColumns, state, lease, reason, id))
 		return err
 	})
 	if err != nil {
@@ -225,16 +285,19 @@ func (s *Store) FailOutbox(ctx context.Context, id int64, reason string, retryAf
 	return &out, nil
 }
 
-// ReleaseOutbox hands leased rows back without counting the lease as an attempt: a
-// consumer that leased them but never tried them (it stopped, or an older row of the
-// batch failed). Rows not pending are left alone.
-func (s *Store) ReleaseOutbox(ctx context.Context, ids []int64) error {
+// ReleaseOutbox hands rows the lease token holds back without counting the lease as an
+// attempt: a consumer that leased them but never tried them (it stopped, or an older row
+// of the batch failed). Rows not pending, or not held by the token, are left alone.
+func (s *Store) ReleaseOutbox(ctx context.Context, token string, ids []int64) error {
+	if err := checkLeaseToken(token); err != nil {
+		return fmt.Errorf("store: release outbox: %w", err)
+	}
 	var released []OutboxItem
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		released = released[:0]
 		for _, id := range ids {
-			items, err := queryOutbox(ctx, tx, `UPDATE outbox SET lease_until = 0, attempts = MAX(attempts - 1, 0)
-				WHERE id = ? AND state = 'pending' AND lease_until > 0 RETURNING `+outboxColumns, id)
+			items, err := queryOutbox(ctx, tx, `UPDATE outbox SET lease_until = 0, attempts = MAX(attempts - 1, 0), lease_token = ''
+				WHERE id = ? AND state = 'pending' AND lease_until > 0 AND lease_token = ? RETURNING `+outboxColumns, id, token)
 			if err != nil {
 				return err
 			}
@@ -261,8 +324,8 @@ func (s *Store) RetryOutbox(ctx context.Context, id int64) (*OutboxItem, error) 
 		if it.State != OutboxParked {
 			return fmt.Errorf("id %d: %w: it is %s, only a parked row is retried", id, ErrConflict, it.State)
 		}
-		out, err = scanOutbox(tx.QueryRowContext(ctx, `UPDATE outbox SET state = 'pending', attempts = 0, lease_until = 0
-			WHERE id = ? RETURNING `+outboxColumns, id))
+		out, err = scanOutbox(tx.QueryRowContext(ctx, `UPDATE outbox SET state = 'pending', attempts = 0, lease_until = 0,
+			lease_token = '' WHERE id = ? RETURNING `+outboxColumns, id))
 		return err
 	})
 	if err != nil {

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -32,16 +33,38 @@ func appendRows(t *testing.T, s *Store, rows ...OutboxItem) []int64 {
 	return ids
 }
 
-func leaseIDs(t *testing.T, s *Store, f OutboxFilter) []int64 {
+// lease leases the rows f matches and returns the lease's token and the rows' ids.
+func lease(t *testing.T, s *Store, f OutboxFilter) (token string, ids []int64) {
 	t.Helper()
-	items, err := s.LeaseOutbox(context.Background(), f, testPolicy)
+	l, err := s.LeaseOutbox(context.Background(), f, testPolicy)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ids := []int64{}
-	for _, it := range items {
+	ids = []int64{}
+	for _, it := range l.Items {
 		ids = append(ids, it.ID)
 	}
+	if (l.Token == "") != (len(ids) == 0) {
+		t.Fatalf("lease of %v came with token %q", ids, l.Token)
+	}
+	return l.Token, ids
+}
+
+// deliver leases row id alone and acks it, as a consumer would.
+func deliver(t *testing.T, s *Store, id int64) {
+	t.Helper()
+	token, ids := lease(t, s, OutboxFilter{After: id - 1, Limit: 1})
+	if len(ids) != 1 || ids[0] != id {
+		t.Fatalf("lease for row %d got %v", id, ids)
+	}
+	if _, err := s.AckOutbox(context.Background(), token, ids); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func leaseIDs(t *testing.T, s *Store, f OutboxFilter) []int64 {
+	t.Helper()
+	_, ids := lease(t, s, f)
 	return ids
 }
 
@@ -71,15 +94,23 @@ func TestLeaseOutbox(t *testing.T) {
 		{"a chat's rows in order", OutboxFilter{}, []int64{ids[3]}},
 		{"nothing free", OutboxFilter{}, []int64{}},
 	}
+	tokens := map[int64]string{}
 	for _, tt := range tests {
-		if got := leaseIDs(t, s, tt.f); fmt.Sprint(got) != fmt.Sprint(tt.want) {
+		token, got := lease(t, s, tt.f)
+		if fmt.Sprint(got) != fmt.Sprint(tt.want) {
 			t.Errorf("%s: leased %v, want %v", tt.name, got, tt.want)
 		}
+		for _, id := range got {
+			tokens[id] = token
+		}
+	}
+	if tokens[ids[0]] == tokens[ids[1]] {
+		t.Errorf("two leases share the token %q", tokens[ids[0]])
 	}
 	if n, err := s.OutboxBacklog(ctx); err != nil || n != 4 {
 		t.Errorf("backlog = %d, %v; want 4", n, err)
 	}
-	if n, err := s.AckOutbox(ctx, []int64{ids[0], ids[0]}); err != nil || n != 2 {
+	if n, err := s.AckOutbox(ctx, tokens[ids[0]], []int64{ids[0], ids[0]}); err != nil || n != 2 {
 		t.Fatalf("ack = %d, %v", n, err)
 	}
 	if got := leaseIDs(t, s, OutboxFilter{}); fmt.Sprint(got) != fmt.Sprint([]int64{ids[2]}) {
@@ -87,11 +118,11 @@ func TestLeaseOutbox(t *testing.T) {
 	}
 	// Visibility: unacked rows come again once their lease passes, with one more attempt.
 	c.Advance(time.Minute)
-	items, err := s.LeaseOutbox(ctx, OutboxFilter{}, testPolicy)
-	if err != nil || len(items) != 3 || items[0].ID != ids[1] || items[0].Attempts != 2 {
-		t.Fatalf("after the visibility timeout: %+v, %v", items, err)
+	l, err := s.LeaseOutbox(ctx, OutboxFilter{}, testPolicy)
+	if err != nil || len(l.Items) != 3 || l.Items[0].ID != ids[1] || l.Items[0].Attempts != 2 {
+		t.Fatalf("after the visibility timeout: %+v, %v", l, err)
 	}
-	if _, err := s.AckOutbox(ctx, []int64{ids[1], 9999}); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "9999") {
+	if _, err := s.AckOutbox(ctx, l.Token, []int64{ids[1], 9999}); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "9999") {
 		t.Errorf("ack of a missing id: %v", err)
 	}
 	if it, _ := s.GetOutbox(ctx, ids[1]); it.State != OutboxPending {
@@ -108,11 +139,13 @@ func TestFailAndParkOutbox(t *testing.T) {
 	s := openTest(t, WithClock(c.Now))
 	ctx := context.Background()
 	ids := appendRows(t, s, OutboxItem{Folder: "main", Target: "tg:1", Content: "a"}, OutboxItem{Folder: "main", Target: "tg:1", Content: "b"})
+	var token string
 	for attempt := 1; attempt <= 3; attempt++ {
-		if got := leaseIDs(t, s, OutboxFilter{Limit: 1}); fmt.Sprint(got) != fmt.Sprint([]int64{ids[0]}) {
+		var got []int64
+		if token, got = lease(t, s, OutboxFilter{Limit: 1}); fmt.Sprint(got) != fmt.Sprint([]int64{ids[0]}) {
 			t.Fatalf("attempt %d: leased %v", attempt, got)
 		}
-		it, err := s.FailOutbox(ctx, ids[0], "chat not found", 0, testPolicy)
+		it, err := s.FailOutbox(ctx, token, ids[0], "chat not found", 0, testPolicy)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -124,14 +157,15 @@ func TestFailAndParkOutbox(t *testing.T) {
 		}
 	}
 	// The parked row no longer holds its chat back.
-	if got := leaseIDs(t, s, OutboxFilter{}); fmt.Sprint(got) != fmt.Sprint([]int64{ids[1]}) {
+	second, got := lease(t, s, OutboxFilter{})
+	if fmt.Sprint(got) != fmt.Sprint([]int64{ids[1]}) {
 		t.Errorf("after parking: leased %v", got)
 	}
 	parked, err := s.ListOutboxState(ctx, OutboxParked, OutboxFilter{})
 	if err != nil || len(parked) != 1 || parked[0].ID != ids[0] {
 		t.Errorf("parked = %+v, %v", parked, err)
 	}
-	if _, err := s.FailOutbox(ctx, ids[0], "x", 0, testPolicy); !errors.Is(err, ErrConflict) {
+	if _, err := s.FailOutbox(ctx, token, ids[0], "x", 0, testPolicy); !errors.Is(err, ErrConflict) {
 		t.Errorf("fail of a parked row: %v", err)
 	}
 	it, err := s.RetryOutbox(ctx, ids[0])
@@ -145,23 +179,98 @@ func TestFailAndParkOutbox(t *testing.T) {
 		t.Errorf("get of a missing row: %v", err)
 	}
 	// retryAfter keeps a failed row back; ReleaseOutbox hands back without an attempt.
-	if _, err := s.AckOutbox(ctx, []int64{ids[1]}); err != nil {
+	if _, err := s.AckOutbox(ctx, second, []int64{ids[1]}); err != nil {
 		t.Fatal(err)
 	}
-	leaseIDs(t, s, OutboxFilter{})
-	if _, err := s.FailOutbox(ctx, ids[0], "down", 10*time.Second, testPolicy); err != nil {
+	token, _ = lease(t, s, OutboxFilter{})
+	if _, err := s.FailOutbox(ctx, token, ids[0], "down", 10*time.Second, testPolicy); err != nil {
 		t.Fatal(err)
 	}
 	if got := leaseIDs(t, s, OutboxFilter{}); len(got) != 0 {
 		t.Errorf("within retryAfter: leased %v", got)
 	}
 	c.Advance(10 * time.Second)
-	leaseIDs(t, s, OutboxFilter{})
-	if err := s.ReleaseOutbox(ctx, []int64{ids[0]}); err != nil {
+	token, _ = lease(t, s, OutboxFilter{})
+	if err := s.ReleaseOutbox(ctx, token, []int64{ids[0]}); err != nil {
 		t.Fatal(err)
 	}
 	if it, _ := s.GetOutbox(ctx, ids[0]); it.Attempts != 1 || it.LeaseUntil != 0 {
 		t.Errorf("released: %+v, want attempts 1 and no lease", it)
+	}
+}
+
+// TestOutboxLeaseOwner: only the token a lease handed rows out with acknowledges, fails or
+// hands them back. Another consumer's token, or none, is refused and changes nothing; the
+// holder's late ack counts until another lease takes the row, and then only the new
+// holder's does.
+func TestOutboxLeaseOwner(t *testing.T) {
+	c := newClock()
+	s := openTest(t, WithClock(c.Now))
+	ctx := context.Background()
+	ids := appendRows(t, s, OutboxItem{Folder: "main", Target: "tg:1", Content: "a"}, OutboxItem{Folder: "main", Target: "tg:2", Content: "b"},
+		OutboxItem{Folder: "main", Target: "tg:3", Content: "c"})
+	a, aIDs := lease(t, s, OutboxFilter{Platform: "tg", Limit: 2})
+	b, bIDs := lease(t, s, OutboxFilter{Platform: "tg"})
+	if fmt.Sprint(aIDs) != fmt.Sprint(ids[:2]) || fmt.Sprint(bIDs) != fmt.Sprint(ids[2:]) {
+		t.Fatalf("A leased %v, B %v", aIDs, bIDs)
+	}
+	for _, tt := range []struct {
+		name  string
+		token string
+		want  error
+	}{
+		{"B's token", b, ErrNotLeaseHolder},
+		{"no token", "", ErrInvalid},
+		{"a made-up token", "not-a-lease", ErrNotLeaseHolder},
+	} {
+		if _, err := s.AckOutbox(ctx, tt.token, aIDs); !errors.Is(err, tt.want) || tt.want == ErrNotLeaseHolder && !errors.Is(err, ErrConflict) {
+			t.Errorf("ack of A's rows with %s: %v, want %v", tt.name, err, tt.want)
+		}
+		if _, err := s.FailOutbox(ctx, tt.token, aIDs[0], "x", 0, testPolicy); !errors.Is(err, tt.want) {
+			t.Errorf("fail of A's row with %s: %v, want %v", tt.name, err, tt.want)
+		}
+		if err := s.ReleaseOutbox(ctx, cmp.Or(tt.token, "x"), aIDs); err != nil {
+			t.Errorf("release of A's rows with %s: %v", tt.name, err)
+		}
+	}
+	// B's mixed ack (its row and one of A's) acks nothing.
+	if _, err := s.AckOutbox(ctx, b, []int64{bIDs[0], aIDs[0]}); !errors.Is(err, ErrNotLeaseHolder) {
+		t.Errorf("B acking its row and A's: %v", err)
+	}
+	for _, id := range ids {
+		if it, _ := s.GetOutbox(ctx, id); it.State != OutboxPending || it.LeaseUntil == 0 || it.Attempts != 1 || it.LastError != "" {
+			t.Errorf("row %d after the refused calls: %+v, want it leased as before", id, it)
+		}
+	}
+	if n, err := s.AckOutbox(ctx, a, aIDs); err != nil || n != 2 {
+		t.Fatalf("A's ack: %d %v", n, err)
+	}
+	if n, err := s.AckOutbox(ctx, a, aIDs); err != nil || n != 2 {
+		t.Errorf("A's ack again: %d %v", n, err)
+	}
+
+	// B's lease passes; its late ack still counts while no one else took the row.
+	c.Advance(time.Minute)
+	if _, err := s.AckOutbox(ctx, b, bIDs); err != nil {
+		t.Errorf("B's late ack: %v", err)
+	}
+	// A row whose lease passed and that another lease took belongs to that lease alone.
+	late := appendRows(t, s, OutboxItem{Folder: "main", Target: "tg:4", Content: "d"})
+	first, _ := lease(t, s, OutboxFilter{})
+	c.Advance(time.Minute)
+	second, got := lease(t, s, OutboxFilter{})
+	if fmt.Sprint(got) != fmt.Sprint(late) {
+		t.Fatalf("the second lease got %v, want %v", got, late)
+	}
+	if _, err := s.AckOutbox(ctx, first, late); !errors.Is(err, ErrNotLeaseHolder) {
+		t.Errorf("the first holder's ack after the row was leased again: %v", err)
+	}
+	if _, err := s.FailOutbox(ctx, second, late[0], "down", 0, testPolicy); err != nil {
+		t.Fatal(err)
+	}
+	// Failing ends the lease: the token acks the row no more.
+	if _, err := s.AckOutbox(ctx, second, late); !errors.Is(err, ErrNotLeaseHolder) {
+		t.Errorf("ack after the holder failed the row: %v", err)
 	}
 }
 
@@ -195,11 +304,11 @@ func TestWaitOutbox(t *testing.T) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		items, err := s.WaitOutbox(ctx, OutboxFilter{Folder: "main"}, testPolicy, time.Minute)
+		l, err := s.WaitOutbox(ctx, OutboxFilter{Folder: "main"}, testPolicy, time.Minute)
 		if err != nil {
 			t.Error(err)
 		}
-		got <- items
+		got <- l.Items
 	}()
 	// A row for another folder does not satisfy the waiter; the second does.
 	appendRows(t, s, OutboxItem{Folder: "other", Target: "tg:1", Content: "not yours"})
@@ -209,9 +318,9 @@ func TestWaitOutbox(t *testing.T) {
 	if len(items) != 1 || items[0].ID != ids[0] {
 		t.Errorf("waiter got %+v, want row %d", items, ids[0])
 	}
-	items, err := s.WaitOutbox(ctx, OutboxFilter{Folder: "main"}, testPolicy, 0)
-	if err != nil || len(items) != 0 {
-		t.Errorf("again without wait: %+v, %v", items, err)
+	l, err := s.WaitOutbox(ctx, OutboxFilter{Folder: "main"}, testPolicy, 0)
+	if err != nil || len(l.Items) != 0 || l.Token != "" {
+		t.Errorf("again without wait: %+v, %v", l, err)
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()

@@ -190,9 +190,7 @@ func TestPruneOutbox(t *testing.T) {
 		}
 		// Row "1" was never delivered: no rule may drop what a gateway has not sent yet.
 		if i != 1 {
-			if _, err := s.AckOutbox(ctx, []int64{it.ID}); err != nil {
-				t.Fatal(err)
-			}
+			deliver(t, s, it.ID)
 		}
 		c.Advance(time.Hour)
 	}
@@ -235,9 +233,7 @@ func TestCompactAndBackup(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.AckOutbox(ctx, []int64{it.ID}); err != nil {
-			t.Fatal(err)
-		}
+		deliver(t, s, it.ID)
 	}
 	mustCreateRun(t, s, Run{ID: "kept", Folder: "main"})
 	if _, err := s.Prune(ctx, PruneRules{Outbox: Keep{Count: 10}}); err != nil {

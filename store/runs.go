@@ -477,7 +477,7 @@ func checkOutcome(o Outcome) error {
 // o.SaveSession, stores o.NewSessionID as the folder's session, so a crash
 // never leaves a finished inbox run whose messages would run again. A session
 // cleared while the run ran (ClearSession) stays cleared: the turn's session
-// id is recorded on the run only. Error, Result and NewSessionID are redacted
+// id is recorded on the run only. Error, Result, NewSessionID and the cursor's reason are redacted
 // (WithRedact). For an inbox run the same transaction appends to the outbox what its
 // chat should get: its result and notices (see runEndOutbox). A run already final is
 // ErrConflict.
@@ -510,6 +510,7 @@ func (s *Store) FinishRun(ctx context.Context, id string, o Outcome) (*Run, erro
 			exitCode = *o.ExitCode
 		}
 		o.Error, o.Result, o.NewSessionID = s.redact(o.Error), s.redact(o.Result), s.redact(o.NewSessionID)
+		o.Cursor.Reason = s.redact(o.Cursor.Reason)
 		if _, err := tx.ExecContext(ctx, `UPDATE runs SET state = ?, status = ?, failure = ?,
 			terminal = ?, exit_code = ?, error = ?, result = ?, new_session_id = ?, ended_at = ?
 			WHERE id = ?`, o.State, o.Status, o.Failure, o.Terminal, exitCode, o.Error, o.Result,

@@ -54,7 +54,7 @@ func WithClock(now func() time.Time) Option {
 }
 
 // WithRedact makes the store pass the free text of a run, an agent or a caller through
-// redact before writing it: run input, result, error and session ids,
+// redact before writing it: run input, result, error and session ids, an inbox's retry and parked reasons,
 // outbox, inbox and task text. The daemon gives it the filter that replaces its secrets'
 // values, so that no credential an agent echoes is ever stored.
 func WithRedact(redact func(string) string) Option {

@@ -27,6 +27,9 @@ type ModelOptions struct {
 	// EnvFile is the service's env file, read for the credential's variables when the
 	// process environment has none.
 	EnvFile string
+	// Secret, when set, hears each group credential a turn reads (its name and value)
+	// before the turn's gateway uses it: the daemon redacts it from then on.
+	Secret func(name, value string)
 }
 
 // ModelGateway is what every turn's model gateway shares: the upstream, the daemon's
@@ -36,6 +39,7 @@ type ModelGateway struct {
 	upstream       *url.URL
 	credential     gateway.Credential // empty when none is configured
 	credentialsDir string
+	secret         func(name, value string)
 	tokens         *gateway.Tokens
 	transport      http.RoundTripper
 	// pool bounds what every turn's gateway holds together; reserved are the tokens
@@ -82,7 +86,7 @@ func NewModelGateway(o ModelOptions, layout groupfolder.Layout, log *slog.Logger
 	if err != nil {
 		return nil, err
 	}
-	return &ModelGateway{upstream: up, credential: cred, credentialsDir: o.CredentialsDir,
+	return &ModelGateway{upstream: up, credential: cred, credentialsDir: o.CredentialsDir, secret: o.Secret,
 		tokens: tokens, transport: gateway.NewTransport(),
 		pool:     gateway.NewPool(gateway.SharedRequests, gateway.SharedBodyBytes),
 		reserved: &reservations{held: map[groupfolder.Folder]int64{}}}, nil
@@ -110,6 +114,9 @@ func (m *ModelGateway) ContainerEnv(name string) []string {
 
 // Secret is the daemon's model credential, for redaction; empty when none is configured.
 func (m *ModelGateway) Secret() string { return m.credential.Value }
+
+// GroupCredentialSecret is the name a group's credential name is redacted under.
+func GroupCredentialSecret(name string) string { return "credential:" + name }
 
 // startModel starts the model gateway of one turn on socket with the policy of its
 // folder's path; usage is recorded against the run when it is a row of the store.
@@ -142,6 +149,9 @@ func (s *Services) startModel(ctx context.Context, req Request, policy Effective
 		c, err := gateway.GroupCredential(policy.Credential, m.credentialsDir, os.Getenv)
 		if err != nil {
 			return nil, fmt.Errorf("containerConfig.model.credential: %w", err)
+		}
+		if m.secret != nil {
+			m.secret(GroupCredentialSecret(policy.Credential), c.Value)
 		}
 		cfg.Credential = c
 	}

@@ -18,6 +18,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"golang.org/x/term"
 
@@ -166,7 +167,7 @@ func (ch *chat) run(ctx context.Context, stdin io.Reader) error {
 				if !ch.interactive || ctx.Err() != nil {
 					return err
 				}
-				ch.out.info("not sent: " + err.Error())
+				ch.out.info("not sent: " + safeText(err.Error(), "    "))
 			}
 		case <-tick.C:
 			if ch.idle() {
@@ -284,13 +285,14 @@ func (ch *chat) poll(ctx context.Context) error {
 	case len(ch.outstanding) == 0:
 	case in.ParkedReason != "" && ch.parked != in.ParkedReason:
 		ch.parked, ch.failed = in.ParkedReason, true
-		ch.out.info(fmt.Sprintf("✗ %s is parked: %s\n  Your message waits in its inbox. Fix that, then run `arizukod unpark --folder %s`.", ch.folder, in.ParkedReason, ch.folder))
+		ch.out.info(fmt.Sprintf("✗ %s is parked: %s\n  Your message waits in its inbox. Fix that, then run `arizukod unpark --folder %s`.",
+			ch.folder, safeText(in.ParkedReason, "    "), ch.folder))
 		if ch.interactive {
 			ch.outstanding = nil
 		}
 	case in.ParkedReason == "" && in.NextAttemptAt != "" && ch.retryAt != in.NextAttemptAt:
 		ch.retryAt = in.NextAttemptAt
-		ch.out.info(fmt.Sprintf("  retrying at %s (attempt %d failed: %s)", in.NextAttemptAt, in.Retries, in.LastError))
+		ch.out.info(fmt.Sprintf("  retrying at %s (attempt %d failed: %s)", safeLine(in.NextAttemptAt), in.Retries, safeText(in.LastError, "    ")))
 	}
 	if !ch.interactive && in.ParkedReason != "" {
 		ch.outstanding = nil
@@ -327,17 +329,17 @@ func (ch *chat) report() {
 	}
 	slices.SortFunc(runs, func(a, b *api.Run) int { return cmp.Or(created(a).Compare(created(b)), cmp.Compare(a.ID, b.ID)) })
 	for _, r := range runs {
-		id := r.ID
-		key := id + "/" + r.State
+		id := safeLine(r.ID)
+		key := r.ID + "/" + r.State
 		if ch.reported[key] {
 			continue
 		}
 		// Without a terminal the run's id is told once, also when the turn was over before
 		// chat first saw it (a quick turn can end between two looks).
-		if !ch.out.tty && !ch.reported[id] {
+		if !ch.out.tty && !ch.reported[r.ID] {
 			ch.out.info("run " + id)
 		}
-		ch.reported[id], ch.reported[key] = true, true
+		ch.reported[r.ID], ch.reported[key] = true, true
 		if !final(r.State) {
 			continue
 		}
@@ -355,9 +357,9 @@ func (ch *chat) report() {
 			}
 			class := ""
 			if r.Failure != "" {
-				class = " (" + r.Failure + ")"
+				class = " (" + safeLine(r.Failure) + ")"
 			}
-			ch.out.info(fmt.Sprintf("✗ run %s failed%s: %s\n  `arizukod runs show %s` has the details.", id, class, why, id))
+			ch.out.info(fmt.Sprintf("✗ run %s failed%s: %s\n  `arizukod runs show %s` has the details.", id, class, safeText(why, "    "), id))
 		}
 	}
 }
@@ -372,9 +374,9 @@ func (ch *chat) status() {
 	}
 	switch {
 	case cur != nil && ch.stopping:
-		ch.out.status(fmt.Sprintf("%s: stopping run %s", ch.folder, cur.ID))
+		ch.out.status(fmt.Sprintf("%s: stopping run %s", ch.folder, safeLine(cur.ID)))
 	case cur != nil:
-		ch.out.status(fmt.Sprintf("%s: run %s %s", ch.folder, cur.ID, cur.State))
+		ch.out.status(fmt.Sprintf("%s: run %s %s", ch.folder, safeLine(cur.ID), safeLine(cur.State)))
 	case len(ch.outstanding) > 0:
 		ch.out.status(ch.folder + ": waiting for a turn")
 	default:
@@ -450,7 +452,7 @@ func (s *chatStream) run(ctx context.Context) {
 		case s.ch.busy.Load() || !s.ch.interactive:
 			wait = 2 * time.Second
 		}
-		rows, err := s.ch.c.LeaseOutbox(ctx, api.OutboxQuery{Chat: s.ch.jid, Wait: wait})
+		lease, err := s.ch.c.LeaseOutbox(ctx, api.OutboxQuery{Chat: s.ch.jid, Wait: wait})
 		if ctx.Err() != nil {
 			return
 		}
@@ -463,13 +465,14 @@ func (s *chatStream) run(ctx context.Context) {
 			s.errc <- fmt.Errorf("outbox: %w", err)
 			return
 		}
+		rows := lease.Items
 		ids := make([]int64, 0, len(rows))
 		for _, r := range rows {
 			s.ch.out.reply(s.ch.folder, r)
 			ids = append(ids, r.ID)
 		}
 		if len(ids) > 0 {
-			if _, err := s.ch.c.AckOutbox(ctx, ids...); err != nil {
+			if _, err := s.ch.c.AckOutbox(ctx, lease.Lease, ids...); err != nil {
 				if ctx.Err() == nil {
 					s.errc <- fmt.Errorf("outbox: acknowledge %v: %w", ids, err)
 				}
@@ -589,23 +592,26 @@ func (p *chatPrinter) info(line string) {
 }
 
 // reply writes one delivered row: its content, a document's name and path, a notice
-// marked as one. On a terminal each reply is labelled with the group.
+// marked as one. On a terminal each reply is labelled with the group. The agent's text
+// shows its control characters (safeText) and its lines after the first are indented
+// beyond the label, so that none passes for another reply, a notice or a line of chat's.
 func (p *chatPrinter) reply(folder string, r api.OutboxRow) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.clear()
-	text := r.Content
-	switch r.Kind {
-	case "document":
-		doc := fmt.Sprintf("[document %s: %s]", r.DocName, r.DocPath)
-		text = strings.TrimSpace(text + "\n" + doc)
-	case "notice":
-		text = "notice: " + text
-	}
+	label, shown := "", ""
 	if p.tty {
-		text = "\033[1m" + folder + ":\033[0m " + text
+		label, shown = folder+": ", "\033[1m"+folder+":\033[0m "
 	}
-	fmt.Fprintln(p.stdout, text)
+	if r.Kind == "notice" {
+		label, shown = label+"notice: ", shown+"notice: "
+	}
+	text := r.Content
+	if r.Kind == "document" {
+		text = strings.TrimSpace(text + "\n" + fmt.Sprintf("[document %s: %s]", r.DocName, r.DocPath))
+	}
+	indent := strings.Repeat(" ", max(2, utf8.RuneCountInString(label)))
+	fmt.Fprintln(p.stdout, shown+safeText(text, indent))
 	if p.tty {
 		p.draw()
 	}

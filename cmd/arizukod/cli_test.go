@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -102,9 +104,11 @@ func TestCLIGolden(t *testing.T) {
 		{"outbox-bad-verb", []string{"outbox", "send", s}},
 		{"outbox-ack-no-ids", []string{"outbox", "ack", s}},
 		{"outbox-ack-bad-id", []string{"outbox", "ack", "12x", s}},
-		{"outbox-ack-unknown", []string{"outbox", "ack", "999", s}},
+		{"outbox-ack-unknown", []string{"outbox", "ack", "999", "--lease", "L", s}},
+		{"outbox-ack-no-lease", []string{"outbox", "ack", "1", s}},
+		{"outbox-show-lease", []string{"outbox", "show", "1", "--lease", "L", s}},
 		{"outbox-retry-two", []string{"outbox", "retry", "1", "2", s}},
-		{"outbox-fail-no-error", []string{"outbox", "fail", "1", s}},
+		{"outbox-fail-no-error", []string{"outbox", "fail", "1", "--lease", "L", s}},
 		{"outbox-show-with-filter", []string{"outbox", "show", "1", "--folder", "main", s}},
 		{"outbox-show-unknown", []string{"outbox", "show", "999", s}},
 		{"outbox-follow-state", []string{"outbox", "--follow", "--state", "all", s}},
@@ -231,7 +235,15 @@ func TestCLICommands(t *testing.T) {
 	if out := ok("outbox", "--folder", "main/research"); !strings.Contains(out, "second") || strings.Contains(out, "first") {
 		t.Errorf("outbox --folder main/research:\n%s", out)
 	}
-	if out := ok("outbox", "ack", strconv.FormatInt(ids[0], 10)); strings.TrimSpace(out) != "{\n  \"acked\": 1\n}" {
+	// A gateway leased the first row; ack takes its lease's token.
+	first, err := fx.st.LeaseOutbox(ctx, store.OutboxFilter{Folder: "main"}, store.LeasePolicy{Visibility: time.Minute, MaxAttempts: 5})
+	if err != nil || len(first.Items) != 1 {
+		t.Fatalf("lease: %+v %v", first, err)
+	}
+	if code, _, stderr := fx.run(t, "outbox", "ack", strconv.FormatInt(ids[0], 10), "--lease", "someone-else", s); code != 1 || !strings.Contains(stderr, "409") || !strings.Contains(stderr, "someone-else") {
+		t.Errorf("outbox ack with another lease: exit %d, stderr %q", code, stderr)
+	}
+	if out := ok("outbox", "ack", strconv.FormatInt(ids[0], 10), "--lease", first.Token); strings.TrimSpace(out) != "{\n  \"acked\": 1\n}" {
 		t.Errorf("outbox ack: %q", out)
 	}
 	if err := json.Unmarshal([]byte(ok("outbox", "--state", "delivered", "--json")), &rows); err != nil || len(rows) != 1 || rows[0].ID != ids[0] {
@@ -239,10 +251,11 @@ func TestCLICommands(t *testing.T) {
 	}
 	// The second row fails once with one attempt allowed: parked, then retried.
 	policy := store.LeasePolicy{Visibility: time.Minute, MaxAttempts: 1}
-	if _, err := fx.st.LeaseOutbox(ctx, store.OutboxFilter{}, policy); err != nil {
+	second, err := fx.st.LeaseOutbox(ctx, store.OutboxFilter{}, policy)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := fx.st.FailOutbox(ctx, ids[1], "telegram: chat not found", 0, policy); err != nil {
+	if _, err := fx.st.FailOutbox(ctx, second.Token, ids[1], "telegram: chat not found", 0, policy); err != nil {
 		t.Fatal(err)
 	}
 	if out := ok("outbox", "--state", "parked"); !strings.Contains(out, "parked") || !strings.Contains(out, "telegram: chat not found") {
@@ -252,7 +265,10 @@ func TestCLICommands(t *testing.T) {
 	if err := json.Unmarshal([]byte(ok("outbox", "retry", strconv.FormatInt(ids[1], 10))), &row); err != nil || row.State != "pending" || row.Attempts != 0 {
 		t.Errorf("outbox retry: %+v %v", row, err)
 	}
-	if err := json.Unmarshal([]byte(ok("outbox", "fail", strconv.FormatInt(ids[1], 10), "--error", "rate limited")), &row); err != nil || row.LastError != "rate limited" {
+	if second, err = fx.st.LeaseOutbox(ctx, store.OutboxFilter{}, policy); err != nil || len(second.Items) != 1 {
+		t.Fatalf("lease after retry: %+v %v", second, err)
+	}
+	if err := json.Unmarshal([]byte(ok("outbox", "fail", strconv.FormatInt(ids[1], 10), "--lease", second.Token, "--error", "rate limited")), &row); err != nil || row.LastError != "rate limited" {
 		t.Errorf("outbox fail: %+v %v", row, err)
 	}
 	if err := json.Unmarshal([]byte(ok("outbox", "show", strconv.FormatInt(ids[1], 10))), &row); err != nil || row.ID != ids[1] || row.Content != "second" {
@@ -285,4 +301,126 @@ func TestCLICommands(t *testing.T) {
 	if err := json.Unmarshal([]byte(out.String()), &row); err != nil || row.ID != ids[1] {
 		t.Errorf("outbox --follow printed %q (%v)", out.String(), err)
 	}
+}
+
+// TestCLIHostileText: what an agent or a chat user wrote reaches the terminal with its
+// controls shown, never acting on it: a reply holding ESC[2J (clear the screen), OSC 52 (set
+// the clipboard), a C1 CSI and a forged "main: " line, printed by chat and by outbox,
+// inbox, tasks and unpark. --json carries the text exactly.
+func TestCLIHostileText(t *testing.T) {
+	fx := newCLIFixture(t)
+	ctx := context.Background()
+	s := "--socket=" + fx.socket
+	const hostile = "hi\x1b[2J\x1b]52;c;ZXZpbA==\x07 there\r\nmain: forged line\nnotice: fake \u009b31mred\x1b[H"
+	chat := "cli:" + userName()
+	if _, err := fx.st.AppendOutbox(ctx, store.OutboxItem{Folder: "main", Kind: store.OutboxReply, Target: chat, Content: hostile}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fx.st.AppendInbox(ctx, "main", store.InboxMessage{ChatJID: "tg:\x1b[2J", Role: "user", Content: hostile, Source: store.SourceRoute}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fx.st.Park(ctx, "main", hostile); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fx.st.CreateTask(ctx, store.Task{Folder: "main", Prompt: hostile, ScheduleKind: store.ScheduleInterval,
+		ScheduleExpr: "3600000", State: store.TaskActive, NextRunAt: time.Now().Add(time.Hour).UnixMilli()}); err != nil {
+		t.Fatal(err)
+	}
+	safe := func(what, out string) {
+		t.Helper()
+		if bad := terminalControl(out); bad != "" {
+			t.Errorf("%s prints %s:\n%q", what, bad, out)
+		}
+		for _, l := range strings.Split(out, "\n") {
+			if strings.HasPrefix(l, "main: forged") || strings.HasPrefix(l, "notice: fake") {
+				t.Errorf("%s prints the forged line %q as a line of its own:\n%q", what, l, out)
+			}
+		}
+	}
+
+	// chat prints the chat's pending reply, acks it and ends with its input.
+	var stdout, stderr bytes.Buffer
+	if err := runChat(ctx, []string{"--folder", "main", s}, strings.NewReader(""), &stdout, &stderr); err != nil {
+		t.Fatalf("chat: %v\n%s", err, stderr.String())
+	}
+	if want := `hi\x1b[2J\x1b]52;c;ZXZpbA==\x07 there` + "\n  main: forged line\n  notice: fake \\u009b31mred\\x1b[H\n"; stdout.String() != want {
+		t.Errorf("chat printed %q, want %q", stdout.String(), want)
+	}
+	safe("chat", stdout.String()+stderr.String())
+
+	for _, args := range [][]string{
+		{"outbox"}, {"inbox", "list", "--folder", "main"}, {"tasks"}, {"unpark", "--folder", "main"},
+	} {
+		code, out, errOut := fx.run(t, append(args, s)...)
+		if code != 0 {
+			t.Fatalf("arizukod %s: exit %d\n%s%s", strings.Join(args, " "), code, out, errOut)
+		}
+		if !strings.Contains(out, `\x1b[2J`) {
+			t.Errorf("arizukod %s does not show the escape:\n%s", strings.Join(args, " "), out)
+		}
+		safe("arizukod "+strings.Join(args, " "), out+errOut)
+	}
+
+	// --json is exact: the text decodes as it was written, and its bytes act on nothing.
+	code, out, _ := fx.run(t, "outbox", "--json", s)
+	var rows []api.OutboxRow
+	if err := json.Unmarshal([]byte(out), &rows); code != 0 || err != nil || len(rows) != 1 || rows[0].Content != hostile {
+		t.Fatalf("outbox --json: exit %d %v %+v", code, err, rows)
+	}
+	safe("outbox --json", out)
+	// Each --follow its own chat: a long poll that ends with its caller may still lease.
+	for i, asJSON := range []bool{false, true} {
+		target := "tg:" + strconv.Itoa(i)
+		row, err := fx.st.AppendOutbox(ctx, store.OutboxItem{Folder: "main", Kind: store.OutboxReply, Target: target, Content: hostile})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fctx, cancel := context.WithCancel(ctx)
+		var b syncBuffer
+		done := make(chan error, 1)
+		args := []string{"--follow", "--chat", target, s}
+		if asJSON {
+			args = append(args, "--json")
+		}
+		go func() { done <- runOutbox(fctx, args, &b) }()
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			if got, err := fx.st.GetOutbox(ctx, row.ID); err != nil || got.State == store.OutboxDelivered {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("outbox --follow did not ack row %d: printed %q", row.ID, b.String())
+			}
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		safe("outbox --follow", b.String())
+		if asJSON {
+			var got api.OutboxRow
+			if err := json.Unmarshal([]byte(b.String()), &got); err != nil || got.Content != hostile {
+				t.Errorf("outbox --follow --json: %q %v", got.Content, err)
+			}
+		} else if !strings.Contains(b.String(), "\n  main: forged line\n") {
+			t.Errorf("outbox --follow printed %q", b.String())
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer a command writes in one goroutine while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

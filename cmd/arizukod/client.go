@@ -22,14 +22,15 @@ import (
 
 const levelDebug = slog.LevelDebug
 
-// socketFlag registers --socket, defaulting to where the daemon of this user listens.
-// indentedJSON is how every client command prints JSON: indented by two spaces.
+// indentedJSON is how every client command prints JSON: indented by two spaces, with the
+// C1 controls escaped (jsonWriter).
 func indentedJSON(w io.Writer) *json.Encoder {
-	enc := json.NewEncoder(w)
+	enc := json.NewEncoder(jsonWriter{w})
 	enc.SetIndent("", "  ")
 	return enc
 }
 
+// socketFlag registers --socket, defaulting to where the daemon of this user listens.
 func socketFlag(fs *flag.FlagSet) *string {
 	def := "/run/arizuko/arizukod.sock"
 	if cfg, err := config.Load(serviceMode(), "", os.Getenv); err == nil {
@@ -106,7 +107,8 @@ func cmdRuns(ctx context.Context, args []string) error {
 			if u := r.Usage; u != nil {
 				tokens = fmt.Sprintf("%d/%d", u.InputTokens+u.CacheReadTokens+u.CacheWriteTokens, u.OutputTokens)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Folder, r.State, r.Status, r.Failure, r.CreatedAt, tokens, r.Container)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", safeLine(r.ID), safeLine(r.Folder), safeLine(r.State), safeLine(r.Status),
+				safeLine(r.Failure), safeLine(r.CreatedAt), tokens, safeLine(r.Container))
 		}
 		return tw.Flush()
 	case "show", "kill":
@@ -155,7 +157,7 @@ func cmdGroups(ctx context.Context, args []string) error {
 		tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "FOLDER\tTIER\tNAME")
 		for _, g := range out.Groups {
-			fmt.Fprintf(tw, "%s\t%d\t%s\n", g.Folder, g.Tier, g.Name)
+			fmt.Fprintf(tw, "%s\t%d\t%s\n", safeLine(g.Folder), g.Tier, safeLine(g.Name))
 		}
 		return tw.Flush()
 	case "add":
@@ -214,7 +216,7 @@ func cmdRoutes(ctx context.Context, args []string) error {
 			if owner == "" {
 				owner = "(operator)"
 			}
-			fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\n", r.ID, owner, r.Seq, r.Match, r.Target)
+			fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\n", r.ID, safeLine(owner), r.Seq, safeLine(r.Match), safeLine(r.Target))
 		}
 		return tw.Flush()
 	case "add":

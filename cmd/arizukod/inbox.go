@@ -106,20 +106,22 @@ func inboxList(ctx context.Context, fs *flag.FlagSet, socket *string, args []str
 		enc := indentedJSON(stdout)
 		return enc.Encode(in)
 	}
+	name := safeLine(in.Folder)
 	switch {
 	case in.ParkedReason != "":
-		fmt.Fprintf(stdout, "%s is parked since %s: %s\nFix that, then run `arizukod unpark --folder %s`.\n", in.Folder, in.ParkedAt, in.ParkedReason, in.Folder)
+		fmt.Fprintf(stdout, "%s is parked since %s: %s\nFix that, then run `arizukod unpark --folder %s`.\n", name, safeLine(in.ParkedAt),
+			safeText(in.ParkedReason, "    "), name)
 	case in.NextAttemptAt != "":
-		fmt.Fprintf(stdout, "%s retries at %s (failed %d times: %s)\n", in.Folder, in.NextAttemptAt, in.Retries, in.LastError)
+		fmt.Fprintf(stdout, "%s retries at %s (failed %d times: %s)\n", name, safeLine(in.NextAttemptAt), in.Retries, safeText(in.LastError, "    "))
 	}
-	fmt.Fprintf(stdout, "%s: %d pending after message %d\n", in.Folder, len(in.Pending), in.LastDoneID)
+	fmt.Fprintf(stdout, "%s: %d pending after message %d\n", name, len(in.Pending), in.LastDoneID)
 	if len(in.Pending) == 0 {
 		return nil
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSOURCE\tCHAT\tSENDER\tCREATED\tCONTENT")
 	for _, m := range in.Pending {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", m.ID, m.Source, dash(m.ChatJID), dash(m.SenderJID), m.CreatedAt, clip(m.Content, 60))
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", m.ID, safeLine(m.Source), dash(m.ChatJID), dash(m.SenderJID), safeLine(m.CreatedAt), clip(m.Content, 60))
 	}
 	return tw.Flush()
 }

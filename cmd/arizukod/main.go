@@ -78,7 +78,8 @@ func runMain(ctx context.Context, args []string) int {
 	case errors.Is(err, errInterrupted):
 		return 130
 	}
-	fmt.Fprintf(os.Stderr, "arizukod %s: %v\n", args[0], err)
+	// An error may quote what an agent wrote (a daemon's answer, a file name).
+	fmt.Fprintf(os.Stderr, "arizukod %s: %s\n", args[0], safeText(err.Error(), ""))
 	if hint := explain(err); hint != "" {
 		fmt.Fprintln(os.Stderr, hint)
 	}

@@ -48,7 +48,7 @@ func cmdMounts(ctx context.Context, args []string) error {
 		if m.ReadOnly {
 			mode = "ro"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", m.Source, m.Target, mode, m.Origin)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", safeLine(m.Source), safeLine(m.Target), mode, safeLine(m.Origin))
 	}
 	tw.Flush()
 	if errors.Is(b.AllowlistErr, mountsec.ErrNoAllowlist) && len(plan.Config.AdditionalMounts) > 0 {
@@ -59,7 +59,7 @@ func cmdMounts(ctx context.Context, args []string) error {
 	}
 	fmt.Println("\nREJECTED")
 	for _, r := range plan.Rejected {
-		fmt.Printf("  %s -> %s: %v\n", r.Request.HostPath, r.Request.ContainerPath, r.Err)
+		fmt.Printf("  %s -> %s: %s\n", safeLine(r.Request.HostPath), safeLine(r.Request.ContainerPath), safeLine(r.Err.Error()))
 	}
 	return errRejected
 }

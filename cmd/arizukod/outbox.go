@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -16,7 +15,7 @@ import (
 )
 
 const outboxSynopsis = "[list] [--folder F] [--chat C] [--platform P] [--state parked|delivered|all] [--after ID] [--limit N] [--json]" +
-	" | --follow [--folder F] [--chat C] [--platform P] [--json] | show ID | ack ID... | fail ID --error TEXT | retry ID"
+	" | --follow [--folder F] [--chat C] [--platform P] [--json] | show ID | ack ID... --lease TOKEN | fail ID --lease TOKEN --error TEXT | retry ID"
 
 func cmdOutbox(ctx context.Context, args []string) error {
 	return runOutbox(ctx, args, os.Stdout)
@@ -37,6 +36,7 @@ func runOutbox(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.IntVar(&q.Limit, "limit", 100, "list: at most this many rows, oldest first")
 	follow := fs.Bool("follow", false, "lease pending rows as they come, print and acknowledge each (a consumer: a gateway will not get them)")
 	errText := fs.String("error", "", "fail: why delivering the row failed")
+	lease := fs.String("lease", "", "ack, fail: the token of the lease that handed the rows out (the \"lease\" of GET /v1/outbox's answer)")
 	asJSON := fs.Bool("json", false, "print rows as JSON (with --follow one per line)")
 
 	verb, rest := "list", args
@@ -87,6 +87,10 @@ func runOutbox(ctx context.Context, args []string, stdout io.Writer) error {
 	switch {
 	case set["error"] && verb != "fail":
 		return usage("--error is for fail")
+	case set["lease"] && verb != "ack" && verb != "fail":
+		return usage("--lease is for ack and fail")
+	case (verb == "ack" || verb == "fail") && *lease == "":
+		return usage("give --lease, the token of the lease that handed the rows out: only that consumer acks or fails them")
 	case verb == "fail" && *errText == "":
 		return usage("give --error, why delivering the row failed")
 	case *follow && (set["state"] || set["limit"]):
@@ -108,13 +112,13 @@ func runOutbox(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		return enc.Encode(row)
 	case "fail":
-		row, err := c.FailOutbox(ctx, ids[0], *errText)
+		row, err := c.FailOutbox(ctx, *lease, ids[0], *errText)
 		if err != nil {
 			return err
 		}
 		return enc.Encode(row)
 	case "ack":
-		n, err := c.AckOutbox(ctx, ids...)
+		n, err := c.AckOutbox(ctx, *lease, ids...)
 		if err != nil {
 			return err
 		}
@@ -129,10 +133,11 @@ func runOutbox(ctx context.Context, args []string, stdout io.Writer) error {
 	default:
 		return usage(fmt.Sprintf("--state %q is not parked, delivered or all (--follow takes the pending rows)", *state))
 	}
-	rows, err := c.LeaseOutbox(ctx, q)
+	list, err := c.LeaseOutbox(ctx, q)
 	if err != nil {
 		return err
 	}
+	rows := list.Items
 	if *asJSON {
 		if rows == nil {
 			rows = []api.OutboxRow{}
@@ -149,39 +154,39 @@ func runOutbox(ctx context.Context, args []string, stdout io.Writer) error {
 		if r.LastError != "" {
 			text += " / " + r.LastError
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.ID, r.Folder, r.Kind, dash(r.Target), r.State, r.Attempts,
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.ID, safeLine(r.Folder), safeLine(r.Kind), dash(r.Target), safeLine(r.State), r.Attempts,
 			time.UnixMilli(r.CreatedAt).UTC().Format(time.RFC3339), clip(text, 60))
 	}
 	return tw.Flush()
 }
 
 // followOutbox leases rows as they come, prints each and acknowledges it, until ctx ends.
+// A row's content keeps its lines, the lines after the first indented.
 func followOutbox(ctx context.Context, c *api.Client, q api.OutboxQuery, asJSON bool, stdout io.Writer) error {
 	q.Wait, q.Limit = 30*time.Second, 0
+	enc := lineJSON(stdout)
 	for {
-		rows, err := c.LeaseOutbox(ctx, q)
+		lease, err := c.LeaseOutbox(ctx, q)
 		if ctx.Err() != nil {
 			return nil
 		}
 		if err != nil {
 			return err
 		}
-		ids := make([]int64, 0, len(rows))
-		for _, r := range rows {
+		ids := make([]int64, 0, len(lease.Items))
+		for _, r := range lease.Items {
 			if asJSON {
-				b, err := json.Marshal(r)
-				if err != nil {
+				if err := enc.Encode(r); err != nil {
 					return err
 				}
-				fmt.Fprintf(stdout, "%s\n", b)
 			} else {
-				fmt.Fprintf(stdout, "%d %s %s %s: %s\n", r.ID, r.Folder, r.Kind, dash(r.Target), r.Content)
+				fmt.Fprintf(stdout, "%d %s %s %s: %s\n", r.ID, safeLine(r.Folder), safeLine(r.Kind), dash(r.Target), safeText(r.Content, "  "))
 			}
 			ids = append(ids, r.ID)
 		}
 		if len(ids) > 0 {
 			// ctx may end now; the rows printed are acknowledged all the same.
-			if _, err := c.AckOutbox(context.WithoutCancel(ctx), ids...); err != nil {
+			if _, err := c.AckOutbox(context.WithoutCancel(ctx), lease.Lease, ids...); err != nil {
 				return fmt.Errorf("acknowledge %v: %w", ids, err)
 			}
 		}

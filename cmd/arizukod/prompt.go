@@ -16,7 +16,8 @@ import (
 
 // cmdPrompt prints exactly the system prompt a turn of a group would get, built by the
 // same turn.Builder the daemon uses (memory/README.md describes it); nothing else goes to
-// stdout.
+// stdout. On a terminal the control characters of the agent's memory files show as
+// escapes (safeText) instead of acting on it.
 func cmdPrompt(ctx context.Context, args []string) error {
 	return runPrompt(ctx, args, os.Stdout, os.Stderr)
 }
@@ -77,6 +78,9 @@ func runPrompt(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	p, err := b.Prompt(ctx, f, *sender)
 	if err != nil {
 		return err
+	}
+	if isTerminal(stdout) {
+		p = safeText(p, "")
 	}
 	_, err = io.WriteString(stdout, p)
 	return err

@@ -62,8 +62,8 @@ func cmdTasks(ctx context.Context, args []string) error {
 		tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "TASK\tFOLDER\tSTATE\tSCHEDULE\tNEXT RUN\tLAST RUN\tPROMPT")
 		for _, t := range out.Tasks {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s %s\t%s\t%s\t%s\n", t.ID, t.Folder, t.State, t.ScheduleKind, t.Schedule,
-				dash(t.NextRunAt), dash(t.LastRunID), clip(t.Prompt, 50))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s %s\t%s\t%s\t%s\n", safeLine(t.ID), safeLine(t.Folder), safeLine(t.State), safeLine(t.ScheduleKind),
+				safeLine(t.Schedule), dash(t.NextRunAt), dash(t.LastRunID), clip(t.Prompt, 50))
 		}
 		return tw.Flush()
 	case "show", "pause", "resume", "cancel":
@@ -80,17 +80,18 @@ func cmdTasks(ctx context.Context, args []string) error {
 	return nil
 }
 
-// dash is s, or "-" for a table cell with nothing in it.
+// dash is s made safe for a table cell (safeLine), or "-" for a cell with nothing in it.
 func dash(s string) string {
 	if s == "" {
 		return "-"
 	}
-	return s
+	return safeLine(s)
 }
 
-// clip shortens s to one line of at most n runes for a table cell.
+// clip shortens s to one line of at most n runes for a table cell, its runs of white space
+// made one space and its controls shown (safeLine).
 func clip(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
+	s = safeLine(strings.Join(strings.Fields(s), " "))
 	if r := []rune(s); len(r) > n {
 		return string(r[:n-1]) + "…"
 	}

@@ -42,9 +42,9 @@ func cmdUnpark(ctx context.Context, args []string) error {
 		return enc.Encode(out)
 	}
 	if in.ParkedReason == "" {
-		fmt.Printf("%s was not parked; its inbox runs as usual\n", out.Folder)
+		fmt.Printf("%s was not parked; its inbox runs as usual\n", safeLine(out.Folder))
 		return nil
 	}
-	fmt.Printf("%s unparked (it was parked for: %s); its pending messages run now\n", out.Folder, in.ParkedReason)
+	fmt.Printf("%s unparked (it was parked for: %s); its pending messages run now\n", safeLine(out.Folder), safeText(in.ParkedReason, "    "))
 	return nil
 }

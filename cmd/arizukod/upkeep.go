@@ -56,7 +56,7 @@ func runPrune(ctx context.Context, args []string, stdout io.Writer) error {
 		fmt.Fprintf(stdout, "database: %s -> %s (%s)\n", upkeepSize(rep.DBBytesBefore), upkeepSize(rep.DBBytesAfter), how)
 	}
 	for _, e := range rep.LogErrors {
-		fmt.Fprintf(stdout, "run logs not pruned: %s\n", e)
+		fmt.Fprintf(stdout, "run logs not pruned: %s\n", safeLine(e))
 	}
 	return nil
 }
