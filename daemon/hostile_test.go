@@ -1,8 +1,6 @@
 package daemon_test
 
 import (
-	"crypto/sha256"
-	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -12,20 +10,6 @@ import (
 	"github.com/arizuko/arizukod/internal/daemontest"
 	"github.com/arizuko/arizukod/internal/enginetest"
 )
-
-// fileState is a file's mode, owner, size and content, or that it is absent.
-func fileState(t *testing.T, p string) string {
-	t.Helper()
-	fi, err := os.Lstat(p)
-	if err != nil {
-		return err.Error()
-	}
-	b, err := os.ReadFile(p)
-	if err != nil {
-		return err.Error()
-	}
-	return fmt.Sprintf("%v size=%d sha256=%x", fi.Mode(), fi.Size(), sha256.Sum256(b))
-}
 
 // TestHostileAgentAcrossRestart: agents keep swapping their IPC directory's entries (input/,
 // router.sock, model.sock, egress.sock, sidecars/) for links to the daemon's own token key
@@ -45,7 +29,7 @@ func TestHostileAgentAcrossRestart(t *testing.T) {
 			if err := os.Mkdir(hostDir, 0o700); err != nil {
 				t.Fatal(err)
 			}
-			keyBefore := fileState(t, key)
+			keyBefore := daemontest.FileState(key)
 			d.AddGroup(t, "onkey")
 			d.AddGroup(t, "ondir")
 			runs := []string{
@@ -69,7 +53,7 @@ func TestHostileAgentAcrossRestart(t *testing.T) {
 			if err := d.Drain(time.Minute); err != nil {
 				t.Fatal(err)
 			}
-			if after := fileState(t, key); after != keyBefore {
+			if after := daemontest.FileState(key); after != keyBefore {
 				t.Errorf("the daemon's token key changed:\n  before %s\n  after  %s", keyBefore, after)
 			}
 			if entries, err := os.ReadDir(hostDir); err != nil || len(entries) != 0 {

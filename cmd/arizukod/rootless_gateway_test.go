@@ -21,7 +21,126 @@ import (
 	"github.com/arizuko/arizukod/internal/daemontest"
 	"github.com/arizuko/arizukod/internal/enginetest"
 	"github.com/arizuko/arizukod/internal/fakemodel"
+	"github.com/arizuko/arizukod/runtime/engine"
 )
+
+// rootlessDaemon is arizukod built into a directory of the rootless test user's home and
+// served as that user on its rootless Podman: the system service's deployment.
+type rootlessDaemon struct {
+	t     *testing.T
+	e     enginetest.Engine
+	info  engine.Info
+	eng   engine.Engine
+	image string
+	u     *user.User
+	uid   int
+	gid   int
+	base  string
+	bin   string
+	sock  string
+	conf  string // the configuration serve writes, before the caller's changes
+	c     *api.Client
+	ctx   context.Context
+}
+
+func newRootlessDaemon(t *testing.T, upstream string) *rootlessDaemon {
+	t.Helper()
+	e := enginetest.Rootless(t)
+	eng, info := e.Open(t)
+	r := &rootlessDaemon{t: t, e: e, eng: eng, info: info, image: enginetest.EnsureAgentImage(t, e, eng)}
+	u, err := user.Lookup(e.User)
+	if err != nil {
+		t.Fatalf("user %s: %v", e.User, err)
+	}
+	r.u = u
+	r.uid, _ = strconv.Atoi(u.Uid)
+	r.gid, _ = strconv.Atoi(u.Gid)
+	if r.base, err = os.MkdirTemp(u.HomeDir, "arizuko-rootless-"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(r.base) })
+	r.bin = filepath.Join(r.base, "arizukod")
+	build := exec.Command("go", "build", "-o", r.bin, ".")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build arizukod: %v\n%s", err, out)
+	}
+	r.sock = filepath.Join(r.base, "api.sock")
+	r.conf = strings.Join([]string{
+		fmt.Sprintf("data_dir = %q", filepath.Join(r.base, "data")),
+		fmt.Sprintf("listen = %q", r.sock),
+		`engine = "podman"`,
+		fmt.Sprintf("engine_socket = %q", e.URI),
+		fmt.Sprintf("image = %q", r.image),
+		fmt.Sprintf("env_file = %q", filepath.Join(r.base, "env")),
+		fmt.Sprintf("allowlist = %q", filepath.Join(r.base, "none.json")),
+		fmt.Sprintf("skills_dir = %q", filepath.Join(r.base, "skills")),
+		fmt.Sprintf("instance = %q", "test-rl-"+strconv.Itoa(os.Getpid())),
+		fmt.Sprintf("[model]\nupstream = %q", upstream),
+	}, "\n") + "\n"
+	os.Chown(r.base, r.uid, r.gid)
+	r.c = api.NewClient(r.sock)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	t.Cleanup(cancel)
+	r.ctx = ctx
+	return r
+}
+
+// write writes a file of the daemon's directory, the test user's.
+func (r *rootlessDaemon) write(name, text string) {
+	p := filepath.Join(r.base, name)
+	if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+		r.t.Fatal(err)
+	}
+	os.Chown(p, r.uid, r.gid)
+}
+
+// serve starts the daemon as the test user with toml, waits until its engine answers and
+// registers main; the returned func stops it.
+func (r *rootlessDaemon) serve(toml string) (api.HealthReport, func()) {
+	t := r.t
+	t.Helper()
+	r.write("arizukod.toml", toml)
+	cmd := exec.Command("runuser", "-u", r.e.User, "--", r.bin, "serve", "--config", filepath.Join(r.base, "arizukod.toml"))
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + r.u.HomeDir, "XDG_RUNTIME_DIR=/run/user/" + r.u.Uid}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stop := sync.OnceFunc(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("arizukod's stderr:\n%s", stderr.String())
+		}
+	})
+	for {
+		var h api.HealthReport
+		code, body, err := daemontest.Do(r.sock, http.MethodGet, "/health", "", nil)
+		if err == nil && json.Unmarshal(body, &h) == nil && h.Engine.Up && h.Engine.Limits != api.LimitsPending {
+			if (code == http.StatusOK) != (h.Status == "ok") {
+				t.Errorf("health: HTTP %d with status %q", code, h.Status)
+			}
+			var g api.Group
+			if err := r.c.Do(r.ctx, http.MethodPost, "/v1/groups", api.PutGroupRequest{Folder: "main"}, &g); err != nil {
+				stop()
+				t.Fatal(err)
+			}
+			return h, stop
+		}
+		if r.ctx.Err() != nil {
+			stop()
+			t.Fatalf("the rootless daemon's engine never answered")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// unlimited is the configuration with the opt-out this host's rootless Podman needs.
+func (r *rootlessDaemon) unlimited(conf string) string {
+	return strings.Replace(conf, "[model]", "[limits]\nallow_unlimited = true\n[model]", 1)
+}
 
 // TestRootlessGateway runs `arizukod serve` as the unprivileged test user on that user's
 // rootless Podman, the system service's deployment, and sends a turn whose agent asks a
@@ -31,95 +150,12 @@ import (
 // reason, and runs them once the configuration says allow_unlimited = true. Then the same
 // with Claude Code in the image built on that Podman.
 func TestRootlessGateway(t *testing.T) {
-	e := enginetest.Rootless(t)
-	eng, info := e.Open(t)
-	image := enginetest.EnsureAgentImage(t, e, eng)
-
-	u, err := user.Lookup(e.User)
-	if err != nil {
-		t.Fatalf("user %s: %v", e.User, err)
-	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
-	base, err := os.MkdirTemp(u.HomeDir, "arizuko-rootless-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(base) })
-	bin := filepath.Join(base, "arizukod")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build arizukod: %v\n%s", err, out)
-	}
 	fake := fakemodel.Start()
 	defer fake.Close()
+	d := newRootlessDaemon(t, fake.URL)
+	info, image, eng, e, c, ctx, conf, serve := d.info, d.image, d.eng, d.e, d.c, d.ctx, d.conf, d.serve
 	key := "sk-ant-test-rootless-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	sock := filepath.Join(base, "api.sock")
-	conf := strings.Join([]string{
-		fmt.Sprintf("data_dir = %q", filepath.Join(base, "data")),
-		fmt.Sprintf("listen = %q", sock),
-		`engine = "podman"`,
-		fmt.Sprintf("engine_socket = %q", e.URI),
-		fmt.Sprintf("image = %q", image),
-		fmt.Sprintf("env_file = %q", filepath.Join(base, "env")),
-		fmt.Sprintf("allowlist = %q", filepath.Join(base, "none.json")),
-		fmt.Sprintf("skills_dir = %q", filepath.Join(base, "skills")),
-		fmt.Sprintf("instance = %q", "test-rl-"+strconv.Itoa(os.Getpid())),
-		fmt.Sprintf("[model]\nupstream = %q", fake.URL),
-	}, "\n") + "\n"
-	write := func(name, text string) {
-		p := filepath.Join(base, name)
-		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		os.Chown(p, uid, gid)
-	}
-	write("env", "ANTHROPIC_API_KEY="+key+"\n")
-	os.Chown(base, uid, gid)
-	c := api.NewClient(sock)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	// serve starts the daemon as the test user, waits until its engine answers and
-	// registers main; the returned func stops it.
-	serve := func(toml string) (api.HealthReport, func()) {
-		t.Helper()
-		write("arizukod.toml", toml)
-		cmd := exec.Command("runuser", "-u", e.User, "--", bin, "serve", "--config", filepath.Join(base, "arizukod.toml"))
-		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + u.HomeDir, "XDG_RUNTIME_DIR=/run/user/" + u.Uid}
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		stop := sync.OnceFunc(func() {
-			cmd.Process.Signal(syscall.SIGTERM)
-			cmd.Wait()
-			if t.Failed() {
-				t.Logf("arizukod's stderr:\n%s", stderr.String())
-			}
-		})
-		for {
-			var h api.HealthReport
-			code, body, err := daemontest.Do(sock, http.MethodGet, "/health", "", nil)
-			if err == nil && json.Unmarshal(body, &h) == nil && h.Engine.Up && h.Engine.Limits != api.LimitsPending {
-				if (code == http.StatusOK) != (h.Status == "ok") {
-					t.Errorf("health: HTTP %d with status %q", code, h.Status)
-				}
-				var g api.Group
-				if err := c.Do(ctx, http.MethodPost, "/v1/groups", api.PutGroupRequest{Folder: "main"}, &g); err != nil {
-					stop()
-					t.Fatal(err)
-				}
-				return h, stop
-			}
-			if ctx.Err() != nil {
-				stop()
-				t.Fatalf("the rootless daemon's engine never answered")
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
+	d.write("env", "ANTHROPIC_API_KEY="+key+"\n")
 
 	// Where rootless Podman cannot apply the memory, CPU and pids limits (this host's
 	// cgroups v1), the daemon without the operator's opt-out says why and runs no turn.
@@ -143,7 +179,7 @@ func TestRootlessGateway(t *testing.T) {
 		t.Logf("refused: %s", refused.Error)
 	}
 
-	h, stop := serve(strings.Replace(conf, "[model]", "[limits]\nallow_unlimited = true\n[model]", 1))
+	h, stop := serve(d.unlimited(conf))
 	defer stop()
 	wantLimits := "applied"
 	if info.NoLimits != "" {
@@ -172,7 +208,7 @@ func TestRootlessGateway(t *testing.T) {
 	// Claude Code itself, in the image built on this rootless Podman: a real turn through
 	// the gateway, with its answer and a session, the key again only upstream.
 	claude := enginetest.EnsureClaudeImage(t, e, eng)
-	_, stopClaude := serve(strings.Replace(strings.Replace(conf, image, claude, 1), "[model]", "[limits]\nallow_unlimited = true\n[model]", 1))
+	_, stopClaude := serve(d.unlimited(strings.Replace(conf, image, claude, 1)))
 	defer stopClaude()
 	n := len(fake.Requests())
 	if r, err = c.CreateRun(ctx, api.CreateRunRequest{Folder: "main", Messages: []contract.Message{{Content: "hello rootless claude"}}}); err != nil {

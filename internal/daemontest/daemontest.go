@@ -12,6 +12,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -779,4 +780,18 @@ func (d *Daemon) WaitContainerRunning(t testing.TB, name string) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// FileState is a file's mode, size and content's SHA-256, or why it cannot be read: what
+// a hostile agent must not change of a file of the host.
+func FileState(p string) string {
+	fi, err := os.Lstat(p)
+	if err != nil {
+		return err.Error()
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return err.Error()
+	}
+	return fmt.Sprintf("%v size=%d sha256=%x", fi.Mode(), fi.Size(), sha256.Sum256(b))
 }
