@@ -1,6 +1,7 @@
 package daemon_test
 
 import (
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -67,6 +68,56 @@ func TestHostileAgentAcrossRestart(t *testing.T) {
 			d.AddGroup(t, "after")
 			if r := d.Turn(t, "after", "reply still here"); r.Result != "still here" {
 				t.Errorf("a turn after the hostile ones: %+v", r)
+			}
+		})
+	}
+}
+
+// TestAncestorCannotSwapChildMount: main's agent can write its child's group folder (it is
+// inside main's /workspace), and keeps swapping it for a link to a host directory while
+// turns of the child are submitted. The engine resolves a mount's source by path, so a
+// child container made during the swap would get the host directory as its /workspace; the
+// child's turns wait for main's instead, and every one writes into its own folder.
+func TestAncestorCannotSwapChildMount(t *testing.T) {
+	enginetest.Long(t, "a hostile ancestor's turn with its child's turns waiting")
+	for _, e := range enginetest.Rootful(t) {
+		t.Run(e.Name, func(t *testing.T) {
+			d := daemontest.New(t, daemontest.Config{Engine: e, RunTimeout: "1m"})
+			d.Start(t)
+			hostDir := filepath.Join(d.Dir, "host")
+			if err := os.Mkdir(hostDir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			d.AddGroup(t, "main")
+			d.AddGroup(t, "main/research")
+			d.Turn(t, "main/research", "write probe.txt first")
+			parent := d.Submit(t, "main", "plant child research:"+hostDir+" 12s")
+			d.WaitRunning(t, parent.ID, time.Minute)
+			var children []string
+			for i := range 6 {
+				children = append(children, d.Submit(t, "main/research", fmt.Sprintf("write probe.txt %d", i)).ID)
+				time.Sleep(300 * time.Millisecond)
+			}
+			p := d.Wait(t, parent.ID, time.Minute)
+			if p.Status != "ok" {
+				t.Fatalf("the hostile parent's turn: %+v", p)
+			}
+			for _, id := range children {
+				r := d.Wait(t, id, 2*time.Minute)
+				if r.Status != "ok" {
+					t.Errorf("child turn %s: %+v", id, r)
+				}
+				started, _ := time.Parse(time.RFC3339Nano, r.StartedAt)
+				ended, _ := time.Parse(time.RFC3339Nano, p.EndedAt)
+				if started.Before(ended) {
+					t.Errorf("child turn %s started at %s, before its parent's turn ended at %s", id, r.StartedAt, p.EndedAt)
+				}
+			}
+			if entries, err := os.ReadDir(hostDir); err != nil || len(entries) != 0 {
+				t.Errorf("the host directory got %v (%v): a child's container had it as /workspace", entries, err)
+			}
+			if b, err := os.ReadFile(filepath.Join(d.DataDir, "groups", "main", "research", "probe.txt")); err != nil || string(b) != "5" {
+				t.Errorf("the child's own folder: %q %v, want its last turn's write", b, err)
 			}
 		})
 	}

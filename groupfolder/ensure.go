@@ -57,8 +57,8 @@ func (p policy) ownerOK(uid uint32) bool {
 // write into a parent directory (the container of an ancestor folder, which has
 // the ancestor's group directory mounted read-write) can still swap a directory
 // for a symlink between Ensure and the engine's mount; run ancestor and
-// descendant turns one at a time, or call Ensure again right before creating
-// the container, to keep that window small.
+// descendant turns one at a time (the queue does: queue/fence.go), and call
+// Ensure again right before creating the container.
 func (l Layout) Ensure(f Folder, uid, gid int) (Dirs, error) {
 	d, err := l.Paths(f)
 	if err != nil {

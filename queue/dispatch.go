@@ -51,8 +51,14 @@ func (q *Queue) adoptOrphans(ctx context.Context) {
 func (q *Queue) start(ctx context.Context, run *store.Run, container string) {
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	f := groupfolder.Folder(run.Folder)
+	fl := &flight{cancel: cancel, folder: f}
+	if container == "" {
+		// Inside the fence before the next run is taken: an ancestor's run started after
+		// this one waits for this container to be made.
+		fl.made = q.fence.enter(f)
+	}
 	q.mu.Lock()
-	q.inflight[run.ID] = &flight{cancel: cancel, folder: f}
+	q.inflight[run.ID] = fl
 	q.mu.Unlock()
 	q.wg.Add(1)
 	go func() {
@@ -79,11 +85,24 @@ func (q *Queue) start(ctx context.Context, run *store.Run, container string) {
 	}()
 }
 
-// prepare has f's next container made ahead, unless the queue is stopping.
+// prepare has f's next container made ahead, unless the queue is stopping or a run of an
+// ancestor folder is in flight (see fence).
 func (q *Queue) prepare(ctx context.Context, f groupfolder.Folder) {
 	if q.cfg.Prepare <= 0 || ctx.Err() != nil {
 		return
 	}
+	q.mu.Lock()
+	busy := q.ancestorInFlight(f)
+	var made func()
+	if !busy {
+		made = q.fence.enter(f)
+	}
+	q.mu.Unlock()
+	if busy {
+		q.log.Debug("not preparing the next container while an ancestor's turn runs", logging.FieldFolder, string(f))
+		return
+	}
+	defer made()
 	if err := q.cfg.Turns.Prepare(ctx, f, q.cfg.Runner); err != nil {
 		q.log.Warn("preparing the next container", logging.FieldFolder, string(f), "err", err)
 	}

@@ -18,6 +18,13 @@ import (
 // (no input, or no engine), or leaves it to be adopted (detached, or orphaned).
 func (q *Queue) execute(ctx context.Context, run *store.Run, adoptContainer string) {
 	log := q.log.With(logging.FieldRunID, run.ID, logging.FieldFolder, run.Folder)
+	made := func() {}
+	q.mu.Lock()
+	if fl := q.inflight[run.ID]; fl != nil && fl.made != nil {
+		made = fl.made
+	}
+	q.mu.Unlock()
+	defer made()
 	f, err := groupfolder.Parse(run.Folder)
 	if err != nil {
 		q.finish(ctx, run, runner.Result{Failure: runner.FailMisconfig, Terminal: true,
@@ -50,6 +57,12 @@ func (q *Queue) execute(ctx context.Context, run *store.Run, adoptContainer stri
 		req.Adopt = &turn.Adoption{Container: adoptContainer, StartedAt: time.UnixMilli(run.StartedAt),
 			InputSent: run.InputSentAt != 0}
 	}
+	if adoptContainer == "" {
+		if err := q.fence.waitDescendants(ctx, f); err != nil {
+			q.finish(ctx, run, q.killedBeforeStart(ctx, run, f, adoptContainer), log)
+			return
+		}
+	}
 	// The container's name: the runner's (set before any stderr line), or the adopted one,
 	// which takes steering only once its MCP server, sidecars and gateways are back.
 	container := adoptContainer
@@ -76,6 +89,7 @@ func (q *Queue) execute(ctx context.Context, run *store.Run, adoptContainer stri
 		// What a later adoption needs to tell an agent that never got its input from one
 		// that may have acted on it.
 		OnInput: func() {
+			made()
 			if err := q.cfg.Store.MarkInputSent(context.WithoutCancel(ctx), run.ID); err != nil {
 				log.Error("record input sent", "err", err)
 			}

@@ -97,6 +97,7 @@ type Queue struct {
 	ended    map[string]*waiters
 	detach   chan struct{}
 	wg       sync.WaitGroup
+	fence    *fence
 }
 
 type flight struct {
@@ -109,6 +110,8 @@ type flight struct {
 	orphan string
 	// killed is set by Kill: the run is ending and takes no more steering.
 	killed bool
+	// made leaves the fence: the run's container is made (nil when adopting).
+	made func()
 }
 
 // New checks cfg and returns a Queue.
@@ -141,7 +144,7 @@ func New(cfg Config) (*Queue, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Queue{cfg: cfg, log: log, wake: make(chan struct{}, 1), inflight: map[string]*flight{}, orphans: map[string]string{}, ended: map[string]*waiters{}, changed: make(chan struct{}), detach: make(chan struct{})}, nil
+	return &Queue{cfg: cfg, log: log, wake: make(chan struct{}, 1), inflight: map[string]*flight{}, orphans: map[string]string{}, ended: map[string]*waiters{}, changed: make(chan struct{}), detach: make(chan struct{}), fence: newFence()}, nil
 }
 
 // Wake tells the queue that work may be waiting. It never blocks.

@@ -356,10 +356,11 @@ func (s *Store) CountRuns(ctx context.Context) (RunCounts, error) {
 }
 
 // StartNext is the queue. In one transaction it picks the oldest queued run
-// (by Seq) whose folder has no running run, provided fewer than globalCap runs
-// are running, and marks it running with StartedAt set. It returns nil, nil
-// when nothing can start. So at most one run per folder runs at a time, at
-// most globalCap in all, and each folder's runs start in creation order.
+// (by Seq) whose folder and ancestor folders have no running run, provided fewer
+// than globalCap runs are running, and marks it running with StartedAt set. It
+// returns nil, nil when nothing can start. So at most one run per folder runs at
+// a time, none while an ancestor's runs, at most globalCap in all, and each
+// folder's runs start in creation order.
 func (s *Store) StartNext(ctx context.Context, globalCap int) (*Run, error) {
 	if globalCap < 1 {
 		return nil, fmt.Errorf("store: start next: globalCap: %w: %d is less than 1", ErrInvalid, globalCap)
@@ -374,8 +375,12 @@ func (s *Store) StartNext(ctx context.Context, globalCap int) (*Run, error) {
 			return nil
 		}
 		var id string
+		// Not while its folder or an ancestor folder runs: an ancestor's agent can write
+		// this folder's directory, and must not be running while its container is made
+		// (queue's fence).
 		err := tx.QueryRowContext(ctx, `SELECT id FROM runs q WHERE state = 'queued'
-			AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.folder = q.folder AND r.state = 'running')
+			AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.state = 'running'
+				AND (r.folder = q.folder OR substr(q.folder, 1, length(r.folder) + 1) = r.folder || '/'))
 			ORDER BY seq LIMIT 1`).Scan(&id)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil

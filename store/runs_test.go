@@ -190,6 +190,42 @@ func finish(t *testing.T, s *Store, id string) *Run {
 // TestStartNextConcurrent runs a queue from many goroutines and checks that
 // no folder ever has two runs running, the cap is never exceeded, each
 // folder's runs start in creation order, and every run runs exactly once.
+// TestStartNextWaitsForAncestors: a folder's run does not start while a run of one of its
+// ancestors runs (that agent can write its folder); a folder that only shares a prefix is
+// no descendant, and an ancestor may start while a descendant runs.
+func TestStartNextWaitsForAncestors(t *testing.T) {
+	s := openTest(t)
+	ctx := context.Background()
+	main := mustCreateRun(t, s, Run{Folder: "main"})
+	child := mustCreateRun(t, s, Run{Folder: "main/research"})
+	grandchild := mustCreateRun(t, s, Run{Folder: "main/research/deep"})
+	lookalike := mustCreateRun(t, s, Run{Folder: "mainly/x"})
+	start := func(want *Run) {
+		t.Helper()
+		got, err := s.StartNext(ctx, 10)
+		switch {
+		case err != nil:
+			t.Fatal(err)
+		case want == nil && got != nil:
+			t.Fatalf("started %s, want nothing", got.Folder)
+		case want != nil && (got == nil || got.ID != want.ID):
+			t.Fatalf("started %+v, want %s", got, want.Folder)
+		}
+	}
+	start(main)
+	start(lookalike) // not below main: "main" is no ancestor of "mainly/x"
+	start(nil)       // main/research and main/research/deep wait for main
+	finish(t, s, main.ID)
+	start(child)
+	start(nil) // main/research/deep waits for main/research
+	again := mustCreateRun(t, s, Run{Folder: "main"})
+	start(again) // an ancestor may start while a descendant runs
+	finish(t, s, child.ID)
+	start(nil) // main runs again
+	finish(t, s, again.ID)
+	start(grandchild)
+}
+
 func TestStartNextConcurrent(t *testing.T) {
 	s := openTest(t)
 	ctx := context.Background()

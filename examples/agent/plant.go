@@ -19,6 +19,9 @@ import (
 //	plant input TARGET DUR   input/ is a link to TARGET (steering and the sentinel go there)
 //	plant race TARGET DUR    input/, the sockets and sidecars/ are swapped for links to
 //	                         TARGET and back, over and over, while the daemon works
+//	plant child NAME:TARGET DUR
+//	                         the same with /workspace/NAME, a child group's folder (which
+//	                         an ancestor's agent can write), while the daemon runs the child
 //
 // It says "plant: planted" on stderr once the links are in place, then answers after DUR.
 func plant(_ contract.Input, arg string) contract.Output {
@@ -43,27 +46,41 @@ func plant(_ contract.Input, arg string) contract.Output {
 			return fail("plant: %v", err)
 		}
 	case "race":
-		done := time.Now().Add(d)
-		fmt.Fprintln(os.Stderr, "plant: planted")
-		swaps := 0
-		for time.Now().Before(done) {
-			for _, name := range []string{"input", "model.sock", "egress.sock", "router.sock", "sidecars"} {
-				p := filepath.Join(ipcDir, name)
-				if swapForLink(p, target) == nil {
-					swaps++
-					time.Sleep(time.Millisecond)
-					os.Remove(p)
-					os.Rename(p+".away", p)
-				}
-			}
+		var paths []string
+		for _, name := range []string{"input", "model.sock", "egress.sock", "router.sock", "sidecars"} {
+			paths = append(paths, filepath.Join(ipcDir, name))
 		}
-		return ok(fmt.Sprintf("swapped %d times", swaps))
+		return race(paths, target, d)
+	case "child":
+		name, t, found := strings.Cut(target, ":")
+		if !found {
+			return fail("plant child: want NAME:TARGET, got %q", target)
+		}
+		return race([]string{filepath.Join("/workspace", filepath.Clean("/"+name))}, t, d)
 	default:
-		return fail("plant: unknown mode %q (close, input, race)", mode)
+		return fail("plant: unknown mode %q (close, input, race, child)", mode)
 	}
 	fmt.Fprintln(os.Stderr, "plant: planted")
 	time.Sleep(d)
 	return ok("planted " + mode)
+}
+
+// race swaps each of paths for a link to target and back, over and over, for d.
+func race(paths []string, target string, d time.Duration) contract.Output {
+	done := time.Now().Add(d)
+	fmt.Fprintln(os.Stderr, "plant: planted")
+	swaps := 0
+	for time.Now().Before(done) {
+		for _, p := range paths {
+			if swapForLink(p, target) == nil {
+				swaps++
+				time.Sleep(time.Millisecond)
+				os.Remove(p)
+				os.Rename(p+".away", p)
+			}
+		}
+	}
+	return ok(fmt.Sprintf("swapped %d times", swaps))
 }
 
 // swapForLink moves p aside (to p.away) and puts a link to target in its place.
