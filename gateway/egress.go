@@ -149,7 +149,8 @@ func StartEgress(cfg EgressConfig) (*Egress, error) {
 	return e, nil
 }
 
-// Stop closes the socket (which removes its file) and every connection through it.
+// Stop closes the socket (which removes its file) and every connection through it, and
+// returns once every request and tunnel has been recorded.
 func (e *Egress) Stop() {
 	e.srv.Close()
 	<-e.done
@@ -322,6 +323,9 @@ func (e *Egress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		e.connect(w, r)
 		return
 	}
+	// Stop waits for the request to be recorded: its turn's record is written after.
+	e.conns.Add(1)
+	defer e.conns.Done()
 	if r.URL.Scheme != "http" || r.URL.Host == "" {
 		e.refuse(w, r.Host, errRefused{"only CONNECT and absolute http:// requests are proxied; set HTTPS_PROXY/HTTP_PROXY to this proxy"})
 		return
