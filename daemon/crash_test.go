@@ -114,7 +114,7 @@ func TestSIGKILL(t *testing.T) {
 		return n
 	}
 	adopted, requeued := journal("adopting run"), journal("run requeued")
-	if left := d.Leftovers(t); len(left) != 0 {
+	if left := d.SettledLeftovers(t); len(left) != 0 {
 		t.Errorf("%d containers left after the drain", len(left))
 	}
 

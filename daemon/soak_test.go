@@ -67,13 +67,7 @@ func TestSoak500(t *testing.T) {
 	if len(failed) > 0 {
 		t.Errorf("%d of %d turns failed: %v", len(failed), turns, failed[:min(5, len(failed))])
 	}
-	// Answered turns' containers are removed just after their results: give the last
-	// removals a moment.
-	left := d.Leftovers(t)
-	for end := time.Now().Add(10 * time.Second); len(left) > 0 && time.Now().Before(end); left = d.Leftovers(t) {
-		time.Sleep(200 * time.Millisecond)
-	}
-	if len(left) > 0 {
+	if left := d.SettledLeftovers(t); len(left) > 0 {
 		t.Errorf("%d containers left behind", len(left))
 	}
 	var stray []string

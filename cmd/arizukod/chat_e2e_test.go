@@ -265,7 +265,7 @@ func assertNothingLeft(t *testing.T, d *daemontest.Daemon, st *store.Store, fold
 	if pending, err := st.PendingInbox(t.Context(), folder, 0); err != nil || len(pending) > 0 {
 		t.Errorf("inbox of %s still pending: %+v %v", folder, pending, err)
 	}
-	if left := d.Leftovers(t); len(left) > 0 {
+	if left := d.SettledLeftovers(t); len(left) > 0 {
 		t.Errorf("containers left: %+v", left)
 	}
 }

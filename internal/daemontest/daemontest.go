@@ -570,6 +570,18 @@ func (d *Daemon) Leftovers(t testing.TB) []engine.Container {
 	return out
 }
 
+// SettledLeftovers is Leftovers once the last removals had their moment: an answered
+// turn's container is removed just after its result, so a test that has just drained the
+// queue polls for up to 10 s before it judges what is left.
+func (d *Daemon) SettledLeftovers(t testing.TB) []engine.Container {
+	t.Helper()
+	left := d.Leftovers(t)
+	for end := time.Now().Add(10 * time.Second); len(left) > 0 && time.Now().Before(end); left = d.Leftovers(t) {
+		time.Sleep(200 * time.Millisecond)
+	}
+	return left
+}
+
 // Unstarted says whether the engine lists c as never started.
 func Unstarted(c engine.Container) bool {
 	switch strings.ToLower(c.State) {
