@@ -41,7 +41,8 @@ func cmdChat(ctx context.Context, args []string) error {
 
 // runChat is `arizukod chat`: a terminal channel through the daemon. Each line read goes
 // to the group's inbox from the chat cli:<user>; the queue runs the turn; the replies are
-// leased from the outbox stream filtered to that chat, printed and acknowledged. At the end
+// leased from the outbox stream filtered to that group and that chat, printed and
+// acknowledged. At the end
 // of the input it waits until its turns ended and their replies were printed. Ctrl-C kills
 // the turns it started and exits.
 func runChat(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
@@ -452,7 +453,9 @@ func (s *chatStream) run(ctx context.Context) {
 		case s.ch.busy.Load() || !s.ch.interactive:
 			wait = 2 * time.Second
 		}
-		lease, err := s.ch.c.LeaseOutbox(ctx, api.OutboxQuery{Chat: s.ch.jid, Wait: wait})
+		// Only this group's rows to this chat: another group's rows (a notice that it
+		// parked) belong to another consumer, and are neither shown nor taken here.
+		lease, err := s.ch.c.LeaseOutbox(ctx, api.OutboxQuery{Folder: s.ch.folder, Chat: s.ch.jid, Wait: wait})
 		if ctx.Err() != nil {
 			return
 		}
