@@ -56,6 +56,7 @@ type HealthReport struct {
 	Status  string       `json:"status"` // ok, or degraded while the engine is away or turns are refused (engine.limits)
 	Version string       `json:"version"`
 	Engine  EngineHealth `json:"engine"`
+	Model   ModelHealth  `json:"model"`
 	Running int          `json:"running"`
 	Queued  int          `json:"queued"`
 }
@@ -72,6 +73,17 @@ type EngineHealth struct {
 	// are refused for it (status degraded), the reason and the fix; LimitsPending while
 	// the engine answers but its details are still being asked.
 	Limits string `json:"limits,omitempty"`
+}
+
+// ModelHealth is what the daemon's model gateway runs with. No credential does not make
+// the status degraded (turns that never ask for the model run), but every turn that asks
+// for it fails at its first request.
+type ModelHealth struct {
+	Upstream string `json:"upstream,omitempty"`
+	// Credential says where the credential comes from (never its value).
+	Credential string `json:"credential,omitempty"`
+	// Error says why no turn can reach the model, with the fix; "" when it can.
+	Error string `json:"error,omitempty"`
 }
 
 // LimitsPending is EngineHealth.Limits between the engine's first answer to a ping and its

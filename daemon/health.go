@@ -183,6 +183,14 @@ func (d *Daemon) report(ctx context.Context) api.HealthReport {
 	case h.Engine.Up:
 		h.Engine.Limits = api.LimitsPending
 	}
+	if m := d.gateway.Load(); m != nil {
+		h.Model.Upstream = m.Upstream()
+		if cred, err := m.Credential(); err != nil {
+			h.Model.Error = err.Error()
+		} else {
+			h.Model.Credential = cred
+		}
+	}
 	if c, err := d.store.CountRuns(ctx); err == nil {
 		h.Running, h.Queued = c.Running, c.Queued
 	}

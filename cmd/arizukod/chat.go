@@ -277,6 +277,7 @@ func (ch *chat) poll(ctx context.Context) error {
 		ch.runs[id] = &fresh
 	}
 	ch.report()
+	ch.reportRetries()
 	n := 0
 	for n < len(ch.outstanding) && ch.outstanding[n] <= in.LastDoneID {
 		n++
@@ -362,6 +363,19 @@ func (ch *chat) report() {
 			}
 			ch.out.info(fmt.Sprintf("✗ run %s failed%s: %s\n  `arizukod runs show %s` has the details.", id, class, safeText(why, "    "), id))
 		}
+	}
+}
+
+// reportRetries tells, for each run under way, each new failure of the model upstream
+// that its agent retries.
+func (ch *chat) reportRetries() {
+	for _, r := range ch.runs {
+		why := upstreamError(*r)
+		if why == "" || final(r.State) || ch.reported[r.ID+"/model:"+why] {
+			continue
+		}
+		ch.reported[r.ID+"/model:"+why] = true
+		ch.out.info(retryingNote(r.ID, why))
 	}
 }
 
