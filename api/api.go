@@ -53,8 +53,10 @@ type Health interface {
 
 // HealthReport is the body of GET /health.
 type HealthReport struct {
-	Status  string       `json:"status"` // ok, or degraded while the engine is away or turns are refused (engine.limits)
-	Version string       `json:"version"`
+	Status  string `json:"status"` // ok, or degraded while the engine is away or turns are refused (engine.limits)
+	Version string `json:"version"`
+	// Image is the agent image the daemon's turns run.
+	Image   string       `json:"image,omitempty"`
 	Engine  EngineHealth `json:"engine"`
 	Model   ModelHealth  `json:"model"`
 	Running int          `json:"running"`

@@ -162,7 +162,7 @@ func (d *Daemon) Health(ctx context.Context) api.HealthReport {
 func (d *Daemon) report(ctx context.Context) api.HealthReport {
 	d.mu.Lock()
 	info, known := d.info, d.infoKnown
-	h := api.HealthReport{Status: "ok", Version: d.version, Engine: api.EngineHealth{Up: d.engineUp, Error: d.engErr}}
+	h := api.HealthReport{Status: "ok", Version: d.version, Image: d.cfg.Image, Engine: api.EngineHealth{Up: d.engineUp, Error: d.engErr}}
 	if known {
 		h.Engine.Name, h.Engine.Version, h.Engine.Socket = info.Name, info.Version, info.Socket
 	}
