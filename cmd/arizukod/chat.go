@@ -32,6 +32,10 @@ var errInterrupted = errors.New("interrupted")
 // chatPoll is how often chat looks at its turns while one is under way.
 const chatPoll = 250 * time.Millisecond
 
+// chatCutAfter is how long an idle long poll of the outbox has waited before the end of
+// the input may cut it short.
+const chatCutAfter = 500 * time.Millisecond
+
 // maxLine bounds a line of input: one message, with room in the API's request body.
 const maxLine = api.MaxBody / 2
 
@@ -469,9 +473,34 @@ func (s *chatStream) run(ctx context.Context) {
 		}
 		// Only this group's rows to this chat: another group's rows (a notice that it
 		// parked) belong to another consumer, and are neither shown nor taken here.
-		lease, err := s.ch.c.LeaseOutbox(ctx, api.OutboxQuery{Folder: s.ch.folder, Chat: s.ch.jid, Wait: wait})
+		// The end of the input cuts an idle long poll short: what is left is one lease
+		// that does not wait. A poll is cut only once it has waited a while: the daemon
+		// answers at once when rows wait, and a poll cut after it leased rows would leave
+		// them to come again only after the visibility timeout.
+		lctx, cancel := context.WithCancel(ctx)
+		if !finishing {
+			asked := time.Now()
+			go func() {
+				select {
+				case <-s.finish:
+				case <-lctx.Done():
+					return
+				}
+				select {
+				case <-time.After(time.Until(asked.Add(chatCutAfter))):
+					cancel()
+				case <-lctx.Done():
+				}
+			}()
+		}
+		lease, err := s.ch.c.LeaseOutbox(lctx, api.OutboxQuery{Folder: s.ch.folder, Chat: s.ch.jid, Wait: wait})
+		cut := lctx.Err() != nil
+		cancel()
 		if ctx.Err() != nil {
 			return
+		}
+		if cut {
+			continue
 		}
 		var apiErr *api.Error
 		if errors.As(err, &apiErr) && (apiErr.Code == http.StatusNotFound || apiErr.Code == http.StatusMethodNotAllowed) {

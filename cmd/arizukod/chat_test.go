@@ -5,7 +5,9 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/arizuko/arizukod/internal/daemontest"
 	"github.com/arizuko/arizukod/store"
 )
 
@@ -44,5 +46,23 @@ func TestChatOwnRowsOnly(t *testing.T) {
 		if got.State != tt.state {
 			t.Errorf("after chat --folder %s main's notice is %s, want %s", tt.folder, got.State, tt.state)
 		}
+	}
+}
+
+// TestChatEndOfInput: Ctrl-D on an idle chat in a terminal ends it at once, not after
+// the outbox's long poll (25 s).
+func TestChatEndOfInput(t *testing.T) {
+	socket, _ := cliDaemon(t, t.TempDir(), okHealth{})
+	term := startTerminal(t, daemontest.Binary(t), socket, "main")
+	term.waitFor(t, "Talking to main as cli:")
+	// Let the idle long poll start before the end of the input.
+	time.Sleep(500 * time.Millisecond)
+	start := time.Now()
+	term.write(t, "\x04")
+	if code := term.wait(t); code != 0 {
+		t.Errorf("Ctrl-D: exit %d, want 0\n%q", code, term.output())
+	}
+	if took := time.Since(start); took > 3*time.Second {
+		t.Errorf("Ctrl-D took %s to end an idle chat, want at once", took)
 	}
 }
