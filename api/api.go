@@ -139,6 +139,7 @@ func New(st *store.Store, q Queue, h Health, log *slog.Logger) *Server {
 	s.mux.HandleFunc("GET /v1/groups/{folder}/grants", s.getGrants)
 	s.mux.HandleFunc("GET /v1/groups/{folder}/outbox", s.listOutbox)
 	s.mux.HandleFunc("POST /v1/groups/{folder}/unpark", s.unpark)
+	s.mux.HandleFunc("POST /v1/groups/{folder}/messages/{id}/drop", s.dropInbox)
 	s.mux.HandleFunc("GET /v1/outbox", s.streamOutbox)
 	s.mux.HandleFunc("POST /v1/outbox/ack", s.ackOutbox)
 	s.mux.HandleFunc("POST /v1/outbox/fail", s.failOutbox)
