@@ -53,9 +53,12 @@ type Health interface {
 
 // HealthReport is the body of GET /health.
 type HealthReport struct {
-	Status  string       `json:"status"` // ok, or degraded while the engine is away or turns are refused (engine.limits)
-	Version string       `json:"version"`
+	Status  string `json:"status"` // ok, or degraded while the engine is away or turns are refused (engine.limits)
+	Version string `json:"version"`
+	// Image is the agent image the daemon's turns run.
+	Image   string       `json:"image,omitempty"`
 	Engine  EngineHealth `json:"engine"`
+	Model   ModelHealth  `json:"model"`
 	Running int          `json:"running"`
 	Queued  int          `json:"queued"`
 }
@@ -72,6 +75,17 @@ type EngineHealth struct {
 	// are refused for it (status degraded), the reason and the fix; LimitsPending while
 	// the engine answers but its details are still being asked.
 	Limits string `json:"limits,omitempty"`
+}
+
+// ModelHealth is what the daemon's model gateway runs with. No credential does not make
+// the status degraded (turns that never ask for the model run), but every turn that asks
+// for it fails at its first request.
+type ModelHealth struct {
+	Upstream string `json:"upstream,omitempty"`
+	// Credential says where the credential comes from (never its value).
+	Credential string `json:"credential,omitempty"`
+	// Error says why no turn can reach the model, with the fix; "" when it can.
+	Error string `json:"error,omitempty"`
 }
 
 // LimitsPending is EngineHealth.Limits between the engine's first answer to a ping and its
@@ -125,6 +139,7 @@ func New(st *store.Store, q Queue, h Health, log *slog.Logger) *Server {
 	s.mux.HandleFunc("GET /v1/groups/{folder}/grants", s.getGrants)
 	s.mux.HandleFunc("GET /v1/groups/{folder}/outbox", s.listOutbox)
 	s.mux.HandleFunc("POST /v1/groups/{folder}/unpark", s.unpark)
+	s.mux.HandleFunc("POST /v1/groups/{folder}/messages/{id}/drop", s.dropInbox)
 	s.mux.HandleFunc("GET /v1/outbox", s.streamOutbox)
 	s.mux.HandleFunc("POST /v1/outbox/ack", s.ackOutbox)
 	s.mux.HandleFunc("POST /v1/outbox/fail", s.failOutbox)

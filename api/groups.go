@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
+	"strings"
+	"unicode"
 
 	"github.com/arizuko/arizukod/contract"
 	"github.com/arizuko/arizukod/groupfolder"
@@ -248,6 +251,47 @@ func (s *Server) unpark(w http.ResponseWriter, r *http.Request) {
 	}
 	s.queue.Wake()
 	writeJSON(w, http.StatusOK, map[string]any{"folder": f, "lastDoneId": c.LastDoneID})
+}
+
+// DropRequest is the body of POST /v1/groups/{folder}/messages/{id}/drop: who drops it.
+type DropRequest struct {
+	By string `json:"by"`
+}
+
+// dropInbox drops a pending message of the folder: kept in the store as dropped, with who
+// and when, and given to no turn; the folder's retries and parked state are cleared.
+func (s *Server) dropInbox(w http.ResponseWriter, r *http.Request) {
+	f, ok := folderParam(w, r)
+	if !ok || !s.knownGroup(w, r, f) {
+		return
+	}
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id <= 0 {
+		writeErr(w, http.StatusBadRequest, "id", "id: %q is not a message id (a positive number: `arizukod inbox list --folder %s` shows them)", r.PathValue("id"), f)
+		return
+	}
+	var req DropRequest
+	if !decode(w, r, &req, "by") {
+		return
+	}
+	if strings.TrimSpace(req.By) == "" || len(req.By) > 256 || strings.ContainsFunc(req.By, unicode.IsControl) {
+		writeErr(w, http.StatusBadRequest, "by", "by: required: who drops the message, at most 256 bytes without control characters")
+		return
+	}
+	c, err := s.store.DropInbox(r.Context(), string(f), id, req.By)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		writeErr(w, http.StatusNotFound, "id", "%v", errors.Unwrap(err))
+		return
+	case errors.Is(err, store.ErrConflict):
+		writeErr(w, http.StatusConflict, "id", "%v", errors.Unwrap(err))
+		return
+	case err != nil:
+		s.internal(w, r, err)
+		return
+	}
+	s.queue.Wake()
+	writeJSON(w, http.StatusOK, map[string]any{"folder": f, "dropped": id, "by": req.By, "lastDoneId": c.LastDoneID})
 }
 
 // InboundMessage is the body of POST /v1/messages: a chat message for the routes.

@@ -49,6 +49,9 @@ type Usage struct {
 	CacheReadTokens  int64  `json:"cacheReadTokens"`
 	CacheWriteTokens int64  `json:"cacheWriteTokens"`
 	Refused          string `json:"refused,omitempty"`
+	// UpstreamError is how the model upstream last failed during the run: what the agent
+	// retried.
+	UpstreamError string `json:"upstreamError,omitempty"`
 }
 
 // Egress is a run's traffic to one host:port through the egress proxy.

@@ -106,7 +106,13 @@ type ModelConf struct {
 	APIKeyFile     string // "" to look further (systemd credential, environment, env_file)
 	OAuthTokenFile string // a CLAUDE_CODE_OAUTH_TOKEN in a file, sent as a bearer token
 	CredentialsDir string // the groups' own credentials, by name
+	// GiveUp is how long the upstream may keep failing before a turn is given up (the
+	// agent's SDK would retry for minutes); 0 never gives up.
+	GiveUp time.Duration
 }
+
+// DefaultModelGiveUp is [model] give_up's default.
+const DefaultModelGiveUp = 30 * time.Second
 
 // DefaultModelUpstream is the Anthropic API.
 const DefaultModelUpstream = "https://api.anthropic.com"
@@ -203,7 +209,7 @@ func load(mode Mode, path string, explicit bool, getenv func(string) string) (*C
 		RetryBackoff: 10 * time.Second,
 		Limits:       Limits{Limits: engine.DefaultLimits()},
 		Memory:       MemoryConf{DiaryMax: 14, EpisodesMax: 5},
-		Model:        ModelConf{Upstream: DefaultModelUpstream},
+		Model:        ModelConf{Upstream: DefaultModelUpstream, GiveUp: DefaultModelGiveUp},
 		Delivery:     DeliveryConf{VisibilityTimeout: DefaultVisibilityTimeout, MaxAttempts: DefaultMaxAttempts},
 		Retention:    DefaultRetention,
 		Source:       SourceDefaults,

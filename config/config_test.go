@@ -47,7 +47,7 @@ func systemDefaults() *Config {
 		RetryBackoff: 10 * time.Second,
 		Limits:       Limits{Limits: engine.Limits{MemoryBytes: 1 << 30, NanoCPUs: 2e9, PidsLimit: 512, Network: "none"}},
 		Memory:       MemoryConf{DiaryMax: 14, EpisodesMax: 5},
-		Model:        ModelConf{Upstream: DefaultModelUpstream, CredentialsDir: "/etc/arizuko/credentials"},
+		Model:        ModelConf{Upstream: DefaultModelUpstream, CredentialsDir: "/etc/arizuko/credentials", GiveUp: DefaultModelGiveUp},
 		Delivery:     DeliveryConf{VisibilityTimeout: 60 * time.Second, MaxAttempts: 5},
 		Retention: Retention{Interval: time.Hour, RunsMaxAge: 2160 * time.Hour, RunsMaxCount: 10000,
 			InboxMaxAge: 2160 * time.Hour, InboxMaxCount: 10000, OutboxMaxAge: 2160 * time.Hour,

@@ -60,6 +60,7 @@ var fileKeys = map[string]setter{
 	"model.api_key_file":      text(path(true, func(c *Config) *string { return &c.Model.APIKeyFile })),
 	"model.oauth_token_file":  text(path(true, func(c *Config) *string { return &c.Model.OAuthTokenFile })),
 	"model.credentials_dir":   text(path(false, func(c *Config) *string { return &c.Model.CredentialsDir })),
+	"model.give_up":           text(duration(0, time.Hour, func(c *Config) *time.Duration { return &c.Model.GiveUp })),
 
 	// The outbox stream ([delivery]); the [[webhook]] tables are read by webhooks().
 	"delivery.visibility_timeout": text(duration(time.Second, time.Hour, func(c *Config) *time.Duration { return &c.Delivery.VisibilityTimeout })),

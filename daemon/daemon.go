@@ -339,6 +339,9 @@ func (d *Daemon) notifyStatus() {
 			eng += "; turns refused: " + h.Engine.Limits
 		}
 	}
+	if h.Model.Error != "" {
+		eng += "; cannot reach a model: " + h.Model.Error
+	}
 	if why := d.refused.Load(); why != nil {
 		eng += "; reload refused, running with the previous configuration: " + *why
 	}

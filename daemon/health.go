@@ -162,7 +162,7 @@ func (d *Daemon) Health(ctx context.Context) api.HealthReport {
 func (d *Daemon) report(ctx context.Context) api.HealthReport {
 	d.mu.Lock()
 	info, known := d.info, d.infoKnown
-	h := api.HealthReport{Status: "ok", Version: d.version, Engine: api.EngineHealth{Up: d.engineUp, Error: d.engErr}}
+	h := api.HealthReport{Status: "ok", Version: d.version, Image: d.cfg.Image, Engine: api.EngineHealth{Up: d.engineUp, Error: d.engErr}}
 	if known {
 		h.Engine.Name, h.Engine.Version, h.Engine.Socket = info.Name, info.Version, info.Socket
 	}
@@ -182,6 +182,14 @@ func (d *Daemon) report(ctx context.Context) api.HealthReport {
 		h.Engine.Limits = limitsHealth(info, d.cfg.Limits.AllowUnlimited)
 	case h.Engine.Up:
 		h.Engine.Limits = api.LimitsPending
+	}
+	if m := d.gateway.Load(); m != nil {
+		h.Model.Upstream = m.Upstream()
+		if cred, err := m.Credential(); err != nil {
+			h.Model.Error = err.Error()
+		} else {
+			h.Model.Credential = cred
+		}
 	}
 	if c, err := d.store.CountRuns(ctx); err == nil {
 		h.Running, h.Queued = c.Running, c.Queued

@@ -62,7 +62,7 @@ func (d *Daemon) redact(text string) string { return d.secrets.redact(text) }
 func (d *Daemon) modelOptions(cfg *config.Config) turn.ModelOptions {
 	return turn.ModelOptions{
 		Upstream: cfg.Model.Upstream, APIKeyFile: cfg.Model.APIKeyFile, OAuthTokenFile: cfg.Model.OAuthTokenFile,
-		CredentialsDir: cfg.Model.CredentialsDir, EnvFile: cfg.EnvFile, Secret: d.secrets.learn,
+		CredentialsDir: cfg.Model.CredentialsDir, GiveUp: cfg.Model.GiveUp, EnvFile: cfg.EnvFile, Secret: d.secrets.learn,
 	}
 }
 

@@ -48,6 +48,9 @@ type Usage struct {
 	CacheWriteTokens int64
 	// Refused says why the gateway refused a request; "" for a forwarded one.
 	Refused string
+	// UpstreamError says how the upstream last failed (unreachable, no answer in time, a
+	// 5xx answer) while the agent retries; "" when it did not.
+	UpstreamError string
 }
 
 func (u *Usage) add(d Usage) {
@@ -61,6 +64,9 @@ func (u *Usage) add(d Usage) {
 	}
 	if d.Refused != "" {
 		u.Refused = d.Refused
+	}
+	if d.UpstreamError != "" {
+		u.UpstreamError = d.UpstreamError
 	}
 }
 
@@ -96,6 +102,14 @@ type ModelConfig struct {
 	// Record gets the usage of each request as it ends (and each refusal), before the
 	// agent reads the end of the answer. It must not block for long.
 	Record func(Usage)
+	// GiveUp, when positive, is how long the upstream may keep failing (no answer, or
+	// only 5xx answers) before the gateway gives the turn up: Fail is called with
+	// ErrUpstreamDown. The agent's SDK would retry for minutes.
+	GiveUp time.Duration
+	// Fail, when set, is called once when the turn cannot reach the model: at its first
+	// request without a credential (ErrNoCredential), or once the upstream failed for
+	// GiveUp (ErrUpstreamDown). The turn is then ended by its caller.
+	Fail func(error)
 	// Transport reaches the upstream; nil uses one with the package's timeouts.
 	Transport http.RoundTripper
 	Logger    *slog.Logger
@@ -103,6 +117,9 @@ type ModelConfig struct {
 
 // ErrBudget is a budget that a request would exceed (ModelConfig.Reserve).
 var ErrBudget = errors.New("budget reached")
+
+// ErrUpstreamDown: the model API upstream kept failing for ModelConfig.GiveUp.
+var ErrUpstreamDown = errors.New("the model API upstream kept failing")
 
 // Model is one turn's running model gateway.
 type Model struct {
@@ -117,6 +134,10 @@ type Model struct {
 	mu       sync.Mutex
 	usage    Usage
 	forwards int64
+	// failing is set while the upstream fails: it gives the turn up once GiveUp passed
+	// with no good answer between.
+	failing *time.Timer
+	failed  sync.Once
 }
 
 // NewTransport is the upstream transport of the gateways: bounded dials and header waits,
@@ -195,6 +216,44 @@ func (m *Model) Accept(token string) error {
 func (m *Model) Stop() {
 	m.srv.Close()
 	<-m.done
+	m.mu.Lock()
+	if m.failing != nil {
+		m.failing.Stop()
+	}
+	m.mu.Unlock()
+}
+
+// fail tells the caller, once, that the turn cannot reach the model.
+func (m *Model) fail(err error) {
+	m.failed.Do(func() {
+		m.cfg.Logger.Error("model gateway gives the turn up", "err", err)
+		if m.cfg.Fail != nil {
+			m.cfg.Fail(err)
+		}
+	})
+}
+
+// upstreamFailed records how the upstream failed, for the operator to see while the agent
+// retries, and starts the give-up clock at the first failure since a good answer.
+func (m *Model) upstreamFailed(why string) {
+	m.mu.Lock()
+	if m.failing == nil && m.cfg.GiveUp > 0 {
+		m.failing = time.AfterFunc(m.cfg.GiveUp, func() {
+			m.fail(fmt.Errorf("%w for %s ([model] give_up): %s", ErrUpstreamDown, m.cfg.GiveUp, m.Usage().UpstreamError))
+		})
+	}
+	m.mu.Unlock()
+	m.record(Usage{UpstreamError: why})
+}
+
+// upstreamAnswered stops the give-up clock: the upstream answers again.
+func (m *Model) upstreamAnswered() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.failing != nil {
+		m.failing.Stop()
+		m.failing = nil
+	}
 }
 
 // Usage is the turn's usage so far.
@@ -254,6 +313,7 @@ func (m *Model) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if m.cfg.Credential.Value == "" {
 		m.refuse(w, r, http.StatusUnauthorized, "authentication_error", ErrNoCredential.Error(), true)
+		m.fail(ErrNoCredential)
 		return
 	}
 	// The path judged is the path forwarded: one the client percent-encoded (which the
@@ -375,6 +435,11 @@ func (m *Model) rewrite(pr *httputil.ProxyRequest) {
 }
 
 func (m *Model) modifyResponse(resp *http.Response) error {
+	if resp.StatusCode >= 500 {
+		m.upstreamFailed("the model API upstream answered " + resp.Status)
+	} else {
+		m.upstreamAnswered()
+	}
 	if resp.StatusCode != http.StatusOK || !strings.HasSuffix(resp.Request.URL.Path, "/v1/messages") {
 		return nil
 	}
@@ -410,6 +475,7 @@ func (m *Model) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 		code, msg = http.StatusGatewayTimeout, "the model API upstream did not answer in time: "+err.Error()
 	}
 	m.cfg.Logger.Warn("model upstream failed", "path", r.URL.Path, "status", code, "err", err)
+	m.upstreamFailed(msg)
 	apiError(w, code, "api_error", "arizukod: "+msg)
 }
 

@@ -13,7 +13,9 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/arizuko/arizukod/internal/fakemodel"
 )
@@ -302,3 +304,89 @@ func readerOf(r io.Reader, n int) io.Reader {
 type readerFunc func([]byte) (int, error)
 
 func (f readerFunc) Read(p []byte) (int, error) { return f(p) }
+
+// TestModelGivesUp: a turn without a credential is given up at its first request; an
+// upstream that keeps failing is recorded as it fails (what the operator sees while the
+// agent retries) and given up once GiveUp passed; one that answers between stops the clock.
+func TestModelGivesUp(t *testing.T) {
+	const tok = "arz-this-turns-token-0123456789"
+	msg := `{"model":"m","messages":[{"role":"user","content":"x"}]}`
+	down := func(t *testing.T) *url.URL {
+		ln, _ := net.Listen("tcp", "127.0.0.1:0")
+		addr := ln.Addr().String()
+		ln.Close()
+		up, _ := url.Parse("http://" + addr)
+		return up
+	}
+	failures := func(mod func(*ModelConfig)) (func(*ModelConfig), chan error) {
+		ch := make(chan error, 2)
+		return func(c *ModelConfig) {
+			c.Fail = func(err error) { ch <- err }
+			mod(c)
+		}, ch
+	}
+	t.Run("no credential", func(t *testing.T) {
+		mod, failed := failures(func(c *ModelConfig) { c.Credential = Credential{} })
+		_, c, _ := startModel(t, down(t), mod)
+		post(t, c, "/v1/messages", tok, msg)
+		post(t, c, "/v1/messages", tok, msg)
+		select {
+		case err := <-failed:
+			if !errors.Is(err, ErrNoCredential) {
+				t.Errorf("Fail(%v), want ErrNoCredential", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("no Fail for a request without a credential")
+		}
+		if len(failed) > 0 {
+			t.Errorf("Fail called again: %v", <-failed)
+		}
+	})
+	t.Run("upstream down", func(t *testing.T) {
+		mod, failed := failures(func(c *ModelConfig) { c.GiveUp = 300 * time.Millisecond })
+		_, c, rec := startModel(t, down(t), mod)
+		start := time.Now()
+		post(t, c, "/v1/messages", tok, msg)
+		if got := rec.snapshot().UpstreamError; !strings.Contains(got, "could not be reached") {
+			t.Errorf("recorded upstream error %q, want why it failed", got)
+		}
+		select {
+		case err := <-failed:
+			if !errors.Is(err, ErrUpstreamDown) || !strings.Contains(err.Error(), "could not be reached") || time.Since(start) < 300*time.Millisecond {
+				t.Errorf("Fail(%v) after %s, want ErrUpstreamDown with the cause after 300ms", err, time.Since(start))
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("the gateway never gave up on an upstream that is down")
+		}
+	})
+	t.Run("upstream recovers", func(t *testing.T) {
+		fake := fakemodel.Start()
+		defer fake.Close()
+		var n atomic.Int32
+		fake.Reply = func(fakemodel.Request) fakemodel.Reply {
+			if n.Add(1) == 1 {
+				return fakemodel.Reply{Status: 529, ErrorType: "overloaded_error"}
+			}
+			return fakemodel.Reply{Text: "ok"}
+		}
+		up, _ := url.Parse(fake.URL)
+		mod, failed := failures(func(c *ModelConfig) { c.GiveUp = 300 * time.Millisecond })
+		_, c, rec := startModel(t, up, mod)
+		post(t, c, "/v1/messages", tok, msg)
+		if got := rec.snapshot().UpstreamError; !strings.Contains(got, "529") {
+			t.Errorf("recorded upstream error %q, want the 529", got)
+		}
+		post(t, c, "/v1/messages", tok, msg)
+		select {
+		case err := <-failed:
+			t.Errorf("gave up on an upstream that answered again: %v", err)
+		case <-time.After(600 * time.Millisecond):
+		}
+	})
+}
+
+func (r *recorder) snapshot() Usage {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.sum
+}

@@ -114,7 +114,7 @@ func storeFailure(f runner.Failure) store.Failure {
 		return store.FailureKilled
 	case runner.FailLost:
 		return store.FailureLost
-	case runner.FailNoOutput, runner.FailBadOutput, runner.FailNoInput:
+	case runner.FailNoOutput, runner.FailBadOutput, runner.FailNoInput, runner.FailModel:
 		return store.Failure(f)
 	}
 	return store.FailureEngine

@@ -146,7 +146,7 @@ func (s *Store) AppendInbox(ctx context.Context, folder string, msgs ...InboxMes
 
 func pendingInbox(ctx context.Context, q querier, folder string, after int64, limit int) ([]InboxMessage, error) {
 	rows, err := q.QueryContext(ctx, `SELECT id, folder, sender_jid, chat_jid, role, content, source, created_at
-		FROM inbox WHERE folder = ? AND id > ? ORDER BY id LIMIT ?`, folder, after, limitArg(limit))
+		FROM inbox WHERE folder = ? AND id > ? AND dropped_at IS NULL ORDER BY id LIMIT ?`, folder, after, limitArg(limit))
 	if err != nil {
 		return nil, err
 	}
@@ -369,6 +369,7 @@ func (s *Store) PendingFolders(ctx context.Context) ([]string, error) {
 SELECT DISTINCT i.folder FROM inbox i
 LEFT JOIN cursors c ON c.folder = i.folder
 WHERE i.id > COALESCE(c.last_done_id, 0)
+  AND i.dropped_at IS NULL
   AND COALESCE(c.parked_reason, '') = ''
   AND COALESCE(c.next_attempt_at, 0) <= ?
   AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.folder = i.folder AND r.inbox_first IS NOT NULL AND r.state IN ('queued', 'running'))
@@ -415,4 +416,50 @@ func (s *Store) updateCursor(ctx context.Context, folder string, upTo int64, u C
 		return err
 	})
 	return c, err
+}
+
+// DropInbox drops folder's pending message id on the word of by (the operator): it is kept,
+// with by and the time, and no turn gets it. The folder's retries, backoff and parked
+// state, which were that message's, are cleared, so its next messages run. A message that
+// is no pending one of folder is ErrNotFound; one an open inbox run answers, or dropped
+// already, ErrConflict.
+func (s *Store) DropInbox(ctx context.Context, folder string, id int64, by string) (Cursor, error) {
+	var c Cursor
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		cur, err := getCursor(ctx, tx, folder)
+		if err != nil {
+			return err
+		}
+		var dropped sql.NullInt64
+		err = tx.QueryRowContext(ctx, `SELECT dropped_at FROM inbox WHERE folder = ? AND id = ? AND id > ?`, folder, id, cur.LastDoneID).Scan(&dropped)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return fmt.Errorf("message %d: %w: no pending message of %s", id, ErrNotFound, folder)
+		case err != nil:
+			return err
+		case dropped.Valid:
+			return fmt.Errorf("message %d: %w: dropped already", id, ErrConflict)
+		}
+		var run string
+		err = tx.QueryRowContext(ctx, `SELECT id FROM runs WHERE folder = ? AND state IN ('queued', 'running') AND ? BETWEEN inbox_first AND inbox_last`, folder, id).Scan(&run)
+		switch {
+		case err == nil:
+			return fmt.Errorf("message %d: %w: run %s answers it; kill the run first", id, ErrConflict, run)
+		case !errors.Is(err, sql.ErrNoRows):
+			return err
+		}
+		now := s.nowMS()
+		if _, err := tx.ExecContext(ctx, `UPDATE inbox SET dropped_at = ?, dropped_by = ? WHERE id = ?`, now, s.redact(by), id); err != nil {
+			return err
+		}
+		c = cur
+		c.Retries, c.LastError, c.NextAttemptAt, c.ParkedReason, c.ParkedAt, c.UpdatedAt = 0, "", 0, "", 0, now
+		_, err = tx.ExecContext(ctx, `UPDATE cursors SET retries = 0, last_error = '', next_attempt_at = 0,
+			parked_reason = '', parked_at = NULL, updated_at = ? WHERE folder = ?`, now, folder)
+		return err
+	})
+	if err != nil {
+		return Cursor{}, fmt.Errorf("store: drop inbox message of %q: %w", folder, err)
+	}
+	return c, nil
 }

@@ -6,14 +6,15 @@ import (
 	"fmt"
 )
 
-// AddUsage adds u to the run's model usage: its counts are added, its Model and Refused,
+// AddUsage adds u to the run's model usage: its counts are added, its Model, Refused and
+// UpstreamError,
 // when not empty, replace the stored ones. The gateway calls it as each response ends,
 // so the usage is stored before the agent can read the response's last byte.
 func (s *Store) AddUsage(ctx context.Context, runID string, u Usage) error {
 	if u.Requests < 0 || u.InputTokens < 0 || u.OutputTokens < 0 || u.CacheReadTokens < 0 || u.CacheWriteTokens < 0 {
 		return fmt.Errorf("store: add usage of run %q: %w: negative count", runID, ErrInvalid)
 	}
-	u.Model, u.Refused = s.redact(u.Model), s.redact(u.Refused)
+	u.Model, u.Refused, u.UpstreamError = s.redact(u.Model), s.redact(u.Refused), s.redact(u.UpstreamError)
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE runs SET
 			model_requests = model_requests + ?,
@@ -22,10 +23,11 @@ func (s *Store) AddUsage(ctx context.Context, runID string, u Usage) error {
 			output_tokens = output_tokens + ?,
 			cache_read_tokens = cache_read_tokens + ?,
 			cache_write_tokens = cache_write_tokens + ?,
-			model_refused = CASE WHEN ? = '' THEN model_refused ELSE ? END
+			model_refused = CASE WHEN ? = '' THEN model_refused ELSE ? END,
+			model_error = CASE WHEN ? = '' THEN model_error ELSE ? END
 			WHERE id = ?`,
 			u.Requests, u.Model, u.Model, u.InputTokens, u.OutputTokens, u.CacheReadTokens,
-			u.CacheWriteTokens, u.Refused, u.Refused, runID)
+			u.CacheWriteTokens, u.Refused, u.Refused, u.UpstreamError, u.UpstreamError, runID)
 		if err != nil {
 			return err
 		}

@@ -2,10 +2,13 @@ package turn
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
+	"github.com/arizuko/arizukod/contract"
+	"github.com/arizuko/arizukod/gateway"
 	"github.com/arizuko/arizukod/groupfolder"
 	"github.com/arizuko/arizukod/runtime/runner"
 )
@@ -54,8 +57,12 @@ func (b *Builder) Run(ctx context.Context, req Request, r Runner, w Watch) (runn
 	}
 	// serve tells the services which container is the turn's, once the runner knows.
 	serve := func(string) error { return nil }
+	// The model gateway ends the turn when it cannot reach the model (cancelling rctx
+	// with why), rather than leave the agent retrying for minutes.
+	rctx, giveUp := context.WithCancelCause(ctx)
+	defer giveUp(nil)
 	if b.Services != nil {
-		svc, err := b.Services.start(ctx, req, plan, b.Layout, dirs, &t)
+		svc, err := b.Services.start(ctx, req, plan, b.Layout, dirs, &t, giveUp)
 		if err != nil {
 			return runner.Result{}, fmt.Errorf("prepare turn: %w", err)
 		}
@@ -84,14 +91,32 @@ func (b *Builder) Run(ctx context.Context, req Request, r Runner, w Watch) (runn
 		if err := serve(a.Container); err != nil {
 			return runner.Result{}, fmt.Errorf("prepare turn: %w", err)
 		}
-		res, err = r.Adopt(ctx, t, a.Container, a.StartedAt)
+		res, err = r.Adopt(rctx, t, a.Container, a.StartedAt)
 	} else {
-		res, err = r.Run(ctx, t)
+		res, err = r.Run(rctx, t)
 	}
 	if err != nil {
 		return res, fmt.Errorf("run: %w", err)
 	}
+	if res.Failure == runner.FailKilled && ctx.Err() == nil {
+		res = modelFailure(res, context.Cause(rctx))
+	}
 	return res, nil
+}
+
+// modelFailure is the result of a turn the model gateway gave up (its container was
+// stopped): without a credential a misconfiguration that a retry will not fix, with an
+// upstream that kept failing a failure to retry later.
+func modelFailure(res runner.Result, cause error) runner.Result {
+	switch {
+	case errors.Is(cause, gateway.ErrNoCredential):
+		res.Failure, res.Terminal = runner.FailMisconfig, true
+		res.Output = contract.Output{Status: contract.StatusFatal, Error: "the agent asked for the model, and the daemon has " + cause.Error()}
+	case errors.Is(cause, gateway.ErrUpstreamDown):
+		res.Failure, res.Terminal = runner.FailModel, false
+		res.Output = contract.Output{Status: contract.StatusFatal, Error: cause.Error()}
+	}
+	return res
 }
 
 // Preparer makes a folder's next container ahead of its turn.

@@ -27,6 +27,9 @@ type ModelOptions struct {
 	// EnvFile is the service's env file, read for the credential's variables when the
 	// process environment has none.
 	EnvFile string
+	// GiveUp is how long the upstream may keep failing before a turn is given up
+	// ([model] give_up); 0 never gives up.
+	GiveUp time.Duration
 	// Secret, when set, hears each group credential a turn reads (its name and value)
 	// before the turn's gateway uses it: the daemon redacts it from then on.
 	Secret func(name, value string)
@@ -39,6 +42,7 @@ type ModelGateway struct {
 	upstream       *url.URL
 	credential     gateway.Credential // empty when none is configured
 	credentialsDir string
+	giveUp         time.Duration
 	secret         func(name, value string)
 	tokens         *gateway.Tokens
 	transport      http.RoundTripper
@@ -86,7 +90,7 @@ func NewModelGateway(o ModelOptions, layout groupfolder.Layout, log *slog.Logger
 	if err != nil {
 		return nil, err
 	}
-	return &ModelGateway{upstream: up, credential: cred, credentialsDir: o.CredentialsDir, secret: o.Secret,
+	return &ModelGateway{upstream: up, credential: cred, credentialsDir: o.CredentialsDir, giveUp: o.GiveUp, secret: o.Secret,
 		tokens: tokens, transport: gateway.NewTransport(),
 		pool:     gateway.NewPool(gateway.SharedRequests, gateway.SharedBodyBytes),
 		reserved: &reservations{held: map[groupfolder.Folder]int64{}}}, nil
@@ -115,12 +119,25 @@ func (m *ModelGateway) ContainerEnv(name string) []string {
 // Secret is the daemon's model credential, for redaction; empty when none is configured.
 func (m *ModelGateway) Secret() string { return m.credential.Value }
 
+// Credential says where the daemon's model credential comes from (never its value), or
+// ErrNoCredential with what to configure.
+func (m *ModelGateway) Credential() (string, error) {
+	if m.credential.Value == "" {
+		return "", gateway.ErrNoCredential
+	}
+	return m.credential.String(), nil
+}
+
+// Upstream is where the model gateway forwards.
+func (m *ModelGateway) Upstream() string { return m.upstream.String() }
+
 // GroupCredentialSecret is the name a group's credential name is redacted under.
 func GroupCredentialSecret(name string) string { return "credential:" + name }
 
 // startModel starts the model gateway of one turn on socket with the policy of its
-// folder's path; usage is recorded against the run when it is a row of the store.
-func (s *Services) startModel(ctx context.Context, req Request, policy EffectiveModel, socket string, log *slog.Logger) (*gateway.Model, error) {
+// folder's path; usage is recorded against the run when it is a row of the store. fail
+// hears that the turn cannot reach the model (gateway.ModelConfig.Fail).
+func (s *Services) startModel(ctx context.Context, req Request, policy EffectiveModel, socket string, fail func(error), log *slog.Logger) (*gateway.Model, error) {
 	m := s.Model
 	cfg := gateway.ModelConfig{
 		SocketPath:      socket,
@@ -129,6 +146,8 @@ func (s *Services) startModel(ctx context.Context, req Request, policy Effective
 		Models:          policy.Models,
 		RequestsPerTurn: policy.RequestsPerTurn,
 		Shared:          m.pool,
+		GiveUp:          m.giveUp,
+		Fail:            fail,
 		Transport:       m.transport,
 		Logger:          log,
 	}

@@ -86,8 +86,9 @@ type running struct {
 func (r running) serve(container string) error { return r.model.Accept(r.token(container)) }
 
 // start starts the services of one turn and hands the agent what reaches them in t's
-// environment; stop stops them, the last started first.
-func (s *Services) start(ctx context.Context, req Request, plan Plan, layout groupfolder.Layout, dirs groupfolder.Dirs, t *runner.Turn) (running, error) {
+// environment; stop stops them, the last started first. fail hears that the turn cannot
+// reach the model.
+func (s *Services) start(ctx context.Context, req Request, plan Plan, layout groupfolder.Layout, dirs groupfolder.Dirs, t *runner.Turn, fail func(error)) (running, error) {
 	var stops []func()
 	stopAll := func() {
 		for i := len(stops) - 1; i >= 0; i-- {
@@ -122,7 +123,7 @@ func (s *Services) start(ctx context.Context, req Request, plan Plan, layout gro
 			log.Warn("stop MCP server", "err", err)
 		}
 	})
-	model, err := s.startModel(ctx, req, plan.Model, filepath.Join(dirs.IPC, modelSocket), log)
+	model, err := s.startModel(ctx, req, plan.Model, filepath.Join(dirs.IPC, modelSocket), fail, log)
 	if err != nil {
 		stopAll()
 		return running{}, err

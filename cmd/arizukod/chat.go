@@ -32,6 +32,10 @@ var errInterrupted = errors.New("interrupted")
 // chatPoll is how often chat looks at its turns while one is under way.
 const chatPoll = 250 * time.Millisecond
 
+// chatCutAfter is how long an idle long poll of the outbox has waited before the end of
+// the input may cut it short.
+const chatCutAfter = 500 * time.Millisecond
+
 // maxLine bounds a line of input: one message, with room in the API's request body.
 const maxLine = api.MaxBody / 2
 
@@ -41,7 +45,8 @@ func cmdChat(ctx context.Context, args []string) error {
 
 // runChat is `arizukod chat`: a terminal channel through the daemon. Each line read goes
 // to the group's inbox from the chat cli:<user>; the queue runs the turn; the replies are
-// leased from the outbox stream filtered to that chat, printed and acknowledged. At the end
+// leased from the outbox stream filtered to that group and that chat, printed and
+// acknowledged. At the end
 // of the input it waits until its turns ended and their replies were printed. Ctrl-C kills
 // the turns it started and exits.
 func runChat(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
@@ -276,6 +281,7 @@ func (ch *chat) poll(ctx context.Context) error {
 		ch.runs[id] = &fresh
 	}
 	ch.report()
+	ch.reportRetries()
 	n := 0
 	for n < len(ch.outstanding) && ch.outstanding[n] <= in.LastDoneID {
 		n++
@@ -361,6 +367,19 @@ func (ch *chat) report() {
 			}
 			ch.out.info(fmt.Sprintf("✗ run %s failed%s: %s\n  `arizukod runs show %s` has the details.", id, class, safeText(why, "    "), id))
 		}
+	}
+}
+
+// reportRetries tells, for each run under way, each new failure of the model upstream
+// that its agent retries.
+func (ch *chat) reportRetries() {
+	for _, r := range ch.runs {
+		why := upstreamError(*r)
+		if why == "" || final(r.State) || ch.reported[r.ID+"/model:"+why] {
+			continue
+		}
+		ch.reported[r.ID+"/model:"+why] = true
+		ch.out.info(retryingNote(r.ID, why))
 	}
 }
 
@@ -452,9 +471,36 @@ func (s *chatStream) run(ctx context.Context) {
 		case s.ch.busy.Load() || !s.ch.interactive:
 			wait = 2 * time.Second
 		}
-		lease, err := s.ch.c.LeaseOutbox(ctx, api.OutboxQuery{Chat: s.ch.jid, Wait: wait})
+		// Only this group's rows to this chat: another group's rows (a notice that it
+		// parked) belong to another consumer, and are neither shown nor taken here.
+		// The end of the input cuts an idle long poll short: what is left is one lease
+		// that does not wait. A poll is cut only once it has waited a while: the daemon
+		// answers at once when rows wait, and a poll cut after it leased rows would leave
+		// them to come again only after the visibility timeout.
+		lctx, cancel := context.WithCancel(ctx)
+		if !finishing {
+			asked := time.Now()
+			go func() {
+				select {
+				case <-s.finish:
+				case <-lctx.Done():
+					return
+				}
+				select {
+				case <-time.After(time.Until(asked.Add(chatCutAfter))):
+					cancel()
+				case <-lctx.Done():
+				}
+			}()
+		}
+		lease, err := s.ch.c.LeaseOutbox(lctx, api.OutboxQuery{Folder: s.ch.folder, Chat: s.ch.jid, Wait: wait})
+		cut := lctx.Err() != nil
+		cancel()
 		if ctx.Err() != nil {
 			return
+		}
+		if cut {
+			continue
 		}
 		var apiErr *api.Error
 		if errors.As(err, &apiErr) && (apiErr.Code == http.StatusNotFound || apiErr.Code == http.StatusMethodNotAllowed) {

@@ -152,7 +152,13 @@ type terminal struct {
 
 func chatTerminal(t *testing.T, d *daemontest.Daemon, folder string) *terminal {
 	t.Helper()
-	cmd := exec.Command(d.Bin, "chat", "--folder", folder, "--socket", d.Socket)
+	return startTerminal(t, d.Bin, d.Socket, folder)
+}
+
+// startTerminal starts `bin chat --folder folder --socket socket` on a pseudo-terminal.
+func startTerminal(t *testing.T, bin, socket, folder string) *terminal {
+	t.Helper()
+	cmd := exec.Command(bin, "chat", "--folder", folder, "--socket", socket)
 	cmd.Env = append(os.Environ(), "TERM=xterm")
 	tty, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 40, Cols: 120})
 	if err != nil {

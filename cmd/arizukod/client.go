@@ -54,7 +54,7 @@ func runDaemon(ctx context.Context, socket, folder, message, session, sender, ch
 	if err != nil {
 		return err
 	}
-	run, err = waitRun(ctx, c, run)
+	run, err = waitRun(ctx, c, run, os.Stderr)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/arizuko/arizukod/api"
 	"github.com/arizuko/arizukod/config"
 	"github.com/arizuko/arizukod/mountsec"
 	"github.com/arizuko/arizukod/runtime/engine"
@@ -32,6 +34,29 @@ type doctorOpts struct {
 	eng    engine.Engine
 	info   engine.Info
 	engErr error
+
+	// daemon is what the daemon answering on socket runs with; nil when none answers.
+	daemon *api.HealthReport
+	socket string
+}
+
+// daemonChecks are the checks that judge the daemon that answers, when one does, rather
+// than this process's environment: what it runs with is what its turns get.
+var daemonChecks = []string{"engine", "image", "model", "upstream"}
+
+// askDaemon asks the daemon on o.socket what it runs with; without one the checks judge
+// this environment.
+func (o *doctorOpts) askDaemon(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	h, err := daemonHealth(ctx, api.NewClient(o.socket))
+	if err != nil {
+		return
+	}
+	o.daemon = &h
+	if o.ef.kind == "" && o.ef.socket == "" && h.Engine.Up {
+		o.ef.kind, o.ef.socket = h.Engine.Name, h.Engine.Socket
+	}
 }
 
 // engine is the engine the flags name, asked once: every check sees the same answer.
@@ -88,8 +113,9 @@ func checkNames() []string {
 }
 
 func cmdDoctor(ctx context.Context, args []string) error {
-	fs := newFlags("doctor", "[--check NAME]... [--config FILE] [--data-dir DIR] [--engine-socket URI]")
+	fs := newFlags("doctor", "[--check NAME]... [--config FILE] [--data-dir DIR] [--engine-socket URI] [--socket S]")
 	o := doctorOpts{host: probeHost()}
+	socket := socketFlag(fs)
 	var only multiFlag
 	o.ef.register(fs)
 	fs.StringVar(&o.dataDir, "data-dir", "", "data directory (default: the configuration's data_dir, or $DATA_DIR)")
@@ -105,6 +131,11 @@ func cmdDoctor(ctx context.Context, args []string) error {
 			return errUsage
 		}
 	}
+	o.socket = *socket
+	o.askDaemon(ctx)
+	if o.daemon != nil {
+		fmt.Printf("      arizukod %s answers on %s: the checks marked (daemon) are of what it runs with\n", safeLine(o.daemon.Version), safeLine(o.socket))
+	}
 	failed := 0
 	for _, c := range checks {
 		if len(only) > 0 && !slices.Contains(only, c.name) {
@@ -113,6 +144,12 @@ func cmdDoctor(ctx context.Context, args []string) error {
 		cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 		detail, err := c.run(cctx, &o)
 		cancel()
+		if o.daemon != nil && slices.Contains(daemonChecks, c.name) {
+			detail = "(daemon) " + detail
+			if err != nil {
+				err = fmt.Errorf("(daemon) %w", err)
+			}
+		}
 		if err != nil {
 			failed++
 			fmt.Printf("FAIL  %-9s %v\n      fix: %s\n", c.name, indent(err.Error()), c.fix(o.host))
@@ -140,6 +177,9 @@ func checkConfig(_ context.Context, o *doctorOpts) (string, error) {
 }
 
 func checkEngine(ctx context.Context, o *doctorOpts) (string, error) {
+	if o.daemon != nil && !o.daemon.Engine.Up {
+		return "", fmt.Errorf("the daemon has no engine: %s", cmp.Or(o.daemon.Engine.Error, "none answers"))
+	}
 	_, info, err := o.engine(ctx)
 	if err != nil {
 		return "", err

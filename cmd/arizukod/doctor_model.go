@@ -23,6 +23,9 @@ func checkImage(ctx context.Context, o *doctorOpts) (string, error) {
 		return "", err
 	}
 	image := cfg.Image
+	if o.daemon != nil && o.daemon.Image != "" {
+		image = o.daemon.Image
+	}
 	ok, err := eng.ImageExists(ctx, image)
 	if err != nil {
 		return "", err
@@ -41,8 +44,15 @@ func present(ok bool) string {
 	return "not built (arizukod image build claude)"
 }
 
-// checkModel says where the model gateway's credential comes from, without printing it.
+// checkModel says where the model gateway's credential comes from, without printing it:
+// the daemon's, when one answers.
 func checkModel(_ context.Context, o *doctorOpts) (string, error) {
+	if d := o.daemon; d != nil {
+		if d.Model.Error != "" {
+			return "", fmt.Errorf("the daemon cannot reach a model (upstream %s): %s", d.Model.Upstream, d.Model.Error)
+		}
+		return fmt.Sprintf("%s, upstream %s", d.Model.Credential, d.Model.Upstream), nil
+	}
 	cfg, err := o.config()
 	if err != nil {
 		return "", err

@@ -10,18 +10,24 @@ import (
 // the daemon's model gateway would reach it (the environment's proxy included). Any HTTP
 // answer counts: the credential is the model check's business.
 func checkUpstream(ctx context.Context, o *doctorOpts) (string, error) {
-	cfg, err := o.config()
-	if err != nil {
-		return "", err
+	upstream, from := "", ""
+	if o.daemon != nil && o.daemon.Model.Upstream != "" {
+		upstream, from = o.daemon.Model.Upstream, " (the daemon's upstream, asked from this host)"
+	} else {
+		cfg, err := o.config()
+		if err != nil {
+			return "", err
+		}
+		upstream = cfg.Model.Upstream
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodHead, cfg.Model.Upstream, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodHead, upstream, nil)
 	if err != nil {
-		return "", fmt.Errorf("[model] upstream %q: %w", cfg.Model.Upstream, err)
+		return "", fmt.Errorf("[model] upstream %q: %w", upstream, err)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return "", fmt.Errorf("cannot reach %s: %w", cfg.Model.Upstream, err)
+		return "", fmt.Errorf("cannot reach %s%s: %w", upstream, from, err)
 	}
 	resp.Body.Close()
-	return fmt.Sprintf("%s answers (HTTP %d)", cfg.Model.Upstream, resp.StatusCode), nil
+	return fmt.Sprintf("%s answers (HTTP %d)%s", upstream, resp.StatusCode, from), nil
 }

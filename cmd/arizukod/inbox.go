@@ -16,7 +16,7 @@ import (
 	"github.com/arizuko/arizukod/contract"
 )
 
-const inboxSynopsis = "list --folder F [--limit N] [--json] | add FOLDER --message TEXT [--sender JID] [--chat JID] | route --message TEXT [--chat JID] [--sender JID] [--platform P] [--room R] [--verb V]"
+const inboxSynopsis = "list --folder F [--limit N] [--json] | drop ID --folder F | add FOLDER --message TEXT [--sender JID] [--chat JID] | route --message TEXT [--chat JID] [--sender JID] [--platform P] [--room R] [--verb V]"
 
 func cmdInbox(ctx context.Context, args []string) error {
 	return runInbox(ctx, args, os.Stdout)
@@ -34,8 +34,11 @@ func runInbox(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	fs := newFlags("inbox", inboxSynopsis)
 	socket := socketFlag(fs)
-	if verb == "list" {
+	switch verb {
+	case "list":
 		return inboxList(ctx, fs, socket, args, stdout)
+	case "drop":
+		return inboxDrop(ctx, fs, socket, args, stdout)
 	}
 	message := fs.String("message", "", "the message's text (required)")
 	sender := fs.String("sender", "", "who wrote it, e.g. tg:123456")
@@ -81,6 +84,32 @@ func runInbox(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	enc := indentedJSON(stdout)
 	return enc.Encode(out)
+}
+
+// inboxDrop drops one pending message of a folder: it stays in the store as dropped by
+// this user, and no turn gets it.
+func inboxDrop(ctx context.Context, fs *flag.FlagSet, socket *string, args []string, stdout io.Writer) error {
+	folder := fs.String("folder", "", "the group whose message to drop (required)")
+	if len(args) == 0 || args[0] == "" || args[0][0] == '-' {
+		fmt.Fprintln(fs.Output(), "arizukod inbox drop: give the message's id first, e.g. inbox drop 12 --folder main (`arizukod inbox list --folder main` shows the ids)")
+		fs.Usage()
+		return errUsage
+	}
+	id, args := args[0], args[1:]
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *folder == "" {
+		fmt.Fprintln(fs.Output(), "arizukod inbox drop: give --folder, e.g. --folder main")
+		fs.Usage()
+		return errUsage
+	}
+	var out any
+	path := "/v1/groups/" + url.PathEscape(*folder) + "/messages/" + url.PathEscape(id) + "/drop"
+	if err := api.NewClient(*socket).Do(ctx, http.MethodPost, path, api.DropRequest{By: "cli:" + userName()}, &out); err != nil {
+		return err
+	}
+	return indentedJSON(stdout).Encode(out)
 }
 
 // inboxList prints a folder's inbox: the cursor's state (parked and why, a retry waiting)

@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -16,6 +18,8 @@ import (
 	"github.com/arizuko/arizukod/api"
 	"github.com/arizuko/arizukod/contract"
 	"github.com/arizuko/arizukod/store"
+
+	_ "modernc.org/sqlite"
 )
 
 // stillQueue runs nothing: the inbox commands only write to the store.
@@ -103,5 +107,67 @@ func TestInboxCommand(t *testing.T) {
 	}
 	if after, _ := st.PendingInbox(ctx, "main", 0); len(after) != 2 {
 		t.Errorf("refused commands stored messages: %+v", after)
+	}
+}
+
+// TestInboxDrop: `inbox drop` takes a parked folder's failing message out of its inbox,
+// kept in the store as dropped with who and when; the folder runs its next message.
+// Dropping it again is a 409, an unknown message a 404, a missing id a usage error.
+func TestInboxDrop(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	socket, st := cliDaemon(t, dir, okHealth{})
+	ids, err := st.AppendInbox(ctx, "main",
+		store.InboxMessage{Role: "user", Content: "fails every time", Source: store.SourceAPI},
+		store.InboxMessage{Role: "user", Content: "the next one", Source: store.SourceAPI})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Park(ctx, "main", "exit 126"); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := runInbox(ctx, []string{"drop", fmt.Sprint(ids[0]), "--folder", "main", "--socket", socket}, &out); err != nil {
+		t.Fatalf("inbox drop: %v", err)
+	}
+	pending, err := st.PendingInbox(ctx, "main", 0)
+	if err != nil || len(pending) != 1 || pending[0].ID != ids[1] {
+		t.Errorf("pending after the drop: %+v %v, want the next message alone", pending, err)
+	}
+	if c, err := st.GetCursor(ctx, "main"); err != nil || c.ParkedReason != "" || c.Retries != 0 {
+		t.Errorf("cursor after the drop: %+v %v, want unparked", c, err)
+	}
+	if folders, err := st.PendingFolders(ctx); err != nil || len(folders) != 1 {
+		t.Errorf("pending folders after the drop: %v %v, want main", folders, err)
+	}
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "arizukod.db")+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var by string
+	var at int64
+	err = db.QueryRowContext(ctx, `SELECT dropped_by, dropped_at FROM inbox WHERE id = ?`, ids[0]).Scan(&by, &at)
+	if err != nil || by != "cli:"+userName() || at == 0 {
+		t.Errorf("the dropped message: by %q at %d (%v), want kept with who and when", by, at, err)
+	}
+	var apiErr *api.Error
+	for _, tt := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"drop", fmt.Sprint(ids[0]), "--folder", "main"}, http.StatusConflict},
+		{[]string{"drop", "999999", "--folder", "main"}, http.StatusNotFound},
+		{[]string{"drop", "x", "--folder", "main"}, http.StatusBadRequest},
+	} {
+		err := runInbox(ctx, append(tt.args, "--socket", socket), io.Discard)
+		if !errors.As(err, &apiErr) || apiErr.Code != tt.code {
+			t.Errorf("inbox %v: %v, want HTTP %d", tt.args, err, tt.code)
+		}
+	}
+	for _, args := range [][]string{{"drop"}, {"drop", "1"}} {
+		if err := runInbox(ctx, append(args, "--socket", socket), io.Discard); !errors.Is(err, errUsage) {
+			t.Errorf("inbox %v: %v, want a usage error", args, err)
+		}
 	}
 }

@@ -148,7 +148,7 @@ func (l *localFlags) services(ctx context.Context, b *turn.Builder, st *store.St
 	cfg := l.cfg
 	model, err := turn.NewModelGateway(turn.ModelOptions{
 		Upstream: cfg.Model.Upstream, APIKeyFile: cfg.Model.APIKeyFile, OAuthTokenFile: cfg.Model.OAuthTokenFile,
-		CredentialsDir: cfg.Model.CredentialsDir, EnvFile: cfg.EnvFile,
+		CredentialsDir: cfg.Model.CredentialsDir, GiveUp: cfg.Model.GiveUp, EnvFile: cfg.EnvFile,
 	}, b.Layout, log)
 	if err != nil {
 		return nil, nil, err

@@ -210,8 +210,15 @@ func healthProblem(h api.HealthReport) error {
 
 // waitRun waits for run (just created) to end. While it is queued it asks the daemon why:
 // a run queued behind an engine that went away fails with the reason instead of waiting on.
-func waitRun(ctx context.Context, c *api.Client, r api.Run) (api.Run, error) {
+// While it runs it writes to notes each new failure of the model upstream that the agent
+// retries.
+func waitRun(ctx context.Context, c *api.Client, r api.Run, notes io.Writer) (api.Run, error) {
+	told := ""
 	for {
+		if why := upstreamError(r); why != "" && why != told && !final(r.State) {
+			told = why
+			fmt.Fprintln(notes, retryingNote(r.ID, why))
+		}
 		switch r.State {
 		case "exited", "error", "killed":
 			return r, nil
@@ -227,8 +234,23 @@ func waitRun(ctx context.Context, c *api.Client, r api.Run) (api.Run, error) {
 		if err := ctx.Err(); err != nil {
 			return r, err
 		}
-		if err := c.Do(ctx, http.MethodGet, "/v1/runs/"+url.PathEscape(r.ID)+"?wait=20s", nil, &r); err != nil {
+		// Short polls, to see the agent retrying the model as it happens.
+		if err := c.Do(ctx, http.MethodGet, "/v1/runs/"+url.PathEscape(r.ID)+"?wait=2s", nil, &r); err != nil {
 			return r, err
 		}
 	}
+}
+
+// upstreamError is how the model upstream last failed during r: what its agent retries.
+func upstreamError(r api.Run) string {
+	if r.Usage == nil {
+		return ""
+	}
+	return r.Usage.UpstreamError
+}
+
+// retryingNote tells that run id's agent retries the model, and why.
+func retryingNote(id, why string) string {
+	return fmt.Sprintf("run %s: the agent is retrying the model: %s\n  (the daemon gives the turn up after [model] give_up; arizukod doctor --check upstream)",
+		safeLine(id), safeText(why, "    "))
 }

@@ -50,6 +50,7 @@ func init() {
 		"model-as":    modelAsCommand,
 		"model-raw":   modelRawCommand,
 		"model-burst": modelBurstCommand,
+		"model-retry": modelRetryCommand,
 		"fetch":       fetchCommand,
 		"token":       tokenCommand,
 		"scan":        scanCommand,

@@ -52,6 +52,26 @@ func modelAsCommand(_ contract.Input, arg string) contract.Output {
 	return askModel(token, text)
 }
 
+// modelRetryCommand asks the model as Claude Code does: every answer but a 200 is tried
+// again, after 0.5 s doubling up to 32 s, ten times, so about 3 minutes in all. "model-retry
+// TEXT" answers the last status and how many attempts it made.
+func modelRetryCommand(_ contract.Input, arg string) contract.Output {
+	token := os.Getenv("ARIZUKO_MODEL_TOKEN")
+	delay := 500 * time.Millisecond
+	var answer map[string]any
+	for attempt := 1; ; attempt++ {
+		out := askModel(token, arg)
+		answer = map[string]any{"error": out.Error}
+		json.Unmarshal([]byte(out.Result), &answer)
+		if answer["status"] == float64(http.StatusOK) || attempt == 11 {
+			answer["attempts"] = attempt
+			return report(answer)
+		}
+		time.Sleep(delay)
+		delay = min(2*delay, 32*time.Second)
+	}
+}
+
 // modelBurstCommand asks the model N times at once, as parallel tool calls would: "model-burst
 // N TEXT" answers the status of each answer, in the order they came.
 func modelBurstCommand(_ contract.Input, arg string) contract.Output {

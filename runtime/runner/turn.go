@@ -24,6 +24,9 @@ const (
 	FailBadOutput Failure = "bad-output"
 	FailKilled    Failure = "killed"
 	FailEngine    Failure = "engine"
+	// FailModel: the model gateway gave the turn up, its upstream failing for [model]
+	// give_up; a later attempt may reach it.
+	FailModel Failure = "model"
 	// FailLost: the container of an adopted run was gone, and its result with it.
 	FailLost Failure = "lost"
 	// FailDetached: the run was left running on purpose; it is not over.

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/arizuko/arizukod/api"
+)
+
+// daemonHealthOf is a daemon whose /health says h.
+type daemonHealthOf api.HealthReport
+
+func (h daemonHealthOf) Health(context.Context) api.HealthReport { return api.HealthReport(h) }
+
+// TestDoctorAsksTheDaemon: with a daemon on the socket, doctor's model check judges what
+// the daemon runs with, not doctor's own environment, and says so; without one it judges
+// its environment.
+func TestDoctorAsksTheDaemon(t *testing.T) {
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "arizukod.toml")
+	writeFile(t, empty, "")
+	t.Setenv("ANTHROPIC_API_KEY", "sk-ant-in-doctors-env")
+	noCred := daemonHealthOf{Status: "ok", Version: "v-test", Model: api.ModelHealth{Upstream: "https://model.example", Error: "no model credential: set [model] api_key_file"}}
+	withCred := daemonHealthOf{Status: "ok", Version: "v-test", Model: api.ModelHealth{Upstream: "https://model.example", Credential: "API key from $ANTHROPIC_API_KEY"}}
+	for _, tc := range []struct {
+		name   string
+		health api.Health
+		code   int
+		want   []string
+	}{
+		{"daemon without a credential", noCred, 1, []string{"arizukod v-test answers on ", "FAIL  model     (daemon) the daemon cannot reach a model (upstream https://model.example): no model credential"}},
+		{"daemon with a credential", withCred, 0, []string{"ok    model     (daemon) API key from $ANTHROPIC_API_KEY, upstream https://model.example"}},
+		{"no daemon", nil, 0, []string{"ok    model     API key from $ANTHROPIC_API_KEY, upstream https://api.anthropic.com"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			socket := filepath.Join(t.TempDir(), "none.sock")
+			if tc.health != nil {
+				socket, _ = cliDaemon(t, t.TempDir(), tc.health)
+			}
+			stdout, stderr, code := runCLI(t, []string{"doctor", "--check", "model", "--config", empty, "--socket", socket})
+			if code != tc.code {
+				t.Errorf("exit %d, want %d\n%s%s", code, tc.code, stdout, stderr)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(stdout, w) {
+					t.Errorf("doctor printed\n%s\nwant %q", stdout, w)
+				}
+			}
+			if tc.health == nil && strings.Contains(stdout, "(daemon)") {
+				t.Errorf("without a daemon doctor marks checks as the daemon's:\n%s", stdout)
+			}
+		})
+	}
+}
