@@ -252,7 +252,8 @@ func (b *Builder) containerLimits(plan Plan) (engine.Limits, []engine.Mount, err
 }
 
 // Prompt is the system prompt a turn of f from sender gets: the group's memory
-// (memory.AssembleDir), then, with a store, its grants in words (grantsSection).
+// (memory.AssembleDir), then, with a store (the daemon, `run --local`), the shared global
+// folder (globalSection) and its grants in words (grantsSection).
 func (b *Builder) Prompt(ctx context.Context, f groupfolder.Folder, sender string) (string, error) {
 	dir, err := b.Layout.OpenGroup(f)
 	if err != nil {
@@ -274,7 +275,18 @@ func (b *Builder) Prompt(ctx context.Context, f groupfolder.Folder, sender strin
 	if err != nil {
 		return "", err
 	}
-	return mem + grantsSection(f, grants), nil
+	return mem + globalSection(f) + grantsSection(f, grants), nil
+}
+
+// globalSection says that /workspace/global exists (seed 003's groups/global): the root
+// groups write it, every group reads it.
+func globalSection(f groupfolder.Folder) string {
+	if f.Depth() == 0 {
+		return memory.Section("global", []string{"path", "/workspace/global", "access", "read-write"},
+			"/workspace/global is the knowledge every group of this host shares. Your group is a root group: you keep it; every other group reads what you write there, read-only.\n")
+	}
+	return memory.Section("global", []string{"path", "/workspace/global", "access", "read-only"},
+		"/workspace/global is the knowledge every group of this host shares, kept by the root groups. Read it when it helps; you cannot write it.\n")
 }
 
 // grantsSection is the <grants> block of the prompt: what the group's tier and grant
