@@ -34,6 +34,9 @@ func TestClaudeAgent(t *testing.T) {
 	}
 }
 
+// nudgeRE finds the diary nudge in a turn's message, and its diary file.
+var nudgeRE = regexp.MustCompile(`diary-nudge turn=[\s\S]*?/workspace/diary/(\d{4}-\d\d-\d\d)\.md`)
+
 func testClaudeAgent(t *testing.T, e enginetest.Engine) {
 	fake := fakemodel.Start()
 	defer fake.Close()
@@ -44,6 +47,13 @@ func testClaudeAgent(t *testing.T, e enginetest.Engine) {
 		if res, ok := r.ToolResult(); ok && awaiting {
 			awaiting = false
 			return fakemodel.Reply{Text: "tool said: " + res}
+		}
+		if m := nudgeRE.FindStringSubmatch(r.LastUserText()); m != nil && !awaiting {
+			// The diary nudge of every 100th turn: the model writes the entry it asks for.
+			awaiting = true
+			return fakemodel.Reply{ToolUse: &fakemodel.ToolUse{Name: "Write", Input: map[string]any{
+				"file_path": "/workspace/diary/" + string(m[1]) + ".md",
+				"content":   "---\nsummary: Written when nudged\n---\n\nTurn 100.\n"}}}
 		}
 		switch text := r.LastUserText(); {
 		case strings.HasSuffix(text, "slow please"):
@@ -127,6 +137,50 @@ func testClaudeAgent(t *testing.T, e enginetest.Engine) {
 		t.Errorf("episode %s (%v):\n%s", episodes[0], err, ep)
 	} else if !regexp.MustCompile(`^\d{4}-\d\d-\d\d-[0-9a-f-]{8}-\d{6}\.md$`).MatchString(filepath.Base(episodes[0])) {
 		t.Errorf("episode name %s, want YYYY-MM-DD-<session>-HHMMSS.md", filepath.Base(episodes[0]))
+	}
+
+	// (2c) The /compact noted the compacted session in the day's diary too.
+	if diaries, _ := filepath.Glob(filepath.Join(d.DataDir, "groups", "main", "diary", "*.md")); len(diaries) != 1 {
+		t.Errorf("after /compact diary/ holds %v, want one file", diaries)
+	} else if b, err := os.ReadFile(diaries[0]); err != nil || !bytes.HasPrefix(b, []byte("---\nsummary: \"Compacted a session: hello there\"\n---\n")) ||
+		!bytes.Contains(b, []byte(" (session compacted)\n\nhello there\n\nThe session so far is archived in episodes/"+filepath.Base(episodes[0]))) {
+		t.Errorf("diary %s after /compact (%v):\n%s", diaries[0], err, b)
+	}
+
+	// (2d) The group's 100th turn (its count in the session home set to 99 turns before)
+	// asks Claude Code, in the turn's message, to write a diary entry; the model writes it with
+	// Claude Code's Write tool, into the group's diary on the host. The next turn is not
+	// nudged.
+	counter := filepath.Join(d.DataDir, "sessions", "main", ".arizuko", "turns")
+	if err := os.MkdirAll(filepath.Dir(counter), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(counter, []byte("99\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	n = len(fake.Requests())
+	nudged := turn("what is new", "")
+	var nudgeDate string
+	for _, r := range fake.Requests()[n:] {
+		if m := nudgeRE.FindStringSubmatch(r.LastUserText()); m != nil && strings.HasPrefix(m[0], `diary-nudge turn="100"`) {
+			nudgeDate = string(m[1])
+		}
+	}
+	written, err := os.ReadFile(filepath.Join(d.DataDir, "groups", "main", "diary", nudgeDate+".md"))
+	if nudged.Status != "ok" || nudgeDate == "" || err != nil || !bytes.Equal(written, []byte("---\nsummary: Written when nudged\n---\n\nTurn 100.\n")) {
+		t.Errorf("the 100th turn: %s %q %q, nudge for %q, diary %q (%v)", nudged.Status, nudged.Result, nudged.Error, nudgeDate, written, err)
+	}
+	if b, _ := os.ReadFile(counter); string(b) != "100\n" {
+		t.Errorf("turn count after the nudged turn: %q", b)
+	}
+	n = len(fake.Requests())
+	if next := turn("and now", ""); next.Status != "ok" || next.Result != "echo: and now" {
+		t.Errorf("the 101st turn: %s %q %q", next.Status, next.Result, next.Error)
+	}
+	for _, r := range fake.Requests()[n:] {
+		if nudgeRE.MatchString(r.LastUserText()) {
+			t.Errorf("the 101st turn was nudged too: %q", r.LastUserText())
+		}
 	}
 
 	// (3) A chat message routed by POST /v1/messages whose model calls send_reply without

@@ -84,6 +84,7 @@ func (l Layout) Ensure(f Folder, uid, gid int) (Dirs, error) {
 		{"groups", append(f.Segments(), "media"), owned},
 		{"groups", append(f.Segments(), "logs"), owned},
 		{"groups", []string{segs[0], "share"}, owned},
+		{"groups", []string{"global"}, owned},
 		{"sessions", []string{f.ContainerSlug()}, owned},
 		{"ipc", []string{f.ContainerSlug(), "input"}, scratch},
 		{"ipc", []string{f.ContainerSlug(), "sidecars"}, scratch},

@@ -89,6 +89,14 @@ func (l Layout) ShareDir(f Folder) (string, error) {
 	return l.buildFor(f, "groups", string(f.World()), "share")
 }
 
+// GlobalDir is DataDir/groups/global: the knowledge every group of the host shares
+// (seed 003), mounted at /workspace/global, read-write for the root groups, which own it,
+// and read-only for every other group. "global" is a reserved segment, so no group's
+// directory is this one.
+func (l Layout) GlobalDir() (string, error) {
+	return l.build("groups", "global")
+}
+
 // SessionDir is DataDir/sessions/<slug>: the agent's session state (/root). Sessions
 // are flat, named by the folder's slug (main/research -> main-research), so that a
 // parent's session directory never contains a child's: a parent's agent cannot edit the
@@ -141,6 +149,7 @@ func (l Layout) StorePath() (string, error) { return l.build("arizukod.db") }
 type Dirs struct {
 	Group          string // DataDir/groups/<folder>
 	Share          string // DataDir/groups/<world>/share
+	Global         string // DataDir/groups/global
 	Session        string // DataDir/sessions/<slug>
 	IPC            string // DataDir/ipc/<slug>
 	IPCInput       string // DataDir/ipc/<slug>/input
@@ -158,6 +167,7 @@ func (l Layout) Paths(f Folder) (Dirs, error) {
 	}{
 		{&d.Group, l.GroupDir},
 		{&d.Share, l.ShareDir},
+		{&d.Global, func(Folder) (string, error) { return l.GlobalDir() }},
 		{&d.Session, l.SessionDir},
 		{&d.IPC, l.IPCDir},
 		{&d.IPCInput, l.IPCInputDir},

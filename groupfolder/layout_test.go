@@ -44,6 +44,7 @@ func TestLayoutPaths(t *testing.T) {
 	want := Dirs{
 		Group:          "/srv/arizuko/groups/main/research",
 		Share:          "/srv/arizuko/groups/main/share",
+		Global:         "/srv/arizuko/groups/global",
 		Session:        "/srv/arizuko/sessions/main-research",
 		IPC:            "/srv/arizuko/ipc/main-research",
 		IPCInput:       "/srv/arizuko/ipc/main-research/input",
@@ -147,7 +148,7 @@ func TestEnsureCreates(t *testing.T) {
 	if d != want {
 		t.Fatalf("Ensure returned %+v, want %+v", d, want)
 	}
-	for _, p := range []string{d.Group, d.Share, d.Session, d.IPC, d.IPCInput, d.SidecarSockets, d.Media, d.Logs,
+	for _, p := range []string{d.Group, d.Share, d.Global, d.Session, d.IPC, d.IPCInput, d.SidecarSockets, d.Media, d.Logs,
 		filepath.Join(l.DataDir, "groups/main")} {
 		st, err := os.Lstat(p)
 		if err != nil {
@@ -200,6 +201,16 @@ func TestEnsureRefuses(t *testing.T) {
 			mkdir(t, data, "groups/main")
 			symlink(t, outside, data, "groups/main/share")
 		}, "groups/main/share is a symlink", false},
+		{"global is a symlink", "main/research", func(t *testing.T, data string) {
+			mkdir(t, data, "groups")
+			symlink(t, outside, data, "groups/global")
+		}, "groups/global is a symlink", false},
+		{"global is a file", "main", func(t *testing.T, data string) {
+			mkdir(t, data, "groups")
+			if err := os.WriteFile(filepath.Join(data, "groups/global"), nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}, "groups/global is not a directory", false},
 		{"child group dir planted by parent as symlink", "main/research", func(t *testing.T, data string) {
 			mkdir(t, data, "groups/main")
 			symlink(t, "/", data, "groups/main/research")

@@ -370,23 +370,46 @@ func (a *assembler) user(budget int) error {
 	if a.opt.Sender == "" {
 		return nil
 	}
-	stem, err := EncodeJID(a.opt.Sender)
-	if err != nil {
-		a.log.Warn("memory: no user layer", "err", err)
+	names := userFiles(a.opt.Sender)
+	if len(names) == 0 {
+		a.log.Warn("memory: no user layer: the sender's JID names no file in users/", "jid", a.opt.Sender,
+			"reason", "its literal name is not a file name and its encoded one is too long")
 		return nil
 	}
 	open := appendAttr([]byte(`<knowledge layer="user"`), "jid", a.opt.Sender)
 	open = append(open, ">\n"...)
-	p := "users/" + stem + ".md"
 	room := budget - len(open) - len("\n") - markerReserve - len(closeTag)
-	if room < 0 {
-		a.log.Warn("memory: user layer dropped: no room left under the caps", "path", p)
-		return nil
-	}
-	if _, err := a.fileBlock(open, p, room); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		a.log.Debug("memory: skipped file", "path", p, "err", err)
+	for _, name := range names {
+		p := "users/" + name
+		if room < 0 {
+			a.log.Warn("memory: user file skipped: no room left under the caps", "path", p)
+			return nil
+		}
+		_, err := a.fileBlock(open, p, room)
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, fs.ErrNotExist):
+			continue
+		}
+		a.log.Warn("memory: user file skipped", "path", p, "reason", err)
 	}
 	return nil
+}
+
+// userFiles are the names in users/ of a sender's file, in the order they are looked
+// up: the JID as it is (users/telegram:123456.md, as seeds and gateways write them),
+// when it is a file name, then its encoding (EncodeJID: users/telegram%3A123456.md),
+// when that differs and is valid.
+func userFiles(jid string) []string {
+	var names []string
+	if len(jid)+len(".md") <= 255 && jid != "." && jid != ".." && !strings.ContainsAny(jid, "/\x00") {
+		names = append(names, jid+".md")
+	}
+	if stem, err := EncodeJID(jid); err == nil && stem != jid {
+		names = append(names, stem+".md")
+	}
+	return names
 }
 
 // fileBlock appends open, the escaped content of the file at p cut to room

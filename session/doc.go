@@ -10,7 +10,9 @@
 //
 // Merged, never replaced. arizukod owns exactly:
 //
-//   - env.<K> for every K in Options.Env (our value replaces the file's), plus
+//   - env.<K> for every K in Options.Env (our value replaces the file's; a turn's are
+//     ClaudeEnv: ARIZUKO_FOLDER, CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1,
+//     DISABLE_AUTOUPDATER=1, ENABLE_TOOL_SEARCH=false; never a secret), plus
 //     env.ARIZUKO_MANAGED_ENV, the comma-separated list of the keys it set. On
 //     the next write the keys in that list are removed before the current ones
 //     are set, so a variable dropped from the configuration (a revoked token,

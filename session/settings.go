@@ -355,3 +355,19 @@ func (t tree) writeSettings(env map[string]string, sidecars []string) error {
 func (t tree) path(name string) string {
 	return t.root.Name() + "/" + name
 }
+
+// ClaudeEnv is what arizukod writes into settings.json's env for a group (seed 000's
+// seedSettings: "env vars"): Claude Code's settings for a container without a network (no
+// nonessential traffic, no auto-updater, MCP tools offered directly rather than behind a
+// tool search) and the group's folder. The image's runner sets the same in Claude Code's
+// environment; here they also hold for a `claude` started by hand in the session, and for
+// the agent's own subprocesses. Nothing secret goes here: the file lives on the agent's
+// ground and outlives the turn (credentials come through the env file and the turn's token).
+func ClaudeEnv(folder string) map[string]string {
+	return map[string]string{
+		"ARIZUKO_FOLDER": folder,
+		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+		"DISABLE_AUTOUPDATER":                      "1",
+		"ENABLE_TOOL_SEARCH":                       "false",
+	}
+}

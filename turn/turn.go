@@ -20,12 +20,14 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"slices"
 	"time"
 
 	"github.com/arizuko/arizukod/contract"
 	"github.com/arizuko/arizukod/groupfolder"
+	"github.com/arizuko/arizukod/ipc/policy"
 	"github.com/arizuko/arizukod/memory"
 	"github.com/arizuko/arizukod/mountsec"
 	"github.com/arizuko/arizukod/runtime/engine"
@@ -66,7 +68,7 @@ type Builder struct {
 	Networks    []string
 	DiaryMax    int
 	EpisodesMax int
-	// SettingsEnv is written into settings.json's env.
+	// SettingsEnv is written into settings.json's env, over session.ClaudeEnv.
 	SettingsEnv map[string]string
 	Now         func() time.Time
 	Logger      *slog.Logger
@@ -196,8 +198,10 @@ func (b *Builder) build(ctx context.Context, req Request) (runner.Turn, Plan, gr
 	if err != nil {
 		return runner.Turn{}, plan, dirs, err
 	}
+	env := session.ClaudeEnv(string(f))
+	maps.Copy(env, b.SettingsEnv)
 	err = session.Seed(ctx, dirs.Session, session.Options{
-		Folder: string(f), Env: b.SettingsEnv, Skills: b.Skills, Sidecars: sidecar.Names(plan.Config.Sidecars),
+		Folder: string(f), Env: env, Skills: b.Skills, Sidecars: sidecar.Names(plan.Config.Sidecars),
 		Owner: &session.Owner{UID: os.Getuid(), GID: os.Getgid()}, Logger: b.Logger,
 	})
 	if err != nil {
@@ -247,7 +251,9 @@ func (b *Builder) containerLimits(plan Plan) (engine.Limits, []engine.Mount, err
 	return limits, extra, nil
 }
 
-// Prompt is the system prompt a turn of f from sender gets.
+// Prompt is the system prompt a turn of f from sender gets: the group's memory
+// (memory.AssembleDir), then, with a store (the daemon, `run --local`), the shared global
+// folder (globalSection) and its grants in words (grantsSection).
 func (b *Builder) Prompt(ctx context.Context, f groupfolder.Folder, sender string) (string, error) {
 	dir, err := b.Layout.OpenGroup(f)
 	if err != nil {
@@ -258,10 +264,46 @@ func (b *Builder) Prompt(ctx context.Context, f groupfolder.Folder, sender strin
 	if b.Now != nil {
 		now = b.Now
 	}
-	return memory.AssembleDir(ctx, dir, memory.Options{
+	mem, err := memory.AssembleDir(ctx, dir, memory.Options{
 		Now: now(), Location: b.Location, Sender: sender,
 		DiaryMax: b.DiaryMax, EpisodesMax: b.EpisodesMax, Logger: b.Logger,
 	})
+	if err != nil || b.Store == nil {
+		return mem, err
+	}
+	grants, err := b.grants(ctx, f)
+	if err != nil {
+		return "", err
+	}
+	return mem + globalSection(f) + grantsSection(f, grants), nil
+}
+
+// globalSection says that /workspace/global exists (seed 003's groups/global): the root
+// groups write it, every group reads it.
+func globalSection(f groupfolder.Folder) string {
+	if f.Depth() == 0 {
+		return memory.Section("global", []string{"path", "/workspace/global", "access", "read-write"},
+			"/workspace/global is the knowledge every group of this host shares. Your group is a root group: you keep it; every other group reads what you write there, read-only.\n")
+	}
+	return memory.Section("global", []string{"path", "/workspace/global", "access", "read-only"},
+		"/workspace/global is the knowledge every group of this host shares, kept by the root groups. Read it when it helps; you cannot write it.\n")
+}
+
+// grantsSection is the <grants> block of the prompt: what the group's tier and grant
+// rules let its agent do with arizuko's tools, in words (policy.Words), as the MCP server
+// decides it: no rules stored is none allowed, rules that do not parse refuse every call.
+func grantsSection(f groupfolder.Folder, list []string) string {
+	var text string
+	rules, err := policy.ParseRules(list)
+	switch {
+	case len(list) == 0:
+		text = policy.Words(string(f), policy.Rules{})
+	case err != nil:
+		text = fmt.Sprintf("The grant rules of %s do not parse, so every call of your arizuko tools is refused: %v\n", f, err)
+	default:
+		text = policy.Words(string(f), rules)
+	}
+	return memory.Section("grants", []string{"folder", string(f)}, text)
 }
 
 func (b *Builder) grants(ctx context.Context, f groupfolder.Folder) ([]string, error) {

@@ -17,7 +17,14 @@
 //
 // `arizuko-claude pre-compact` is Claude Code's PreCompact hook (arizukod wires it in
 // settings.json): it archives the session's user and assistant text, before Claude Code
-// compacts it, as one episode in /workspace/episodes/ that the next turn's prompt lists.
+// compacts it, as one episode in /workspace/episodes/ that the next turn's prompt lists,
+// and adds a section about it to the day's diary, /workspace/diary/YYYY-MM-DD.md.
+//
+// Every 100th turn of a group (counted in ~/.arizuko/turns, the group's session home) the
+// turn's user message starts with a <diary-nudge> asking the agent to write a diary entry
+// before it answers (seed 001: "every 100 turns"). It is in the message, not the system
+// prompt: Claude Code keeps a resumed session's system prompt from its transcript (a
+// prompt_snapshot), so a line added there for one turn would stay in the next.
 package main
 
 import (
@@ -292,7 +299,8 @@ func runTurn(ctx context.Context, in contract.Input) contract.Output {
 			closeInput()
 		}
 	}
-	send(userLine(prompt(in.Messages)))
+	home, _ := os.UserHomeDir()
+	send(userLine(withNudge(prompt(in.Messages), home, time.Now())))
 
 	// Steering: SIGUSR1 turns the new message files into user messages of the session.
 	usr1 := make(chan os.Signal, 1)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,9 +17,12 @@ import (
 	"github.com/arizuko/arizukod/internal/atomicfile"
 )
 
-// episodesDir is where the pre-compact hook writes episodes: the group's episodes/,
-// which arizukod reads into the next turn's system prompt.
-var episodesDir = workspace + "/episodes"
+// Where the pre-compact hook writes: the group's episodes/ and diary/, which arizukod
+// reads into the next turn's system prompt.
+var (
+	episodesDir = workspace + "/episodes"
+	diaryDir    = workspace + "/diary"
+)
 
 const (
 	// maxEpisode caps an episode's session content; the most recent part is kept.
@@ -27,6 +31,8 @@ const (
 	maxSummary = 120
 	// maxHookInput caps the hook's JSON on stdin.
 	maxHookInput = 1 << 20
+	// maxDiary caps a diary file the hook appends to.
+	maxDiary = 4 << 20
 )
 
 // errUnusable is wrapped when the hook's input cannot be archived at all.
@@ -40,7 +46,9 @@ type hookInput struct {
 }
 
 // preCompact is the PreCompact hook: it archives the session's user and assistant text as
-// one episode file before Claude Code compacts it. It returns the exit status: 1 when the
+// one episode file before Claude Code compacts it, and notes that in the day's diary
+// (appendDiary), so the diary layer of the next prompts says what the compacted session
+// was about. It returns the exit status: 1 when the
 // input is unusable, else 0, so that a failing archive never stops a compaction; every
 // problem is reported on stderr.
 func preCompact(stdin io.Reader, stderr io.Writer, home string, now time.Time) int {
@@ -56,6 +64,62 @@ func preCompact(stdin io.Reader, stderr io.Writer, home string, now time.Time) i
 		fmt.Fprintln(stderr, "arizuko-claude: pre-compact: the transcript holds no text; no episode written")
 	}
 	return 0
+}
+
+// appendDiary adds a section for the compacted session to the day's diary file,
+// diary/YYYY-MM-DD.md: its time, the session's summary and the episode that holds it. A
+// new file gets frontmatter whose summary is the session's; a file without frontmatter
+// gets one in front, so the diary layer does not skip it; an existing summary is the
+// agent's and is kept.
+func appendDiary(dir, episode, summary string, now time.Time) error {
+	path := filepath.Join(dir, now.Format("2006-01-02")+".md")
+	old, err := readBounded(path, maxDiary)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("pre-compact: diary: %w", err)
+	}
+	var b bytes.Buffer
+	if !bytes.HasPrefix(old, []byte("---\n")) && !bytes.HasPrefix(old, []byte("---\r\n")) {
+		b.WriteString("---\nsummary: ")
+		b.Write(yamlString("Compacted a session: " + summary))
+		b.WriteString("\n---\n")
+	}
+	b.Write(old)
+	if len(old) > 0 && old[len(old)-1] != '\n' {
+		b.WriteByte('\n')
+	}
+	fmt.Fprintf(&b, "\n## %s (session compacted)\n\n%s\n\nThe session so far is archived in episodes/%s.\n",
+		now.Format("15:04"), summary, filepath.Base(episode))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("pre-compact: diary: %w", err)
+	}
+	if err := atomicfile.Write(path, b.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("pre-compact: diary: %w", err)
+	}
+	return nil
+}
+
+// readBounded reads a regular file of at most limit bytes.
+func readBounded(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%s exceeds %d bytes: not appended to", path, limit)
+	}
+	return b, nil
 }
 
 // archive writes the episode and returns its path ("" when there was nothing to write).
@@ -93,6 +157,9 @@ func archive(stdin io.Reader, home, dir string, now time.Time) (string, error) {
 	out := filepath.Join(dir, now.Format("2006-01-02")+"-"+shortID(in.SessionID)+"-"+now.Format("150405")+".md")
 	if err := atomicfile.Write(out, episode(turns, now), 0o644); err != nil {
 		return "", fmt.Errorf("pre-compact: %w", err)
+	}
+	if err := appendDiary(diaryDir, out, sessionSummary(turns), now); err != nil {
+		return out, err
 	}
 	return out, nil
 }
@@ -190,19 +257,22 @@ func contentText(raw json.RawMessage) string {
 // episode renders the episode file: frontmatter with the summary (the first user text,
 // on one line) and the date, then the session's turns, the most recent maxEpisode bytes.
 func episode(turns []turn, now time.Time) []byte {
-	summary := "Session archived before compaction"
-	for _, t := range turns {
-		if t.role == "user" {
-			summary = oneLine(t.text)
-			break
-		}
-	}
 	var b bytes.Buffer
 	b.WriteString("---\nsummary: ")
-	b.Write(yamlString(summary))
+	b.Write(yamlString(sessionSummary(turns)))
 	b.WriteString("\ndate: " + now.Format("2006-01-02") + "\n---\n")
 	b.Write(body(turns))
 	return b.Bytes()
+}
+
+// sessionSummary is the first user text on one line.
+func sessionSummary(turns []turn) string {
+	for _, t := range turns {
+		if t.role == "user" {
+			return oneLine(t.text)
+		}
+	}
+	return "Session archived before compaction"
 }
 
 // body is the turns as markdown sections, cut from the front to maxEpisode bytes with a

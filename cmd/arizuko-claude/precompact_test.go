@@ -103,9 +103,9 @@ func TestPreCompact(t *testing.T) {
 			home := t.TempDir()
 			group := t.TempDir()
 			dir := filepath.Join(group, "episodes")
-			old := episodesDir
-			episodesDir = dir
-			t.Cleanup(func() { episodesDir = old })
+			oldEpisodes, oldDiary := episodesDir, diaryDir
+			episodesDir, diaryDir = dir, filepath.Join(group, "diary")
+			t.Cleanup(func() { episodesDir, diaryDir = oldEpisodes, oldDiary })
 			transcript := filepath.Join(home, ".claude", "projects", "-workspace", sid+".jsonl")
 			if err := os.MkdirAll(filepath.Dir(transcript), 0o700); err != nil {
 				t.Fatal(err)
@@ -162,6 +162,9 @@ func TestPreCompact(t *testing.T) {
 			if want := `<entry age="today" date="2030-01-02" file="2030-01-02-0f3c9a2e-150405.md">`; !strings.Contains(prompt, want) {
 				t.Errorf("the next prompt does not list the episode:\n%s", prompt)
 			}
+			if want := `<entry age="today" date="2030-01-02">Compacted a session: `; !strings.Contains(prompt, want) {
+				t.Errorf("the next prompt has no diary entry of the compaction:\n%s", prompt)
+			}
 		})
 	}
 }
@@ -178,5 +181,94 @@ func TestShortID(t *testing.T) {
 		if got := shortID(in); got != want {
 			t.Errorf("shortID(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestPreCompactDiary: the hook notes each compaction in the day's diary: a new file gets
+// frontmatter with the session's summary, an existing one keeps the agent's summary and
+// gets a section appended, a file without frontmatter gets one in front (else the diary
+// layer would skip it), and a diary that is no regular file is left alone with an error.
+func TestPreCompactDiary(t *testing.T) {
+	now := time.Date(2030, 1, 2, 15, 4, 5, 0, time.UTC)
+	section := "\n## 15:04 (session compacted)\n\nDeploy v2\n\nThe session so far is archived in episodes/ep.md.\n"
+	tests := []struct {
+		name    string
+		old     *string // the diary file before; nil: none
+		want    string  // the diary file after
+		summary string  // the diary layer's entry after
+		err     string
+	}{
+		{name: "new", want: "---\nsummary: \"Compacted a session: Deploy v2\"\n---\n" + section, summary: "Compacted a session: Deploy v2"},
+		{name: "existing", old: ptr("---\nsummary: Release day\n---\n\n## 10:00\n\nStarted."),
+			want: "---\nsummary: Release day\n---\n\n## 10:00\n\nStarted.\n" + section, summary: "Release day"},
+		{name: "no frontmatter", old: ptr("notes\n"),
+			want: "---\nsummary: \"Compacted a session: Deploy v2\"\n---\nnotes\n" + section, summary: "Compacted a session: Deploy v2"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			group := t.TempDir()
+			dir := filepath.Join(group, "diary")
+			path := filepath.Join(dir, "2030-01-02.md")
+			if tt.old != nil {
+				if err := os.MkdirAll(dir, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, []byte(*tt.old), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := appendDiary(dir, "/workspace/episodes/ep.md", "Deploy v2", now); err != nil {
+				t.Fatal(err)
+			}
+			got, _ := os.ReadFile(path)
+			if string(got) != tt.want {
+				t.Errorf("diary file:\n%s\nwant:\n%s", got, tt.want)
+			}
+			prompt, err := memory.Assemble(context.Background(), group, memory.Options{Now: now, Location: time.UTC})
+			if want := `<entry age="today" date="2030-01-02">` + tt.summary + "</entry>"; err != nil || !strings.Contains(prompt, want) {
+				t.Errorf("prompt %q (%v), want %q in it", prompt, err, want)
+			}
+		})
+	}
+	t.Run("not a regular file", func(t *testing.T) {
+		dir := t.TempDir()
+		if err := os.Mkdir(filepath.Join(dir, "2030-01-02.md"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := appendDiary(dir, "ep.md", "x", now); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+			t.Errorf("err = %v, want not a regular file", err)
+		}
+	})
+}
+
+func ptr(s string) *string { return &s }
+
+// TestDiaryNudge: every 100th turn counted in the session home heads the turn's message
+// with the diary nudge; the others leave it as it is; a count that is garbage starts again.
+func TestDiaryNudge(t *testing.T) {
+	now := time.Date(2030, 1, 2, 15, 4, 5, 0, time.UTC)
+	home := t.TempDir()
+	for i := 1; i <= 2*diaryEvery; i++ {
+		got := withNudge("hello", home, now)
+		nudged := strings.Contains(got, "<diary-nudge turn=")
+		if nudged != (i%diaryEvery == 0) {
+			t.Fatalf("turn %d: nudged %v, prompt %q", i, nudged, got)
+		}
+		if nudged && (!strings.HasPrefix(got, "<diary-nudge turn=\""+strconv.Itoa(i)+"\">\n") || !strings.HasSuffix(got, "</diary-nudge>\n\nhello")) ||
+			nudged && !strings.Contains(got, "/workspace/diary/2030-01-02.md") {
+			t.Errorf("turn %d: prompt %q", i, got)
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(home, turnsFile)); string(b) != "200\n" {
+		t.Errorf("count file %q, want 200", b)
+	}
+	if err := os.WriteFile(filepath.Join(home, turnsFile), []byte("garbage"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := countTurn(home); n != 1 || err != nil {
+		t.Errorf("after garbage: %d, %v; want 1", n, err)
+	}
+	if got := withNudge("p", "", now); got != "p" {
+		t.Errorf("without a home: %q", got)
 	}
 }

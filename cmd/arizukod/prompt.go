@@ -14,9 +14,9 @@ import (
 	"github.com/arizuko/arizukod/turn"
 )
 
-// cmdPrompt prints exactly the system prompt a turn of a group would get, built by the
-// same turn.Builder the daemon uses (memory/README.md describes it); nothing else goes to
-// stdout. On a terminal the control characters of the agent's memory files show as
+// cmdPrompt prints exactly the memory part of the system prompt a turn of a group would
+// get, built by the same turn.Builder the daemon uses (memory/README.md describes it); the
+// daemon adds the <grants> section from its store. Nothing else goes to stdout. On a terminal the control characters of the agent's memory files show as
 // escapes (safeText) instead of acting on it.
 func cmdPrompt(ctx context.Context, args []string) error {
 	return runPrompt(ctx, args, os.Stdout, os.Stderr)

@@ -38,6 +38,8 @@ func init() {
 		"oom":     oom,
 		"sandbox": func(contract.Input, string) contract.Output { return report(inspectSandbox()) },
 		"write":   write,
+		"read":    read,
+		"prompt":  func(in contract.Input, _ string) contract.Output { return ok(in.SystemPrompt) },
 		"steer":   steer,
 		"env":     env,
 		"mcp":     mcpCommand,
@@ -188,6 +190,15 @@ func write(_ contract.Input, arg string) contract.Output {
 		return fail("write: %v", err)
 	}
 	return ok(path)
+}
+
+// read answers the content of a file under /workspace.
+func read(_ contract.Input, arg string) contract.Output {
+	b, err := os.ReadFile(filepath.Join("/workspace", filepath.Clean("/"+arg)))
+	if err != nil {
+		return fail("read: %v", err)
+	}
+	return ok(string(b))
 }
 
 // steer waits for SIGUSR1, the signal arizukod sends after dropping steering messages into

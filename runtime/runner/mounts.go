@@ -42,11 +42,13 @@ func ExtraMounts(ms []mountsec.Mount) []engine.Mount {
 // table, then the additional mounts (already validated). Parents come before the mounts
 // nested in them. media/ and, for a world's own turns, share/ live inside the group
 // directory already: mounting them again would only add a window for a symlink swap.
+// groups/global is every group's /workspace/global, written only by the root groups.
 func MountTable(f groupfolder.Folder, d groupfolder.Dirs, o MountOptions, extra []engine.Mount) []engine.Mount {
 	m := []engine.Mount{{Source: d.Group, Target: "/workspace", Origin: "group"}}
 	if f.Depth() > 0 {
 		m = append(m, engine.Mount{Source: d.Share, Target: "/workspace/share", Origin: "share"})
 	}
+	m = append(m, engine.Mount{Source: d.Global, Target: "/workspace/global", ReadOnly: f.Depth() > 0, Origin: "global"})
 	m = append(m, engine.Mount{Source: d.Session, Target: "/root", Origin: "session"}, engine.Mount{Source: d.IPC, Target: "/var/run/pub/arizuko", Origin: "ipc"})
 	if o.SkillsDir != "" {
 		m = append(m, engine.Mount{Source: o.SkillsDir, Target: "/skills", ReadOnly: true, Origin: "skills"})
