@@ -125,6 +125,9 @@ func TestCLIGolden(t *testing.T) {
 		{"inbox-list-no-folder", []string{"inbox", "list", s}},
 		{"inbox-list-message-flag", []string{"inbox", "list", "--folder", "main", "--message", "x", s}},
 		{"inbox-list-unknown-group", []string{"inbox", "list", "--folder", "nope", s}},
+		{"groups-remove-no-folder", []string{"groups", "remove", "--yes", s}},
+		{"groups-remove-unknown-group", []string{"groups", "remove", "nope", s}},
+		{"groups-remove-descendants", []string{"groups", "remove", "main", s}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			code, stdout, stderr := fx.run(t, c.args...)
