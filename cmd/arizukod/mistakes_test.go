@@ -165,6 +165,11 @@ func TestCLIMistakes(t *testing.T) {
 		{"doctor-bad-allowlist", systemdHost, []string{"doctor", "--check", "allowlist", "--config", badAllow}},
 		{"doctor-data-dir-of-config", systemdHost, []string{"doctor", "--check", "data-dir", "--config", badAllow}},
 		{"doctor-cgroups", systemdHost, []string{"doctor", "--check", "cgroups", "--engine-socket", "unix://" + noSocket}},
+		{"doctor-no-engine", noSystemdHost, []string{"doctor", "--check", "engine", "--check", "subids", "--check", "cgroups", "--check", "limits", "--check", "image", "--engine-socket", "unix://" + noSocket, "--socket", noSocket}},
+		{"doctor-data-dir-not-made", systemdHost, []string{"doctor", "--check", "data-dir", "--data-dir", filepath.Join(tmp, "allow.json", "data dir")}},
+		{"doctor-data-dir-to-make", systemdHost, []string{"doctor", "--check", "data-dir", "--data-dir", filepath.Join(tmp, "new", "data")}},
+		{"run-local-no-engine", noSystemdHost, []string{"run", "--local", "--folder", "main", "--message", "hi", "--engine-socket", "unix://" + noSocket, "--data-dir", filepath.Join(tmp, "local")}},
+		{"image-build-no-engine", systemdHost, []string{"image", "build", "claude", "--engine-socket", "unix://" + noSocket}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			old := probeHost
