@@ -120,11 +120,23 @@ func cmdRuns(ctx context.Context, args []string) error {
 		if err := c.Do(ctx, method, path, nil, &r); err != nil {
 			return err
 		}
+		if verb == "kill" {
+			// The answer is the run as the kill was asked: print it once the kill is done.
+			if err := c.Do(ctx, http.MethodGet, path+"?wait="+killWait.String(), nil, &r); err != nil {
+				return err
+			}
+			if !final(r.State) {
+				fmt.Fprintf(os.Stderr, "arizukod runs kill: run %s is still being killed after %s; `arizukod runs show %s` shows when it ended\n", safeLine(r.ID), killWait, safeLine(r.ID))
+			}
+		}
 		enc := indentedJSON(os.Stdout)
 		return enc.Encode(r)
 	}
 	return unknownVerb(fs, verb)
 }
+
+// killWait is how long `runs kill` waits for the run it kills to end.
+const killWait = 2 * time.Minute
 
 func cmdGroups(ctx context.Context, args []string) error {
 	fs := newFlags("groups", "[list [--json] | add FOLDER [--name N] [--config JSON] | grants FOLDER RULE... | remove FOLDER [--yes] [--json]]")
@@ -281,7 +293,7 @@ func cmdRoutes(ctx context.Context, args []string) error {
 	case "delete":
 		var r api.Route
 		if err := c.Do(ctx, http.MethodDelete, "/v1/routes/"+url.PathEscape(operand), nil, &r); err != nil {
-			return err
+			return unknownID(err, "route", operand, "arizukod routes")
 		}
 		return enc.Encode(r)
 	}

@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/arizuko/arizukod/agentimage"
@@ -45,6 +48,9 @@ func imageImportStatic(ctx context.Context, args []string) error {
 	tag := fs.String("tag", config.DefaultImage, "image reference to create")
 	ef.register(fs)
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
 		return errUsage
 	}
 	if fs.NArg() != 1 {
@@ -68,6 +74,9 @@ func imageBuild(ctx context.Context, args []string) error {
 	runner := fs.String("runner", defaultRunner(), "the arizuko-claude runner binary to put in the image")
 	cache := fs.String("cache-dir", defaultCacheDir(), "where the Debian rootfs and Claude Code's package are kept between builds")
 	ef.register(fs)
+	if len(args) > 0 && slices.Contains([]string{"-h", "-help", "--help"}, args[0]) {
+		return parseFlags(fs, args[:1])
+	}
 	if len(args) == 0 || args[0] != "claude" {
 		if len(args) > 0 {
 			fmt.Fprintf(fs.Output(), "arizukod image build: unknown image %q: the one image it builds is claude\n", args[0])

@@ -143,6 +143,9 @@ func TestCLIMistakes(t *testing.T) {
 		{"inbox-add-no-folder", systemdHost, []string{"inbox", "add", "--message", "hi"}},
 		{"image-no-verb", systemdHost, []string{"image"}},
 		{"image-build-unknown", systemdHost, []string{"image", "build", "bogus"}},
+		{"image-build-help", systemdHost, []string{"image", "build", "--help"}},
+		{"image-import-static-help", systemdHost, []string{"image", "import-static", "--help"}},
+		{"run-timeout-no-unit", systemdHost, []string{"run", "--folder", "main", "--message", "hi", "--timeout", "5"}},
 		{"runs-show-no-id", systemdHost, []string{"runs", "show"}},
 		{"groups-add-no-folder", systemdHost, []string{"groups", "add", "--name", "x"}},
 		{"run-no-message", systemdHost, []string{"run", "--folder", "main"}},
@@ -179,6 +182,11 @@ func TestCLIMistakes(t *testing.T) {
 			got := fmt.Sprintf("$ arizukod %s\n--- exit %d\n--- stdout\n%s--- stderr\n%s", strings.Join(tc.args, " "), code, stdout, stderr)
 			golden(t, filepath.Join("testdata", "cli", tc.name+".golden"), normalize(got, tmp))
 		})
+	}
+
+	// The image command makes Claude Code's image too, and its line says so.
+	if _, stderr, _ := runCLI(t, []string{"--help"}); !regexp.MustCompile(`(?m)^  image +.*Claude Code`).MatchString(stderr) {
+		t.Errorf("arizukod --help: the image line does not name Claude Code:\n%s", stderr)
 	}
 
 	// The command table grows with every command: only its first line is checked here.
