@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/arizuko/arizukod/agentimage"
@@ -98,6 +99,13 @@ func imageBuild(ctx context.Context, args []string) error {
 		return err
 	}
 	fmt.Printf("built %s (%d MB rootfs) in %s\n", b.Ref, b.Bytes>>20, b.Duration.Round(time.Second))
+	switch r := b.Replaced; {
+	case r.ID != "" && r.Kept == nil:
+		fmt.Printf("removed the image it replaces (%s)\n", shortID(r.ID))
+	case r.ID != "":
+		fmt.Fprintf(os.Stderr, "arizukod image build: the image it replaces (%s) stays: %v; remove it once no container uses it: %s rmi %s\n",
+			shortID(r.ID), r.Kept, info.Name, shortID(r.ID))
+	}
 	return nil
 }
 
@@ -129,4 +137,10 @@ func defaultCacheDir() string {
 func fileExists(p string) bool {
 	fi, err := os.Stat(p)
 	return err == nil && fi.Mode().IsRegular()
+}
+
+// shortID is an image id as the engines' CLIs show it: 12 hex digits, without "sha256:".
+func shortID(id string) string {
+	id = strings.TrimPrefix(id, "sha256:")
+	return id[:min(12, len(id))]
 }
