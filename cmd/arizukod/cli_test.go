@@ -127,6 +127,7 @@ func TestCLIGolden(t *testing.T) {
 		{"inbox-list-no-folder", []string{"inbox", "list", s}},
 		{"inbox-list-message-flag", []string{"inbox", "list", "--folder", "main", "--message", "x", s}},
 		{"inbox-list-unknown-group", []string{"inbox", "list", "--folder", "nope", s}},
+		{"inbox-route-no-route", []string{"inbox", "route", "--platform", "telegram", "--chat", "tg:-100", "--sender", "tg:1", "--message", "hi", s}},
 		{"groups-remove-no-folder", []string{"groups", "remove", "--yes", s}},
 		{"groups-remove-unknown-group", []string{"groups", "remove", "nope", s}},
 		{"groups-remove-descendants", []string{"groups", "remove", "main", s}},
