@@ -49,7 +49,7 @@ func (s *Server) planGroupRemoval(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	g, err := s.store.PlanGroupRemoval(r.Context(), string(f))
-	if !s.removalErr(w, r, f, err) {
+	if !s.removalErr(w, r, f, g, err) {
 		return
 	}
 	writeJSON(w, http.StatusOK, s.wireRemoval(f, g, false, ""))
@@ -69,7 +69,7 @@ func (s *Server) removeGroup(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	g, err := s.store.RemoveGroup(r.Context(), string(f), req.By)
-	if !s.removalErr(w, r, f, err) {
+	if !s.removalErr(w, r, f, g, err) {
 		return
 	}
 	s.log.Info("group removed", "folder", string(f), "by", req.By, "droppedMessages", len(g.Pending),
@@ -77,16 +77,16 @@ func (s *Server) removeGroup(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, s.wireRemoval(f, g, true, req.By))
 }
 
-// removalErr answers err of a removal's store call and reports whether there was none.
-func (s *Server) removalErr(w http.ResponseWriter, r *http.Request, f groupfolder.Folder, err error) bool {
+// removalErr answers err of a removal's store call, whose plan was g, and reports whether
+// there was none.
+func (s *Server) removalErr(w http.ResponseWriter, r *http.Request, f groupfolder.Folder, g *store.GroupRemoval, err error) bool {
 	switch {
 	case err == nil:
 		return true
 	case errors.Is(err, store.ErrNotFound):
 		writeErr(w, http.StatusNotFound, "folder", "unknown group %q: nothing to remove (`arizukod groups list` shows the groups)", f)
-	case errors.Is(err, store.ErrConflict):
-		_, why, _ := strings.Cut(err.Error(), store.ErrConflict.Error()+": ")
-		writeErr(w, http.StatusConflict, "folder", "group %s cannot be removed now: %s; nothing was removed", f, why)
+	case errors.Is(err, store.ErrConflict) && g != nil:
+		writeErr(w, http.StatusConflict, "folder", "group %s cannot be removed now: %s; nothing was removed", f, g.Blocked())
 	default:
 		s.internal(w, r, err)
 	}

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 )
@@ -61,8 +62,9 @@ func (s *Store) PlanGroupRemoval(ctx context.Context, folder string) (*GroupRemo
 // write, as the returned GroupRemoval says: its registration, grants, session and inbox
 // cursor go, its pending inbox messages are dropped, its routes and tasks deleted; its
 // ended runs and its outbox stay. A group that has descendants or open runs is ErrConflict
-// and nothing changes; an unregistered folder is ErrNotFound. The store holds no file:
-// the group's directories are the caller's to keep or remove.
+// and nothing changes (the returned GroupRemoval says why: Blocked); an unregistered
+// folder is ErrNotFound. The store holds no file: the group's directories are the
+// caller's to keep or remove.
 func (s *Store) RemoveGroup(ctx context.Context, folder, by string) (*GroupRemoval, error) {
 	var g *GroupRemoval
 	err := s.write(ctx, func(tx *sql.Tx) error {
@@ -94,7 +96,10 @@ func (s *Store) RemoveGroup(ctx context.Context, folder, by string) (*GroupRemov
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("store: remove group %q: %w", folder, err)
+		if !errors.Is(err, ErrConflict) {
+			g = nil
+		}
+		return g, fmt.Errorf("store: remove group %q: %w", folder, err)
 	}
 	return g, nil
 }
@@ -105,20 +110,20 @@ func planGroupRemoval(ctx context.Context, q querier, folder string) (*GroupRemo
 	}
 	g := &GroupRemoval{Folder: folder}
 	var err error
-	if g.Descendants, err = queryStrings(ctx, q, `SELECT folder FROM groups WHERE substr(folder, 1, length(?) + 1) = ? || '/' ORDER BY folder`, folder, folder); err != nil {
+	if g.Descendants, err = queryColumn[string](ctx, q, `SELECT folder FROM groups WHERE substr(folder, 1, length(?) + 1) = ? || '/' ORDER BY folder`, folder, folder); err != nil {
 		return nil, err
 	}
-	if g.OpenRuns, err = queryStrings(ctx, q, `SELECT id FROM runs WHERE folder = ? AND state IN ('queued', 'running') ORDER BY seq`, folder); err != nil {
+	if g.OpenRuns, err = queryColumn[string](ctx, q, `SELECT id FROM runs WHERE folder = ? AND state IN ('queued', 'running') ORDER BY seq`, folder); err != nil {
 		return nil, err
 	}
-	if g.Tasks, err = queryStrings(ctx, q, `SELECT id FROM tasks WHERE folder = ? ORDER BY id`, folder); err != nil {
+	if g.Tasks, err = queryColumn[string](ctx, q, `SELECT id FROM tasks WHERE folder = ? ORDER BY id`, folder); err != nil {
 		return nil, err
 	}
-	if g.Pending, err = queryInts(ctx, q, `SELECT id FROM inbox WHERE folder = ? AND dropped_at IS NULL
+	if g.Pending, err = queryColumn[int64](ctx, q, `SELECT id FROM inbox WHERE folder = ? AND dropped_at IS NULL
 		AND id > COALESCE((SELECT last_done_id FROM cursors WHERE folder = ?), 0) ORDER BY id`, folder, folder); err != nil {
 		return nil, err
 	}
-	if g.Routes, err = queryInts(ctx, q, `SELECT id FROM routes WHERE target = ? OR owner = ? ORDER BY id`, folder, folder); err != nil {
+	if g.Routes, err = queryColumn[int64](ctx, q, `SELECT id FROM routes WHERE target = ? OR owner = ? ORDER BY id`, folder, folder); err != nil {
 		return nil, err
 	}
 	if err := q.QueryRowContext(ctx, `SELECT count(*) FROM runs WHERE folder = ? AND state NOT IN ('queued', 'running')`, folder).Scan(&g.Runs); err != nil {
@@ -130,14 +135,7 @@ func planGroupRemoval(ctx context.Context, q querier, folder string) (*GroupRemo
 	return g, nil
 }
 
-func queryStrings(ctx context.Context, q querier, query string, args ...any) ([]string, error) {
-	return queryColumn[string](ctx, q, query, args...)
-}
-
-func queryInts(ctx context.Context, q querier, query string, args ...any) ([]int64, error) {
-	return queryColumn[int64](ctx, q, query, args...)
-}
-
+// queryColumn is the one column of query's rows; [] when there are none.
 func queryColumn[T any](ctx context.Context, q querier, query string, args ...any) ([]T, error) {
 	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
