@@ -61,6 +61,9 @@ type Built struct {
 	Ref      string
 	Bytes    int64 // the imported rootfs
 	Duration time.Duration
+	// Replaced is the image Ref named before the build, which the import left untagged:
+	// removed, unless a container still uses it (Replaced.Kept).
+	Replaced engine.Replaced
 }
 
 // ErrIntegrity: a download's hash is not the pinned one.
@@ -105,11 +108,17 @@ func BuildClaude(ctx context.Context, eng engine.Engine, o Options) (Built, erro
 		"ENV HOME=/root",
 		"LABEL io.arizuko.claude-version=" + ClaudeVersion,
 	}
-	if err := eng.ImportImage(ctx, ClaudeRef, counted, changes); err != nil {
-		pr.CloseWithError(err)
-		return Built{}, fmt.Errorf("import %s: %w", ClaudeRef, err)
+	replaced, err := engine.ImportReplacing(ctx, eng, ClaudeRef, func() error {
+		if err := eng.ImportImage(ctx, ClaudeRef, counted, changes); err != nil {
+			return fmt.Errorf("import %s: %w", ClaudeRef, err)
+		}
+		return nil
+	})
+	if err != nil {
+		pr.CloseWithError(err) // the rootfs is not read (further): its writer ends
+		return Built{}, err
 	}
-	return Built{Ref: ClaudeRef, Bytes: counted.n, Duration: time.Since(start)}, nil
+	return Built{Ref: ClaudeRef, Bytes: counted.n, Duration: time.Since(start), Replaced: replaced}, nil
 }
 
 // ensureRootfs returns the cached rootfs tar, making it with debootstrap when missing.

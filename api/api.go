@@ -97,6 +97,9 @@ type Server struct {
 	// Networks are the named networks a group's containerConfig.network may name
 	// (limits.allowed_networks); set before serving.
 	Networks []string
+	// Layout is where the groups' directories are, which removing a group names (zero:
+	// they are named relative to the data dir).
+	Layout groupfolder.Layout
 	// Location is where cron schedules are read when a task resumes (nil: time.Local).
 	Location *time.Location
 	// Metrics serves GET /metrics; set before serving (nil: 404).
@@ -133,6 +136,8 @@ func New(st *store.Store, q Queue, h Health, log *slog.Logger) *Server {
 	s.mux.HandleFunc("POST /v1/groups", s.putGroup)
 	s.mux.HandleFunc("GET /v1/groups", s.listGroups)
 	s.mux.HandleFunc("GET /v1/groups/{folder}", s.getGroup)
+	s.mux.HandleFunc("GET /v1/groups/{folder}/removal", s.planGroupRemoval)
+	s.mux.HandleFunc("DELETE /v1/groups/{folder}", s.removeGroup)
 	s.mux.HandleFunc("POST /v1/groups/{folder}/messages", s.appendInbox)
 	s.mux.HandleFunc("GET /v1/groups/{folder}/messages", s.listInbox)
 	s.mux.HandleFunc("PUT /v1/groups/{folder}/grants", s.putGrants)

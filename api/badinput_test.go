@@ -113,6 +113,13 @@ func badRequests(finished, running string) []badRequest {
 		{name: "inbox unknown field", method: "POST", path: "/v1/groups/main/messages", body: `{` + msgs + `,"folder":"other"}`, code: 400, field: "folder"},
 		{name: "unpark unknown folder", method: "POST", path: "/v1/groups/nosuch/unpark", code: 404, field: "folder"},
 		{name: "get unknown group", method: "GET", path: "/v1/groups/nosuch", code: 404, field: "folder"},
+		{name: "remove group without by", method: "DELETE", path: "/v1/groups/main", body: `{}`, code: 400, field: "by"},
+		{name: "remove group by with a newline", method: "DELETE", path: "/v1/groups/main", body: `{"by":"cli:x\n"}`, code: 400, field: "by"},
+		{name: "remove group unknown field", method: "DELETE", path: "/v1/groups/main", body: `{"by":"cli:x","force":true}`, code: 400, field: "force"},
+		{name: "remove group traversal", method: "DELETE", path: "/v1/groups/..%2Fetc", body: `{"by":"cli:x"}`, code: 400, field: "folder"},
+		{name: "remove unknown group", method: "DELETE", path: "/v1/groups/nosuch", body: `{"by":"cli:x"}`, code: 404, field: "folder"},
+		{name: "remove group with a run running", method: "DELETE", path: "/v1/groups/kill", body: `{"by":"cli:x"}`, code: 409, field: "folder"},
+		{name: "removal of an unknown group", method: "GET", path: "/v1/groups/nosuch/removal", code: 404, field: "folder"},
 
 		{name: "group without folder", method: "POST", path: "/v1/groups", body: `{}`, code: 400, field: "folder"},
 		{name: "group folder traversal", method: "POST", path: "/v1/groups", body: `{"folder":"../x"}`, code: 400, field: "folder"},

@@ -375,7 +375,7 @@ func testRoutes(t *testing.T, d *daemontest.Daemon) {
 			t.Errorf("arizukod %v: exit %d, want 2 with the usage: %s", args, code, out)
 		}
 	}
-	if out, code := cli("routes", "delete", fmt.Sprint(added.ID)); code != 1 || !strings.Contains(out, "GET /v1/routes lists them") {
+	if out, code := cli("routes", "delete", fmt.Sprint(added.ID)); code != 1 || !strings.Contains(out, "`arizukod routes` lists them") {
 		t.Errorf("delete again: exit %d: %s, want 1 saying what to do", code, out)
 	}
 }

@@ -215,6 +215,7 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 	handler := api.New(d.store, d.queue, d, log)
 	handler.Networks = cfg.Limits.AllowedNetworks
 	handler.Location = cfg.Location
+	handler.Layout = layout
 	handler.SetDelivery(policy)
 	d.api = handler
 	handler.Metrics = met

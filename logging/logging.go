@@ -62,23 +62,44 @@ type Options struct {
 	Identifier  string       // SYSLOG_IDENTIFIER; "" means DefaultIdentifier
 	Stderr      io.Writer    // where text goes without journald; nil means os.Stderr
 	ForceStderr bool         // write text to Stderr even when journald is reachable
-	AddSource   bool         // CODE_FILE, CODE_LINE, CODE_FUNC (source= in text)
+	// Terminal: Stderr is a terminal (a daemon in the foreground): every record goes there
+	// as a readable line (time, level, message, key=value), beside journald when it answers.
+	Terminal  bool
+	AddSource bool // CODE_FILE, CODE_LINE, CODE_FUNC (source= in text)
 }
 
 // New returns a logger writing to journald when its socket answers and
-// ForceStderr is false, else a slog.TextHandler on Stderr. Should a journal
-// write fail later (journald restarting), that record goes to Stderr.
+// ForceStderr is false, else to Stderr. Should a journal write fail later
+// (journald restarting), that record goes to Stderr. With Terminal, every
+// record also goes to Stderr as a readable line, beside the journal.
 func New(opts Options) *slog.Logger {
-	if !opts.ForceStderr && journal.Enabled() {
-		return slog.New(newJournalHandler(opts, journal.Send))
-	}
-	return slog.New(textHandler(opts))
+	return slog.New(newHandler(opts, !opts.ForceStderr && journal.Enabled(), journal.Send))
 }
 
-func textHandler(opts Options) slog.Handler {
+// Journald reports whether New would log to journald now.
+func Journald() bool { return journal.Enabled() }
+
+func newHandler(opts Options, journald bool, send sendFunc) slog.Handler {
+	if !journald {
+		return stderrHandler(opts)
+	}
+	j := newJournalHandler(opts, send)
+	if !opts.Terminal {
+		return j
+	}
+	j.fallback = slog.DiscardHandler // the terminal has every record already
+	return slog.NewMultiHandler(j, stderrHandler(opts))
+}
+
+// stderrHandler writes to Stderr: readable lines on a terminal, slog's text format
+// otherwise.
+func stderrHandler(opts Options) slog.Handler {
 	w := opts.Stderr
 	if w == nil {
 		w = os.Stderr
+	}
+	if opts.Terminal {
+		return newLineHandler(w, opts.Level)
 	}
 	return slog.NewTextHandler(w, &slog.HandlerOptions{Level: opts.Level, AddSource: opts.AddSource})
 }
@@ -105,7 +126,7 @@ func newJournalHandler(opts Options, send sendFunc) *journalHandler {
 		ident:    opts.Identifier,
 		source:   opts.AddSource,
 		fields:   map[string]string{},
-		fallback: textHandler(opts),
+		fallback: stderrHandler(opts),
 	}
 	if h.level == nil {
 		h.level = slog.LevelInfo

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -289,4 +290,43 @@ func FuzzFieldName(f *testing.F) {
 			t.Fatalf("FieldName(%q) = %q, which journald refuses", key, name)
 		}
 	})
+}
+
+// TestTerminal: on a terminal every record prints as a readable line (time, level,
+// message, a turn's fields by short names, values quoted only where needed, control
+// characters escaped), beside the journal entry when journald answers and alone when it
+// does not; a failed journal write is not printed twice.
+func TestTerminal(t *testing.T) {
+	line := regexp.MustCompile(`^\d\d:\d\d:\d\d WARN turn finished folder=main/research run_id=r1 status=error err="exit 2: \\x1b\[31mno\\nway" s=\[redacted\] g\.n=1\n$`)
+	for _, tt := range []struct {
+		name     string
+		journald bool
+		fail     bool
+		entries  int
+	}{
+		{"journald", true, false, 1},
+		{"journald failing", true, true, 0},
+		{"no journald", false, false, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			f := &fakeJournal{}
+			if tt.fail {
+				f.err = errors.New("journald gone")
+			}
+			log := slog.New(newHandler(Options{Stderr: &buf, Terminal: true}, tt.journald, f.send))
+			log.Debug("not at info")
+			log.With(FieldFolder, "main/research", FieldRunID, "r1").Warn("turn finished", FieldStatus, "error",
+				"err", "exit 2: \x1b[31mno\nway", "s", secret("hunter2"), slog.Group("g", "n", 1))
+			if !line.MatchString(buf.String()) {
+				t.Errorf("the terminal shows %q, want one line matching %s", buf.String(), line)
+			}
+			if len(f.entries) != tt.entries {
+				t.Errorf("%d journal entries, want %d", len(f.entries), tt.entries)
+			}
+			if tt.entries > 0 && f.last(t).vars[FieldFolder] != "main/research" {
+				t.Errorf("the journal entry: %+v", f.last(t))
+			}
+		})
+	}
 }

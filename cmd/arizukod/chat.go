@@ -658,7 +658,8 @@ func (p *chatPrinter) reply(folder string, r api.OutboxRow) {
 	}
 	indent := strings.Repeat(" ", max(2, utf8.RuneCountInString(label)))
 	fmt.Fprintln(p.stdout, shown+safeText(text, indent))
-	if p.tty {
-		p.draw()
-	}
+	// The spinner's line is what the last look at the runs saw, from before this reply
+	// (a run still "queued" when its turn was quick): it shows again once chat looked
+	// again and a run is still under way.
+	p.line = ""
 }

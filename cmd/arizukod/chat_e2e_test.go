@@ -70,6 +70,11 @@ func TestChat(t *testing.T) {
 		if !strings.Contains(out, "⠋") && !strings.Contains(out, "⠙") || !regexp.MustCompile(`tty: run r\S+ (queued|running)`).MatchString(out) {
 			t.Errorf("no spinner with the run id while the turn ran:\n%q", out)
 		}
+		// The reply ended the turn: no spinner line of the run under way follows it.
+		time.Sleep(500 * time.Millisecond)
+		if _, after, _ := strings.Cut(term.output(), "slept 1s"); regexp.MustCompile(`tty: run r\S+ (queued|running)`).MatchString(after) {
+			t.Errorf("after the reply the spinner still shows the run under way:\n%q", after)
+		}
 		term.write(t, "\x04")
 		if code := term.wait(t); code != 0 {
 			t.Errorf("Ctrl-D: exit %d, want 0\n%q", code, term.output())

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/arizuko/arizukod/api"
 	"github.com/arizuko/arizukod/internal/daemontest"
 	"github.com/arizuko/arizukod/store"
 )
@@ -64,5 +65,28 @@ func TestChatEndOfInput(t *testing.T) {
 	}
 	if took := time.Since(start); took > 3*time.Second {
 		t.Errorf("Ctrl-D took %s to end an idle chat, want at once", took)
+	}
+}
+
+// TestChatSpinnerAfterReply: after a reply the spinner does not draw again what chat saw
+// before it (a quick turn's run still "queued"); it shows again when chat looks again and
+// a run is still under way, its time counted from the first line.
+func TestChatSpinnerAfterReply(t *testing.T) {
+	var out bytes.Buffer
+	p := &chatPrinter{stdout: &out, infoW: &out, tty: true}
+	p.status("main: run r_1 queued")
+	p.reply("main", api.OutboxRow{Kind: "reply", Content: "hi"})
+	p.mu.Lock()
+	p.frame++
+	p.draw()
+	p.mu.Unlock()
+	_, after, _ := strings.Cut(out.String(), "hi\n")
+	if strings.Contains(after, "queued") {
+		t.Errorf("after the reply the terminal shows %q, want no stale spinner line", after)
+	}
+	since := p.since
+	p.status("main: run r_2 running")
+	if !strings.Contains(out.String(), "run r_2 running") || p.since != since {
+		t.Errorf("the spinner after the next look: %q since %v, want it drawn, counted from %v", out.String(), p.since, since)
 	}
 }

@@ -118,6 +118,8 @@ func TestCLIGolden(t *testing.T) {
 		{"tasks-bad-verb", []string{"tasks", "delete", "t_1", s}},
 		{"tasks-pause-no-id", []string{"tasks", "pause", s}},
 		{"tasks-show-unknown", []string{"tasks", "show", "t_nope", s}},
+		{"tasks-pause-unknown", []string{"tasks", "pause", "nosuch", s}},
+		{"routes-delete-unknown", []string{"routes", "delete", "999", s}},
 		{"tasks-bad-state", []string{"tasks", "--state", "done", s}},
 		{"unpark-help", []string{"unpark", "--help"}},
 		{"unpark-no-folder", []string{"unpark", s}},
@@ -125,6 +127,10 @@ func TestCLIGolden(t *testing.T) {
 		{"inbox-list-no-folder", []string{"inbox", "list", s}},
 		{"inbox-list-message-flag", []string{"inbox", "list", "--folder", "main", "--message", "x", s}},
 		{"inbox-list-unknown-group", []string{"inbox", "list", "--folder", "nope", s}},
+		{"inbox-route-no-route", []string{"inbox", "route", "--platform", "telegram", "--chat", "tg:-100", "--sender", "tg:1", "--message", "hi", s}},
+		{"groups-remove-no-folder", []string{"groups", "remove", "--yes", s}},
+		{"groups-remove-unknown-group", []string{"groups", "remove", "nope", s}},
+		{"groups-remove-descendants", []string{"groups", "remove", "main", s}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			code, stdout, stderr := fx.run(t, c.args...)
@@ -261,7 +267,7 @@ func TestCLICommands(t *testing.T) {
 	if out := ok("outbox", "--state", "parked"); !strings.Contains(out, "parked") || !strings.Contains(out, "telegram: chat not found") {
 		t.Errorf("outbox --state parked:\n%s", out)
 	}
-	var row api.OutboxRow
+	var row shownRow
 	if err := json.Unmarshal([]byte(ok("outbox", "retry", strconv.FormatInt(ids[1], 10))), &row); err != nil || row.State != "pending" || row.Attempts != 0 {
 		t.Errorf("outbox retry: %+v %v", row, err)
 	}
@@ -298,7 +304,8 @@ func TestCLICommands(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Errorf("outbox --follow: %v", err)
 	}
-	if err := json.Unmarshal([]byte(out.String()), &row); err != nil || row.ID != ids[1] {
+	var followed api.OutboxRow
+	if err := json.Unmarshal([]byte(out.String()), &followed); err != nil || followed.ID != ids[1] {
 		t.Errorf("outbox --follow printed %q (%v)", out.String(), err)
 	}
 }

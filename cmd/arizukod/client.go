@@ -120,19 +120,32 @@ func cmdRuns(ctx context.Context, args []string) error {
 		if err := c.Do(ctx, method, path, nil, &r); err != nil {
 			return err
 		}
+		if verb == "kill" {
+			// The answer is the run as the kill was asked: print it once the kill is done.
+			if err := c.Do(ctx, http.MethodGet, path+"?wait="+killWait.String(), nil, &r); err != nil {
+				return err
+			}
+			if !final(r.State) {
+				fmt.Fprintf(os.Stderr, "arizukod runs kill: run %s is still being killed after %s; `arizukod runs show %s` shows when it ended\n", safeLine(r.ID), killWait, safeLine(r.ID))
+			}
+		}
 		enc := indentedJSON(os.Stdout)
 		return enc.Encode(r)
 	}
 	return unknownVerb(fs, verb)
 }
 
+// killWait is how long `runs kill` waits for the run it kills to end.
+const killWait = 2 * time.Minute
+
 func cmdGroups(ctx context.Context, args []string) error {
-	fs := newFlags("groups", "[list [--json] | add FOLDER [--name N] [--config JSON] | grants FOLDER RULE...]")
+	fs := newFlags("groups", "[list [--json] | add FOLDER [--name N] [--config JSON] | grants FOLDER RULE... | remove FOLDER [--yes] [--json]]")
 	socket := socketFlag(fs)
 	name := fs.String("name", "", "the group's display name")
 	cc := fs.String("config", "", "the group's container config as JSON, e.g. '{\"network\":\"none\"}'")
-	asJSON := fs.Bool("json", false, "list: print the groups as JSON (add and grants always print JSON)")
-	verb, folder, rest, err := verbOperand(fs, args, "add", "grants")
+	asJSON := fs.Bool("json", false, "list, remove: print JSON (add and grants always print JSON)")
+	yes := fs.Bool("yes", false, "remove: remove the group; without it, say what removing it would do and remove nothing")
+	verb, folder, rest, err := verbOperand(fs, args, "add", "grants", "remove")
 	if err != nil {
 		return err
 	}
@@ -179,8 +192,50 @@ func cmdGroups(ctx context.Context, args []string) error {
 			return err
 		}
 		return enc.Encode(out)
+	case "remove":
+		return groupsRemove(ctx, c, folder, *yes, *asJSON, os.Stdout)
 	}
 	return unknownVerb(fs, verb)
+}
+
+// groupsRemove says what removing folder's group does to its folder, runs, routes, tasks
+// and descendants, and removes it only when yes; without yes nothing changes. A group that
+// cannot be removed now (groups below it, a run queued or running) is refused either way,
+// saying why.
+func groupsRemove(ctx context.Context, c *api.Client, folder string, yes, asJSON bool, stdout io.Writer) error {
+	var g api.GroupRemoval
+	path := "/v1/groups/" + url.PathEscape(folder)
+	if yes {
+		if err := c.Do(ctx, http.MethodDelete, path, api.RemoveGroupRequest{By: "cli:" + userName()}, &g); err != nil {
+			return err
+		}
+	} else if err := c.Do(ctx, http.MethodGet, path+"/removal", nil, &g); err != nil {
+		return err
+	}
+	if asJSON {
+		if err := indentedJSON(stdout).Encode(g); err != nil {
+			return err
+		}
+	} else {
+		head := "Removing group %s would do this:"
+		switch {
+		case g.Removed:
+			head = "Removed group %s:"
+		case g.Blocked != "":
+			head = "Removing group %s, once it can be, would do this:"
+		}
+		fmt.Fprintf(stdout, head+"\n", safeLine(g.Folder))
+		for _, e := range g.Effects {
+			fmt.Fprintf(stdout, "  - %s\n", safeLine(e))
+		}
+	}
+	switch {
+	case g.Blocked != "":
+		return fmt.Errorf("group %s cannot be removed now: %s; nothing was removed", g.Folder, g.Blocked)
+	case !g.Removed && !asJSON:
+		fmt.Fprintf(stdout, "Nothing was removed: run `arizukod groups remove %s --yes` to remove it.\n", safeLine(g.Folder))
+	}
+	return nil
 }
 
 // cmdRoutes manages the operator's routes: the first layer of routing, consulted before any
@@ -238,7 +293,7 @@ func cmdRoutes(ctx context.Context, args []string) error {
 	case "delete":
 		var r api.Route
 		if err := c.Do(ctx, http.MethodDelete, "/v1/routes/"+url.PathEscape(operand), nil, &r); err != nil {
-			return err
+			return unknownID(err, "route", operand, "arizukod routes")
 		}
 		return enc.Encode(r)
 	}

@@ -5,10 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/arizuko/arizukod/api"
 	"github.com/arizuko/arizukod/config"
@@ -21,7 +25,7 @@ import (
 type check struct {
 	name string
 	run  func(ctx context.Context, o *doctorOpts) (detail string, err error)
-	fix  func(h host) string
+	fix  func(o *doctorOpts) string
 }
 
 type doctorOpts struct {
@@ -34,6 +38,8 @@ type doctorOpts struct {
 	eng    engine.Engine
 	info   engine.Info
 	engErr error
+
+	claudeThere bool // the image check found the Claude Code image on the engine
 
 	// daemon is what the daemon answering on socket runs with; nil when none answers.
 	daemon *api.HealthReport
@@ -77,28 +83,33 @@ func (o *doctorOpts) config() (*config.Config, error) {
 	return cfg, nil
 }
 
-func fixed(s string) func(host) string { return func(host) string { return s } }
+func fixed(s string) func(*doctorOpts) string { return func(*doctorOpts) string { return s } }
+
+// onHost is a fix that depends on the host alone.
+func onHost(fix func(h host) string) func(*doctorOpts) string {
+	return func(o *doctorOpts) string { return fix(o.host) }
+}
 
 var checks = []check{
 	{"config", checkConfig, fixed("correct the key the error names (every key: arizukod.toml(5)); arizukod serve refuses to start until it loads")},
-	{"engine", checkEngine, host.engineFix},
-	{"data-dir", checkDataDir, fixed("mkdir -p DIR && chown $(id -u):$(id -g) DIR   (or name another: data_dir in arizukod.toml, $DATA_DIR, --data-dir)")},
-	{"journald", checkJournald, func(h host) string {
+	{"engine", checkEngine, onHost(host.engineFix)},
+	{"data-dir", checkDataDir, dataDirFix},
+	{"journald", checkJournald, onHost(func(h host) string {
 		if h.systemd {
 			return "systemctl start systemd-journald   (without journald, logs go to stderr)"
 		}
 		return "no systemd here: arizukod logs to stderr instead, which is enough; nothing to do"
-	}},
+	})},
 	{"sidecars", checkSidecars, fixed("run arizukod under systemd (system or user manager) with the engine's CLI in PATH, for sidecars as transient units")},
 	{"subids", checkSubids, fixed("usermod --add-subuids 100000-165535 --add-subgids 100000-165535 USER   (then: podman system migrate)")},
-	{"cgroups", checkCgroups, func(h host) string {
+	{"cgroups", checkCgroups, onHost(func(h host) string {
 		if h.systemd {
 			return "mkdir -p /etc/systemd/system/user@.service.d && printf '[Service]\\nDelegate=cpu cpuset io memory pids\\n' > /etc/systemd/system/user@.service.d/delegate.conf && systemctl daemon-reload, then log the engine's user in again   (or set allow_unlimited = true in [limits] of arizukod.toml)"
 		}
 		return "no systemd here to delegate cgroups: run a rootful engine, or set allow_unlimited = true in [limits] of arizukod.toml to run turns without the limits"
-	}},
+	})},
 	{"limits", checkLimits, fixed("give the engine its cgroups (arizukod.toml(5), [limits]), or set allow_unlimited = true in [limits] of arizukod.toml to run turns without the memory, CPU and pids limits")},
-	{"image", checkImage, fixed("arizukod image build claude   (Claude Code; then image = \"localhost/arizuko-claude:VERSION\" in arizukod.toml)   or: arizukod image import-static --tag localhost/arizuko-agent:latest /usr/libexec/arizuko/agent")},
+	{"image", checkImage, imageFix},
 	{"allowlist", checkAllowlist, fixed("correct the entry the error names (the format: arizukod.toml(5), allowlist), or remove the file: without it groups get no extra mounts")},
 	{"model", checkModel, fixed("echo KEY > /etc/arizuko/anthropic-api-key && chmod 0640 it, and [model] api_key_file = \"/etc/arizuko/anthropic-api-key\" in arizukod.toml   (or ANTHROPIC_API_KEY in the daemon's environment or env file)")},
 	{"upstream", checkUpstream, fixed("let this host reach the model API over HTTPS (DNS, firewall, HTTPS_PROXY in the daemon's environment), or set upstream in [model] of arizukod.toml")},
@@ -137,6 +148,8 @@ func cmdDoctor(ctx context.Context, args []string) error {
 		fmt.Printf("      arizukod %s answers on %s: the checks marked (daemon) are of what it runs with\n", safeLine(o.daemon.Version), safeLine(o.socket))
 	}
 	failed := 0
+	var needEngine []string // checks not made: they need the engine, whose FAIL said why
+	engineSaid := false
 	for _, c := range checks {
 		if len(only) > 0 && !slices.Contains(only, c.name) {
 			continue
@@ -150,14 +163,23 @@ func cmdDoctor(ctx context.Context, args []string) error {
 				err = fmt.Errorf("(daemon) %w", err)
 			}
 		}
-		if err != nil {
+		switch {
+		case err != nil && engineSaid && o.engErr != nil && errors.Is(err, o.engErr):
+			needEngine = append(needEngine, c.name)
+			fmt.Printf("skip  %-9s needs the engine, which did not answer (engine, above)\n", c.name)
+			continue
+		case err != nil:
 			failed++
-			fmt.Printf("FAIL  %-9s %v\n      fix: %s\n", c.name, indent(err.Error()), c.fix(o.host))
+			engineSaid = engineSaid || c.name == "engine"
+			fmt.Printf("FAIL  %-9s %v\n      fix: %s\n", c.name, indent(err.Error()), c.fix(&o))
 			continue
 		}
 		fmt.Printf("ok    %-9s %s\n", c.name, detail)
 	}
 	if failed > 0 {
+		if len(needEngine) > 0 {
+			return fmt.Errorf("%d check(s) failed; %s not made until the engine answers", failed, strings.Join(needEngine, ", "))
+		}
 		return fmt.Errorf("%d check(s) failed", failed)
 	}
 	return nil
@@ -191,16 +213,39 @@ func checkEngine(ctx context.Context, o *doctorOpts) (string, error) {
 	return fmt.Sprintf("%s %s (API %s, %s) at %s", info.Name, info.Version, info.APIVersion, mode, info.Socket), nil
 }
 
+// dataDirPath is the data directory the daemon would use.
+func (o *doctorOpts) dataDirPath() (string, error) {
+	if o.dataDir != "" {
+		return o.dataDir, nil
+	}
+	cfg, err := o.config()
+	if err != nil {
+		return "", err
+	}
+	return cfg.DataDir, nil
+}
+
+// checkDataDir: the data directory is a directory this user can write, or, missing, one
+// `arizukod serve` can make (it makes it, as its nearest existing parent allows).
 func checkDataDir(_ context.Context, o *doctorOpts) (string, error) {
-	dir := o.dataDir
-	if dir == "" {
-		cfg, err := o.config()
-		if err != nil {
-			return "", err
-		}
-		dir = cfg.DataDir
+	dir, err := o.dataDirPath()
+	if err != nil {
+		return "", err
 	}
 	fi, err := os.Stat(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		parent := filepath.Dir(dir)
+		for {
+			if _, err := os.Stat(parent); err == nil || parent == filepath.Dir(parent) {
+				break
+			}
+			parent = filepath.Dir(parent)
+		}
+		if err := unix.Access(parent, unix.W_OK|unix.X_OK); err != nil {
+			return "", fmt.Errorf("%s does not exist, and this user cannot make it in %s: %w", dir, parent, err)
+		}
+		return fmt.Sprintf("%s does not exist yet: arizukod serve makes it (in %s, which this user can write)", dir, parent), nil
+	}
 	if err != nil {
 		return "", err
 	}
@@ -214,6 +259,31 @@ func checkDataDir(_ context.Context, o *doctorOpts) (string, error) {
 	f.Close()
 	os.Remove(f.Name())
 	return dir + " is writable", nil
+}
+
+// dataDirFix makes the data directory the daemon would use, for this user.
+func dataDirFix(o *doctorOpts) string {
+	const other = "   (or name another: data_dir in arizukod.toml, $DATA_DIR, --data-dir)"
+	dir, err := o.dataDirPath()
+	if err != nil {
+		return "correct the configuration first (the config check says why)"
+	}
+	sudo := "sudo "
+	if os.Geteuid() == 0 {
+		sudo = ""
+	}
+	q := shellQuote(dir)
+	return fmt.Sprintf("%smkdir -p %s && %schown $(id -u):$(id -g) %s", sudo, q, sudo, q) + other
+}
+
+// shellQuote is s as one word of a POSIX shell.
+func shellQuote(s string) string {
+	if s != "" && !strings.ContainsFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("/._-+:@%", r))
+	}) {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 func checkJournald(context.Context, *doctorOpts) (string, error) {

@@ -12,7 +12,7 @@ import (
 )
 
 // checkImage says whether the configured agent image is on the engine, and whether the
-// Claude Code image is.
+// Claude Code image is, when that is another.
 func checkImage(ctx context.Context, o *doctorOpts) (string, error) {
 	eng, _, err := o.engine(ctx)
 	if err != nil {
@@ -30,18 +30,34 @@ func checkImage(ctx context.Context, o *doctorOpts) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	claude, _ := eng.ImageExists(ctx, agentimage.ClaudeRef)
-	if !ok {
-		return "", fmt.Errorf("the agent image %s is not on the engine (runs never pull); %s is %s", image, agentimage.ClaudeRef, present(claude))
+	if image == agentimage.ClaudeRef {
+		if !ok {
+			return "", fmt.Errorf("the agent image %s (Claude Code) is not on the engine (runs never pull)", image)
+		}
+		return image + " (Claude Code) is on the engine", nil
 	}
-	return fmt.Sprintf("%s is on the engine; %s is %s", image, agentimage.ClaudeRef, present(claude)), nil
+	o.claudeThere, _ = eng.ImageExists(ctx, agentimage.ClaudeRef)
+	if !ok {
+		return "", fmt.Errorf("the agent image %s is not on the engine (runs never pull); %s (Claude Code) is %s", image, agentimage.ClaudeRef, present(o.claudeThere))
+	}
+	return fmt.Sprintf("%s is on the engine; %s (Claude Code) is %s", image, agentimage.ClaudeRef, present(o.claudeThere)), nil
+}
+
+// imageFix puts an agent image on the engine, or names the Claude Code image that is
+// there already.
+func imageFix(o *doctorOpts) string {
+	const build = "arizukod image build claude   (Claude Code; then image = %q in arizukod.toml)   or: arizukod image import-static --tag localhost/arizuko-agent:latest /usr/libexec/arizuko/agent"
+	if o.claudeThere {
+		return fmt.Sprintf("image = %q in arizukod.toml (it is on the engine), or put the image named there: arizukod image import-static --tag IMAGE BINARY", agentimage.ClaudeRef)
+	}
+	return fmt.Sprintf(build, agentimage.ClaudeRef)
 }
 
 func present(ok bool) string {
 	if ok {
 		return "there"
 	}
-	return "not built (arizukod image build claude)"
+	return "not built"
 }
 
 // checkModel says where the model gateway's credential comes from, without printing it:

@@ -6,7 +6,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/arizuko/arizukod/agentimage"
 	"github.com/arizuko/arizukod/api"
+	"github.com/arizuko/arizukod/config"
+	"github.com/arizuko/arizukod/internal/fakeengine"
 )
 
 // daemonHealthOf is a daemon whose /health says h.
@@ -50,6 +53,49 @@ func TestDoctorAsksTheDaemon(t *testing.T) {
 			}
 			if tc.health == nil && strings.Contains(stdout, "(daemon)") {
 				t.Errorf("without a daemon doctor marks checks as the daemon's:\n%s", stdout)
+			}
+		})
+	}
+}
+
+// TestDoctorImage: the image line names each image once, and its fix names the Claude Code
+// image when that is on the engine rather than telling to build it.
+func TestDoctorImage(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name    string
+		image   string
+		images  []string
+		want    string // the detail, or the error with "error: " before it
+		wantFix string
+	}{
+		{"claude configured and there", agentimage.ClaudeRef, []string{agentimage.ClaudeRef},
+			agentimage.ClaudeRef + " (Claude Code) is on the engine", "arizukod image build claude"},
+		{"claude configured, not built", agentimage.ClaudeRef, nil,
+			"error: the agent image " + agentimage.ClaudeRef + " (Claude Code) is not on the engine (runs never pull)", "arizukod image build claude"},
+		{"another there, claude too", "localhost/agent:1", []string{"localhost/agent:1", agentimage.ClaudeRef},
+			"localhost/agent:1 is on the engine; " + agentimage.ClaudeRef + " (Claude Code) is there", `image = "` + agentimage.ClaudeRef + `" in arizukod.toml (it is on the engine)`},
+		{"another missing, claude there", "localhost/agent:1", []string{agentimage.ClaudeRef},
+			"error: the agent image localhost/agent:1 is not on the engine (runs never pull); " + agentimage.ClaudeRef + " (Claude Code) is there", `image = "` + agentimage.ClaudeRef + `" in arizukod.toml (it is on the engine)`},
+		{"nothing there", "localhost/agent:1", nil,
+			"error: the agent image localhost/agent:1 is not on the engine (runs never pull); " + agentimage.ClaudeRef + " (Claude Code) is not built", "arizukod image build claude   (Claude Code; then image = \"" + agentimage.ClaudeRef + "\""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(dir, "arizukod.toml")
+			writeFile(t, path, "image = \""+tc.image+"\"\n")
+			eng := fakeengine.New(fakeengine.Script{})
+			eng.SetImages(tc.images...)
+			o := &doctorOpts{opened: true, eng: eng, configPath: path, host: host{mode: config.ModeSystem}}
+			detail, err := checkImage(context.Background(), o)
+			got := detail
+			if err != nil {
+				got = "error: " + err.Error()
+			}
+			if got != tc.want {
+				t.Errorf("got  %s\nwant %s", got, tc.want)
+			}
+			if fix := imageFix(o); !strings.Contains(fix, tc.wantFix) {
+				t.Errorf("fix %q, want it to say %q", fix, tc.wantFix)
 			}
 		})
 	}

@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/arizuko/arizukod/config"
+	"github.com/arizuko/arizukod/runtime/engine"
 )
 
 // host is what the hints depend on: whether systemd runs this machine (PID 1) or at least
@@ -72,8 +73,12 @@ func (h host) engineFix() string {
 }
 
 // explain says what to do about an error a command ended with, or "" when the error says it
-// itself: no daemon at the socket, or a socket this user may not open.
+// itself: no engine answered (run --local, image), no daemon at the socket, or a socket this
+// user may not open.
 func explain(err error) string {
+	if errors.Is(err, engine.ErrNoEngine) {
+		return "fix: " + probeHost().engineFix()
+	}
 	var op *net.OpError
 	if !errors.As(err, &op) || op.Op != "dial" {
 		return ""

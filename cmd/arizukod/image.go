@@ -2,10 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/arizuko/arizukod/agentimage"
@@ -45,6 +49,9 @@ func imageImportStatic(ctx context.Context, args []string) error {
 	tag := fs.String("tag", config.DefaultImage, "image reference to create")
 	ef.register(fs)
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
 		return errUsage
 	}
 	if fs.NArg() != 1 {
@@ -68,6 +75,9 @@ func imageBuild(ctx context.Context, args []string) error {
 	runner := fs.String("runner", defaultRunner(), "the arizuko-claude runner binary to put in the image")
 	cache := fs.String("cache-dir", defaultCacheDir(), "where the Debian rootfs and Claude Code's package are kept between builds")
 	ef.register(fs)
+	if len(args) > 0 && slices.Contains([]string{"-h", "-help", "--help"}, args[0]) {
+		return parseFlags(fs, args[:1])
+	}
 	if len(args) == 0 || args[0] != "claude" {
 		if len(args) > 0 {
 			fmt.Fprintf(fs.Output(), "arizukod image build: unknown image %q: the one image it builds is claude\n", args[0])
@@ -89,6 +99,13 @@ func imageBuild(ctx context.Context, args []string) error {
 		return err
 	}
 	fmt.Printf("built %s (%d MB rootfs) in %s\n", b.Ref, b.Bytes>>20, b.Duration.Round(time.Second))
+	switch r := b.Replaced; {
+	case r.ID != "" && r.Kept == nil:
+		fmt.Printf("removed the image it replaces (%s)\n", shortID(r.ID))
+	case r.ID != "":
+		fmt.Fprintf(os.Stderr, "arizukod image build: the image it replaces (%s) stays: %v; remove it once no container uses it: %s rmi %s\n",
+			shortID(r.ID), r.Kept, info.Name, shortID(r.ID))
+	}
 	return nil
 }
 
@@ -120,4 +137,10 @@ func defaultCacheDir() string {
 func fileExists(p string) bool {
 	fi, err := os.Stat(p)
 	return err == nil && fi.Mode().IsRegular()
+}
+
+// shortID is an image id as the engines' CLIs show it: 12 hex digits, without "sha256:".
+func shortID(id string) string {
+	id = strings.TrimPrefix(id, "sha256:")
+	return id[:min(12, len(id))]
 }

@@ -78,6 +78,10 @@ func runInbox(ctx context.Context, args []string, stdout io.Writer) error {
 	} else {
 		req := api.InboundMessage{Platform: *platform, Room: *room, ChatJID: *chat, Sender: *sender, Verb: *verbFlag, Content: *message}
 		err = c.Do(ctx, http.MethodPost, "/v1/messages", req, &out)
+		var apiErr *api.Error
+		if errors.As(err, &apiErr) && apiErr.Code == http.StatusUnprocessableEntity {
+			err = fmt.Errorf("%w\n  a message reaches a group through a route: `arizukod routes add main --seq 1000 --match ''` sends every message to main (`arizukod routes` lists them), or `arizukod inbox add main --message TEXT` skips the routes", err)
+		}
 	}
 	if err != nil {
 		return err

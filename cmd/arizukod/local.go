@@ -139,21 +139,28 @@ func existingDir(p string) string {
 	return ""
 }
 
-// services are what the daemon starts around each of its turns, for the turns of b run
-// here: the group's sidecars on eng, its MCP server, model gateway and egress proxy. The
-// returned func releases them once the turns are over. Unlike the daemon it stops no
-// leftover sidecars: a daemon on the same data directory may be running them.
-func (l *localFlags) services(ctx context.Context, b *turn.Builder, st *store.Store, eng engine.Engine, info engine.Info) (*turn.Services, func(), error) {
+// services are what the daemon starts around each of its turns, for the turn of b for
+// folder f run here: the group's sidecars on eng, its MCP server, model gateway and egress
+// proxy. The returned func releases them once the turn is over. Unlike the daemon it stops
+// no leftover sidecars: a daemon on the same data directory may be running them. What the
+// daemon says of its setup when it starts is not said for one turn where it does not
+// apply: no model credential (a turn that asks the model fails at once, naming the fix),
+// where sidecars run for a group that has none.
+func (l *localFlags) services(ctx context.Context, b *turn.Builder, f groupfolder.Folder, st *store.Store, eng engine.Engine, info engine.Info) (*turn.Services, func(), error) {
 	log := slog.Default()
 	cfg := l.cfg
 	model, err := turn.NewModelGateway(turn.ModelOptions{
 		Upstream: cfg.Model.Upstream, APIKeyFile: cfg.Model.APIKeyFile, OAuthTokenFile: cfg.Model.OAuthTokenFile,
 		CredentialsDir: cfg.Model.CredentialsDir, GiveUp: cfg.Model.GiveUp, EnvFile: cfg.EnvFile,
-	}, b.Layout, log)
+	}, b.Layout, slog.New(slog.DiscardHandler))
 	if err != nil {
 		return nil, nil, err
 	}
-	sidecars, err := sidecar.New(ctx, sidecar.Options{Engine: eng, Info: info, Layout: b.Layout,
+	var mode sidecar.Mode
+	if plan, err := b.Plan(ctx, f); err == nil && len(plan.Config.Sidecars) == 0 {
+		mode = sidecar.ModeEngine
+	}
+	sidecars, err := sidecar.New(ctx, sidecar.Options{Engine: eng, Info: info, Layout: b.Layout, Mode: mode,
 		Instance: cfg.Instance, StopGrace: cfg.StopGrace, Networks: cfg.Limits.AllowedNetworks, Logger: log})
 	if err != nil {
 		return nil, nil, err

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"log/slog"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/arizuko/arizukod/internal/daemontest"
 	"github.com/arizuko/arizukod/internal/enginetest"
 	"github.com/arizuko/arizukod/store"
 )
@@ -63,5 +65,35 @@ func TestLocalTurnTools(t *testing.T) {
 				t.Fatalf("outbox after a local turn's send_reply: %+v, want the reply to chat-local", items)
 			}
 		})
+	}
+}
+
+// TestLocalTurnQuiet: a `run --local` turn of the example agent, which neither asks the
+// model nor has sidecars, logs no model-credential warning and no notice of where
+// sidecars run: those are the daemon's setup, and do not apply to this turn.
+func TestLocalTurnQuiet(t *testing.T) {
+	e := daemontest.Podman4(t)
+	eng, _ := e.Open(t)
+	image := enginetest.EnsureAgentImage(t, e, eng)
+	t.Setenv("ARIZUKO_MODE", "user")
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	t.Setenv("ANTHROPIC_API_KEY", "")
+	t.Setenv("CLAUDE_CODE_OAUTH_TOKEN", "")
+	var logged bytes.Buffer
+	old := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&logged, nil)))
+	defer slog.SetDefault(old)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	err := runCommand(ctx, []string{"--local", "--engine", e.Kind, "--engine-socket", e.URI, "--image", image,
+		"--data-dir", t.TempDir(), "--folder", "main", "--message", "reply hi"}, &out)
+	if err != nil {
+		t.Fatalf("run --local: %v\n%s%s", err, out.String(), logged.String())
+	}
+	for _, noise := range []string{"model credential", "sidecars run"} {
+		if strings.Contains(logged.String(), noise) {
+			t.Errorf("run --local logged %q, which does not apply to its turn:\n%s", noise, logged.String())
+		}
 	}
 }

@@ -9,7 +9,9 @@ import (
 	"os"
 	"os/signal"
 	"sort"
+	"strconv"
 	"syscall"
+	"time"
 )
 
 // command is one subcommand: its one-line summary and its entry point.
@@ -22,7 +24,7 @@ var commands = map[string]command{
 	"serve":   {"run the daemon (socket-activated under systemd, or on its own socket)", cmdServe},
 	"run":     {"run one turn and print its result JSON", cmdRun},
 	"runs":    {"list, show and kill runs of the daemon", cmdRuns},
-	"groups":  {"list and register groups, set their grants", cmdGroups},
+	"groups":  {"list, register and remove groups, set their grants", cmdGroups},
 	"inbox":   {"list a group's pending messages, put one into its inbox, or hand one to the routes", cmdInbox},
 	"tasks":   {"list the tasks agents scheduled; pause, resume or cancel one", cmdTasks},
 	"unpark":  {"let a parked group's inbox run again", cmdUnpark},
@@ -30,7 +32,7 @@ var commands = map[string]command{
 	"outbox":  {"list the outbound messages and their delivery, follow them, ack, fail or retry one", cmdOutbox},
 	"routes":  {"list, add and delete the operator's routes of inbound messages", cmdRoutes},
 	"doctor":  {"check the engine, directories and journald, with the command that fixes each failure", cmdDoctor},
-	"image":   {"make agent images from static binaries", cmdImage},
+	"image":   {"make the agent images: Claude Code's (image build claude), or one from a static binary", cmdImage},
 	"version": {"print the version", cmdVersion},
 	"prompt":  {"print the system prompt a turn of a group would get", cmdPrompt},
 	"mounts":  {"print the mount table a turn of a group would get, and every rejected mount", cmdMounts},
@@ -132,4 +134,29 @@ func cmdVersion(ctx context.Context, args []string) error {
 	}
 	fmt.Println("arizukod", version)
 	return nil
+}
+
+// duration is a flag.Value for a time.Duration whose error says how to write one: a bare
+// number is "use 5s", not the flag package's "parse error".
+type duration time.Duration
+
+func (d *duration) String() string { return time.Duration(*d).String() }
+
+func (d *duration) Set(v string) error {
+	p, err := time.ParseDuration(v)
+	if err == nil {
+		*d = duration(p)
+		return nil
+	}
+	if _, nerr := strconv.ParseFloat(v, 64); nerr == nil {
+		return fmt.Errorf("a duration needs its unit: use %ss (or m, h)", v)
+	}
+	return errors.New("not a duration: use e.g. 90s, 5m or 1h30m")
+}
+
+// durationFlag registers a duration flag (default 0) with duration's errors.
+func durationFlag(fs *flag.FlagSet, name, usage string) *time.Duration {
+	var d duration
+	fs.Var(&d, name, usage)
+	return (*time.Duration)(&d)
 }

@@ -143,6 +143,9 @@ func TestCLIMistakes(t *testing.T) {
 		{"inbox-add-no-folder", systemdHost, []string{"inbox", "add", "--message", "hi"}},
 		{"image-no-verb", systemdHost, []string{"image"}},
 		{"image-build-unknown", systemdHost, []string{"image", "build", "bogus"}},
+		{"image-build-help", systemdHost, []string{"image", "build", "--help"}},
+		{"image-import-static-help", systemdHost, []string{"image", "import-static", "--help"}},
+		{"run-timeout-no-unit", systemdHost, []string{"run", "--folder", "main", "--message", "hi", "--timeout", "5"}},
 		{"runs-show-no-id", systemdHost, []string{"runs", "show"}},
 		{"groups-add-no-folder", systemdHost, []string{"groups", "add", "--name", "x"}},
 		{"run-no-message", systemdHost, []string{"run", "--folder", "main"}},
@@ -165,6 +168,11 @@ func TestCLIMistakes(t *testing.T) {
 		{"doctor-bad-allowlist", systemdHost, []string{"doctor", "--check", "allowlist", "--config", badAllow}},
 		{"doctor-data-dir-of-config", systemdHost, []string{"doctor", "--check", "data-dir", "--config", badAllow}},
 		{"doctor-cgroups", systemdHost, []string{"doctor", "--check", "cgroups", "--engine-socket", "unix://" + noSocket}},
+		{"doctor-no-engine", noSystemdHost, []string{"doctor", "--check", "engine", "--check", "subids", "--check", "cgroups", "--check", "limits", "--check", "image", "--engine-socket", "unix://" + noSocket, "--socket", noSocket}},
+		{"doctor-data-dir-not-made", systemdHost, []string{"doctor", "--check", "data-dir", "--data-dir", filepath.Join(tmp, "allow.json", "data dir")}},
+		{"doctor-data-dir-to-make", systemdHost, []string{"doctor", "--check", "data-dir", "--data-dir", filepath.Join(tmp, "new", "data")}},
+		{"run-local-no-engine", noSystemdHost, []string{"run", "--local", "--folder", "main", "--message", "hi", "--engine-socket", "unix://" + noSocket, "--data-dir", filepath.Join(tmp, "local")}},
+		{"image-build-no-engine", systemdHost, []string{"image", "build", "claude", "--engine-socket", "unix://" + noSocket}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			old := probeHost
@@ -174,6 +182,11 @@ func TestCLIMistakes(t *testing.T) {
 			got := fmt.Sprintf("$ arizukod %s\n--- exit %d\n--- stdout\n%s--- stderr\n%s", strings.Join(tc.args, " "), code, stdout, stderr)
 			golden(t, filepath.Join("testdata", "cli", tc.name+".golden"), normalize(got, tmp))
 		})
+	}
+
+	// The image command makes Claude Code's image too, and its line says so.
+	if _, stderr, _ := runCLI(t, []string{"--help"}); !regexp.MustCompile(`(?m)^  image +.*Claude Code`).MatchString(stderr) {
+		t.Errorf("arizukod --help: the image line does not name Claude Code:\n%s", stderr)
 	}
 
 	// The command table grows with every command: only its first line is checked here.

@@ -104,19 +104,19 @@ func runOutbox(ctx context.Context, args []string, stdout io.Writer) error {
 		if err != nil {
 			return err
 		}
-		return enc.Encode(row)
+		return enc.Encode(showRow(row))
 	case "retry":
 		row, err := c.RetryOutbox(ctx, ids[0])
 		if err != nil {
 			return err
 		}
-		return enc.Encode(row)
+		return enc.Encode(showRow(row))
 	case "fail":
 		row, err := c.FailOutbox(ctx, *lease, ids[0], *errText)
 		if err != nil {
 			return err
 		}
-		return enc.Encode(row)
+		return enc.Encode(showRow(row))
 	case "ack":
 		n, err := c.AckOutbox(ctx, *lease, ids...)
 		if err != nil {
@@ -158,6 +158,26 @@ func runOutbox(ctx context.Context, args []string, stdout io.Writer) error {
 			time.UnixMilli(r.CreatedAt).UTC().Format(time.RFC3339), clip(text, 60))
 	}
 	return tw.Flush()
+}
+
+// shownRow is one outbox row as show, retry and fail print it: its times in RFC 3339
+// (UTC), as the list shows them, rather than the API's unix milliseconds; a time that is
+// not (no lease, not delivered) is left out.
+type shownRow struct {
+	api.OutboxRow
+	CreatedAt   string `json:"createdAt"`
+	LeaseUntil  string `json:"leaseUntil,omitempty"`
+	DeliveredAt string `json:"deliveredAt,omitempty"`
+}
+
+func showRow(r api.OutboxRow) shownRow {
+	iso := func(ms int64) string {
+		if ms == 0 {
+			return ""
+		}
+		return time.UnixMilli(ms).UTC().Format(time.RFC3339Nano)
+	}
+	return shownRow{OutboxRow: r, CreatedAt: iso(r.CreatedAt), LeaseUntil: iso(r.LeaseUntil), DeliveredAt: iso(r.DeliveredAt)}
 }
 
 // followOutbox leases rows as they come, prints each and acknowledges it, until ctx ends.

@@ -49,7 +49,7 @@ func runCommand(ctx context.Context, args []string, out io.Writer) error {
 		local   = fs.Bool("local", false, "run the turn in this process, without a daemon (otherwise: through the daemon's socket)")
 		folder  = fs.String("folder", "", "group folder, e.g. main or main/research (required)")
 		message = fs.String("message", "", "the message of the turn (required)")
-		timeout = fs.Duration("timeout", 0, "run timeout (default: the daemon's, run_timeout of the configuration, $RUNED_RUN_TIMEOUT)")
+		timeout = durationFlag(fs, "timeout", "how long the turn may run, a `duration` such as 90s or 5m (default: the daemon's, run_timeout of the configuration, $RUNED_RUN_TIMEOUT)")
 		sender  = fs.String("sender", "", "sender JID of the message")
 		chat    = fs.String("chat", "", "the chat the turn answers, where send_reply without a chat_jid goes")
 		session = fs.String("session", "", "session id to continue (default: the group's last)")
@@ -91,7 +91,7 @@ func runCommand(ctx context.Context, args []string, out io.Writer) error {
 	// The result is printed before the container's removal, which happens off the turn's
 	// critical path; wait for it before exiting.
 	defer r.Close()
-	services, release, err := lf.services(ctx, builder, st, eng, info)
+	services, release, err := lf.services(ctx, builder, f, st, eng, info)
 	if err != nil {
 		return err
 	}

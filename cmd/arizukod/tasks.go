@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -73,7 +74,7 @@ func cmdTasks(ctx context.Context, args []string) error {
 		}
 		var t api.Task
 		if err := c.Do(ctx, method, path, nil, &t); err != nil {
-			return err
+			return unknownID(err, "task", id, "arizukod tasks")
 		}
 		return enc.Encode(t)
 	}
@@ -96,4 +97,14 @@ func clip(s string, n int) string {
 		return string(r[:n-1]) + "…"
 	}
 	return s
+}
+
+// unknownID is err, or, when it is the daemon's 404 for the id of a kind of thing, that
+// said with the command that lists them (the daemon's message names its API path).
+func unknownID(err error, kind, id, list string) error {
+	var apiErr *api.Error
+	if errors.As(err, &apiErr) && apiErr.Code == http.StatusNotFound && apiErr.Field == "id" {
+		return fmt.Errorf("no %s %q: `%s` lists them", kind, id, list)
+	}
+	return err
 }

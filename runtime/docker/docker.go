@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
@@ -92,6 +93,33 @@ func (d *Docker) ImportImage(ctx context.Context, ref string, rootfs io.Reader, 
 	defer rc.Close()
 	_, err = io.Copy(io.Discard, rc)
 	return err
+}
+
+// ImageID inspects the image ref names.
+func (d *Docker) ImageID(ctx context.Context, ref string) (string, error) {
+	img, err := d.cli.ImageInspect(ctx, ref)
+	if cerrdefs.IsNotFound(err) {
+		return "", fmt.Errorf("%w %s: %w", engine.ErrNoSuchImage, ref, err)
+	}
+	if err != nil {
+		return "", err
+	}
+	return img.ID, nil
+}
+
+// RemoveImage removes image id without force: one a container uses, or another
+// reference names, is ErrImageInUse.
+func (d *Docker) RemoveImage(ctx context.Context, id string) error {
+	_, err := d.cli.ImageRemove(ctx, id, image.RemoveOptions{PruneChildren: true})
+	switch {
+	case cerrdefs.IsConflict(err):
+		return fmt.Errorf("remove image %s: %w: %w", id, engine.ErrImageInUse, err)
+	case cerrdefs.IsNotFound(err):
+		return fmt.Errorf("remove image %s: %w: %w", id, engine.ErrNoSuchImage, err)
+	case err != nil:
+		return fmt.Errorf("remove image %s: %w", id, err)
+	}
+	return nil
 }
 
 func (d *Docker) Create(ctx context.Context, s engine.Spec) (string, error) {

@@ -61,6 +61,16 @@ type Preparer interface {
 	ImageID(ctx context.Context, ref string) (string, error)
 }
 
+// ImageRemover is an engine that names an image's id and removes an image: what
+// ImportReplacing uses to remove the image a new import of the same reference replaced.
+type ImageRemover interface {
+	// ImageID is the id of the image ref names now.
+	ImageID(ctx context.Context, ref string) (string, error)
+	// RemoveImage removes image id, never by force: one a container uses, or that another
+	// reference names, stays, and that is ErrImageInUse.
+	RemoveImage(ctx context.Context, id string) error
+}
+
 // Info describes an engine.
 type Info struct {
 	Name       string // "podman" or "docker"
@@ -165,7 +175,10 @@ func (a *Attachment) Close() error { return a.closeFn() }
 var (
 	ErrNoSuchImage     = errors.New("no such image")
 	ErrNoSuchContainer = errors.New("no such container")
-	ErrNoEngine        = errors.New("no container engine answered")
+	// ErrImageInUse marks an image that is not removed: a container uses it, or another
+	// reference names it.
+	ErrImageInUse = errors.New("image in use")
+	ErrNoEngine   = errors.New("no container engine answered")
 	// ErrCreate marks a container the engine refused to create: a misconfiguration that a
 	// retry will not fix.
 	ErrCreate = errors.New("engine refused to create the container")

@@ -67,3 +67,41 @@ func ImportStatic(ctx context.Context, e Engine, ref, binary string) error {
 	}
 	return nil
 }
+
+// Replaced is what ImportReplacing did with the image its reference named before.
+type Replaced struct {
+	// ID is that image; "" when the reference named none, or names it still.
+	ID string
+	// Kept says why it was not removed (wrapping ErrImageInUse when a container uses it);
+	// nil when it was.
+	Kept error
+}
+
+// ImportReplacing runs imp, which imports a new image as ref, and then removes the image
+// ref named before: an import leaves it untagged, taking its space on every rebuild.
+// One a container still uses is kept (Replaced.Kept says so), and so is every one on an
+// engine that is no ImageRemover. An error of imp is returned as it is, and nothing is
+// removed.
+func ImportReplacing(ctx context.Context, e Engine, ref string, imp func() error) (Replaced, error) {
+	r, canRemove := e.(ImageRemover)
+	old := ""
+	if there, err := e.ImageExists(ctx, ref); err == nil && there && canRemove {
+		if old, err = r.ImageID(ctx, ref); err != nil {
+			return Replaced{}, fmt.Errorf("the image %s names now: %w", ref, err)
+		}
+	}
+	if err := imp(); err != nil {
+		return Replaced{}, err
+	}
+	if !canRemove {
+		return Replaced{}, nil
+	}
+	now, err := r.ImageID(ctx, ref)
+	if err != nil {
+		return Replaced{}, fmt.Errorf("the image %s names after the import: %w", ref, err)
+	}
+	if old == "" || old == now {
+		return Replaced{}, nil
+	}
+	return Replaced{ID: old, Kept: r.RemoveImage(ctx, old)}, nil
+}

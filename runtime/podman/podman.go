@@ -353,6 +353,23 @@ func (p *Podman) ImageID(ctx context.Context, ref string) (string, error) {
 	return img.ID, nil
 }
 
+// RemoveImage removes image id without force: one a container uses, or another
+// reference names, is ErrImageInUse.
+func (p *Podman) RemoveImage(ctx context.Context, id string) error {
+	resp, err := p.send(ctx, request{method: http.MethodDelete, endpoint: "/images/%s", args: []string{id}})
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	switch {
+	case resp.IsSuccess():
+		return nil
+	case resp.StatusCode == http.StatusConflict:
+		return fmt.Errorf("remove image %s: %w: %w", id, engine.ErrImageInUse, resp.Process(nil))
+	}
+	return fmt.Errorf("remove image %s: %w", id, podmanErr(resp.Process(nil)))
+}
+
 // WatchImages follows libpod's event stream, filtered to images, on a connection of its
 // own (a stream held open on the bindings' shared client would be dropped by forget).
 func (p *Podman) WatchImages(ctx context.Context, ready func(), changed func(ref string)) error {
