@@ -3,7 +3,8 @@
 // that ground while its container runs and may plant a symlink or swap a directory for
 // one at any moment, so nothing here takes a path string to the kernel: a Dir is an open
 // directory descriptor, every path below it is resolved by openat2 with RESOLVE_BENEATH
-// and RESOLVE_NO_SYMLINKS (no component, the last included, is ever a followed link),
+// and RESOLVE_NO_SYMLINKS (no component, the last included, is ever a followed link; where
+// openat2 is missing or filtered, the same walk is done with openat and O_NOFOLLOW),
 // files are created O_CREAT|O_EXCL, replaced by a rename inside the same descriptor, and
 // removed, chmod-ed and stat-ed through the descriptor of their parent without following
 // the last component.
@@ -22,6 +23,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -76,16 +78,82 @@ func (d *Dir) openat2(rel string, flags uint64, mode uint64) (int, error) {
 	if err != nil {
 		return -1, err
 	}
-	for {
-		fd, err := unix.Openat2(d.fd(), c, &unix.OpenHow{Flags: flags | unix.O_CLOEXEC | unix.O_NOFOLLOW, Mode: mode, Resolve: resolve})
-		if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
+	fd, err := resolveBeneath(d.fd(), c, flags|unix.O_CLOEXEC|unix.O_NOFOLLOW, mode)
+	if err != nil {
+		// A link where a directory is wanted is ENOTDIR; say what it is.
+		if errors.Is(err, unix.ENOTDIR) && isLink(d.fd(), c) {
+			err = unix.ELOOP
+		}
+		return -1, pathError("open", d.join(c), err)
+	}
+	return fd, nil
+}
+
+// resolveBeneath opens rel below dirfd with openat2, or with walk where openat2 is missing.
+func resolveBeneath(dirfd int, rel string, flags, mode uint64) (int, error) {
+	for !noOpenat2.Load() {
+		fd, err := unix.Openat2(dirfd, rel, &unix.OpenHow{Flags: flags, Mode: mode, Resolve: resolve})
+		switch {
+		case errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR):
 			continue // a rename elsewhere on the file system raced the lookup
+		case errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EPERM):
+			// A kernel before 5.6, or a seccomp filter that does not know openat2
+			// (systemd-nspawn's, some service managers'): walk instead, from now on,
+			// unless the walk gets EPERM too (then it was the file's).
+			fd, werr := walk(dirfd, rel, flags, uint32(mode))
+			if werr == nil || !errors.Is(werr, unix.EPERM) {
+				noOpenat2.Store(true)
+			}
+			return fd, werr
+		}
+		return fd, err
+	}
+	return walk(dirfd, rel, flags, uint32(mode))
+}
+
+// noOpenat2 is set once openat2 turned out to be unavailable.
+var noOpenat2 atomic.Bool
+
+// walk is what openat2 with RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS does, one component at a
+// time with openat and O_NOFOLLOW: every directory on the way is opened without following
+// a link (ELOOP or ENOTDIR for one), and the last component with flags (which hold
+// O_NOFOLLOW). rel is clean: relative, without "..".
+func walk(dirfd int, rel string, flags uint64, mode uint32) (int, error) {
+	comps := strings.Split(rel, "/")
+	fd := dirfd
+	for i, name := range comps[:len(comps)-1] {
+		next, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if fd != dirfd {
+			unix.Close(fd)
 		}
 		if err != nil {
-			return -1, pathError("open", d.join(c), err)
+			if errors.Is(err, unix.ENOTDIR) && isLink(dirfd, strings.Join(comps[:i+1], "/")) {
+				err = unix.ELOOP
+			}
+			return -1, err
 		}
-		return fd, nil
+		fd = next
 	}
+	last, err := unix.Openat(fd, comps[len(comps)-1], int(flags), mode)
+	if fd != dirfd {
+		unix.Close(fd)
+	}
+	return last, err
+}
+
+// isLink says whether rel below dirfd is a symlink, looked at without following one.
+func isLink(dirfd int, rel string) bool {
+	dir, base := path.Split(rel)
+	fd := dirfd
+	if dir != "" {
+		var err error
+		if fd, err = resolveBeneath(dirfd, path.Clean(dir), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err != nil {
+			return false
+		}
+		defer unix.Close(fd)
+	}
+	var st unix.Stat_t
+	return unix.Fstatat(fd, base, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK
 }
 
 // pathError names path and turns ELOOP (a symlink met under RESOLVE_NO_SYMLINKS or

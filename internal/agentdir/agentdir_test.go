@@ -132,30 +132,51 @@ func TestLinksAreNeverFollowed(t *testing.T) {
 			return err
 		}, true},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			h := plant(t)
-			err := tt.op(h.dir)
-			if tt.wantErr && err == nil {
-				t.Fatal("succeeded; want an error")
+	// openat2, and the openat walk used where a kernel or a seccomp filter lacks it (as
+	// systemd-nspawn's did for the packaged service in the booted-system test).
+	for _, mode := range []string{"openat2", "walk"} {
+		t.Run(mode, func(t *testing.T) {
+			if mode == "walk" {
+				agentdir.WithoutOpenat2(t)
 			}
-			if !tt.wantErr && err != nil {
-				t.Fatalf("failed: %v", err)
+			for _, tt := range tests {
+				t.Run(tt.name, func(t *testing.T) {
+					h := plant(t)
+					err := tt.op(h.dir)
+					if tt.wantErr && err == nil {
+						t.Fatal("succeeded; want an error")
+					}
+					if !tt.wantErr && err != nil {
+						t.Fatalf("failed: %v", err)
+					}
+					h.untouched(t)
+				})
 			}
-			h.untouched(t)
 		})
 	}
 }
 
 func TestLinkErrorsSayWhy(t *testing.T) {
-	h := plant(t)
-	_, err := h.dir.ReadFile("dir/secret", 1<<20)
-	if !errors.Is(err, agentdir.ErrLink) {
-		t.Fatalf("err = %v, want ErrLink", err)
-	}
-	var pe *fs.PathError
-	if !errors.As(err, &pe) || pe.Path != filepath.Join(h.root, "dir/secret") {
-		t.Fatalf("err = %v, want the path named", err)
+	for _, mode := range []string{"openat2", "walk"} {
+		t.Run(mode, func(t *testing.T) {
+			if mode == "walk" {
+				agentdir.WithoutOpenat2(t)
+			}
+			h := plant(t)
+			for _, rel := range []string{"dir/secret", "file", "dir"} {
+				_, err := h.dir.ReadFile(rel, 1<<20)
+				if !errors.Is(err, agentdir.ErrLink) {
+					t.Fatalf("%s: err = %v, want ErrLink", rel, err)
+				}
+				var pe *fs.PathError
+				if !errors.As(err, &pe) || pe.Path != filepath.Join(h.root, rel) {
+					t.Fatalf("%s: err = %v, want the path named", rel, err)
+				}
+			}
+			if _, err := h.dir.Dir("dir"); !errors.Is(err, agentdir.ErrLink) {
+				t.Fatalf("Dir(dir): err = %v, want ErrLink", err)
+			}
+		})
 	}
 }
 
