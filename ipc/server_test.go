@@ -134,7 +134,7 @@ func TestBadArguments(t *testing.T) {
 		{"send_document", map[string]any{"chat_jid": "tg:1", "path": "dir"}, "bad argument path: /workspace/dir is not a regular file"},
 		{"send_document", map[string]any{"chat_jid": "tg:1", "path": "passwd"}, "bad argument path: /workspace/passwd is not a regular file"},
 		{"send_document", map[string]any{"chat_jid": "tg:1", "path": "link.txt"}, "bad argument path: /workspace/link.txt is not a regular file"},
-		{"send_document", map[string]any{"chat_jid": "tg:1", "path": "etc/passwd"}, "bad argument path: /workspace/etc/passwd cannot be used"},
+		{"send_document", map[string]any{"chat_jid": "tg:1", "path": "etc/passwd"}, "bad argument path: /workspace/etc/passwd is or passes through a symlink"},
 		{"send_document", map[string]any{"chat_jid": "tg:1", "path": "ok.txt", "name": "a/b"}, "bad argument name: must be a file name"},
 		{"inject_message", map[string]any{"folder": "Main", "text": "x"}, "bad argument folder: invalid group folder \"Main\""},
 		{"inject_message", map[string]any{"folder": "main/nobody", "text": "x"}, "bad argument folder: group main/nobody is not registered"},
