@@ -1,7 +1,6 @@
 package memory
 
 import (
-	"fmt"
 	"io/fs"
 	"os"
 	"syscall"
@@ -33,7 +32,7 @@ func (r rootFS) Open(name string) (fs.File, error) {
 func (r rootFS) Stat(name string) (fs.FileInfo, error) {
 	fi, err := r.Lstat(name)
 	if err == nil && fi.Mode().Type() == fs.ModeSymlink {
-		return nil, &fs.PathError{Op: "stat", Path: name, Err: fmt.Errorf("%w", agentdir.ErrLink)}
+		return nil, &fs.PathError{Op: "stat", Path: name, Err: agentdir.ErrLink}
 	}
 	return fi, err
 }

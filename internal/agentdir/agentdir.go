@@ -396,11 +396,8 @@ func (d *Dir) Clear(rel string) error {
 	return nil
 }
 
-// names lists d's entries, reading from the start whatever was read before.
+// names lists the entries of d, a directory just opened.
 func (d *Dir) names() ([]string, error) {
-	if _, err := d.f.Seek(0, io.SeekStart); err != nil {
-		return nil, err
-	}
 	names, err := d.f.Readdirnames(-1)
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", d.Name(), err)
@@ -416,9 +413,6 @@ func (d *Dir) ReadDir(rel string) ([]fs.DirEntry, error) {
 		return nil, err
 	}
 	defer sub.Close()
-	if _, err := sub.f.Seek(0, io.SeekStart); err != nil {
-		return nil, err
-	}
 	entries, err := sub.f.ReadDir(-1)
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", sub.Name(), err)
