@@ -101,7 +101,7 @@ type readmeStep struct {
 // hack/demo.sh) and the user service's directories in the test's own: every command must
 // succeed. A block the test cannot paste carries a readme-test marker naming the scripts
 // that run its commands (which must exist and hold each of them) and why; any other block
-// is pasted. What differs from a paste is in readmeEdits and the steps below, each checked
+// is pasted. What differs from a paste is in the edits and steps below, each checked
 // against the README's text. The Claude Code turn runs the real Claude Code image against
 // the scripted model upstream.
 func TestREADMESections(t *testing.T) {
@@ -159,7 +159,7 @@ func TestREADMESections(t *testing.T) {
 		{"Delivery: how a gateway gets what the agents say", "/run/arizuko/arizukod.sock", userSocket,
 			"the daemon is a user's (ARIZUKO_MODE=user), whose socket the README names beside root's"},
 		{"A real Claude Code turn", "make claude-image ", "true ",
-			"the image is enginetest.EnsureClaudeImage's, built as `arizukod image build claude` builds it, once for all tests"},
+			"the image is enginetest.EnsureClaudeImage's, made by agentimage.BuildClaude as `arizukod image build claude` makes it"},
 		{"A real Claude Code turn", "sk-ant-...", key, "a key the scripted upstream checks instead of a real one"},
 		{"The model and the web, with network none", "/etc/arizuko", confDir, "the user daemon's configuration directory"},
 		{"The model and the web, with network none", "-g arizuko", "-g root", "the package's group, which this host need not have"},
