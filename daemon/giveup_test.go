@@ -22,7 +22,8 @@ type giveUpCase struct {
 	name, env, toml string
 	failure, error  string
 	stderr          string
-	within          time.Duration
+	// The run must end within within, and not before after (the give_up it waits out).
+	within, after time.Duration
 }
 
 // TestModelGiveUp: an agent that retries the model as Claude Code does (about 3 minutes)
@@ -38,7 +39,7 @@ func TestModelGiveUp(t *testing.T) {
 			failure: "misconfig", error: "api_key_file", within: 20 * time.Second},
 		{name: "upstream down", env: "ANTHROPIC_API_KEY=sk-ant-test-" + daemontest.RandHex(16) + "\n",
 			toml:    fmt.Sprintf("[model]\nupstream = %q\ngive_up = \"6s\"\n", down),
-			failure: "model", error: "kept failing for 6s", stderr: "the agent is retrying the model: ", within: 30 * time.Second},
+			failure: "model", error: "kept failing for 6s", stderr: "the agent is retrying the model: ", within: 30 * time.Second, after: 6 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) { testGiveUp(t, daemontest.Config{Engine: e}, "model-retry hi", tc) })
 	}
@@ -67,11 +68,11 @@ func TestClaudeModelGiveUp(t *testing.T) {
 		{name: "no credential", toml: fmt.Sprintf("[model]\nupstream = %q\n", down),
 			failure: "misconfig", error: "api_key_file", within: 30 * time.Second},
 		{name: "upstream down", env: key, toml: giveUp(down), failure: "model", error: "kept failing for 10s",
-			stderr: "the agent is retrying the model: the model API upstream could not be reached", within: 40 * time.Second},
+			stderr: "the agent is retrying the model: the model API upstream could not be reached", within: 25 * time.Second, after: 10 * time.Second},
 		{name: "upstream overloaded", env: key, toml: giveUp(failing(529, "overloaded_error")), failure: "model",
-			error: "kept failing for 10s", stderr: "the agent is retrying the model: the model API upstream answered 529", within: 40 * time.Second},
+			error: "kept failing for 10s", stderr: "the agent is retrying the model: the model API upstream answered 529", within: 25 * time.Second, after: 10 * time.Second},
 		{name: "upstream 500", env: key, toml: giveUp(failing(500, "api_error")), failure: "model",
-			error: "kept failing for 10s", stderr: "the agent is retrying the model: the model API upstream answered 500", within: 40 * time.Second},
+			error: "kept failing for 10s", stderr: "the agent is retrying the model: the model API upstream answered 500", within: 25 * time.Second, after: 10 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			testGiveUp(t, daemontest.Config{Engine: e, Claude: true, RunTimeout: "5m"}, "hello claude", tc)
@@ -116,8 +117,8 @@ func testGiveUp(t *testing.T, cfg daemontest.Config, message string, tc giveUpCa
 	if !errors.As(err, &exit) || json.Unmarshal(stdout.Bytes(), &r) != nil {
 		t.Fatalf("run: %v\nstdout %s\nstderr %s", err, stdout.String(), stderr.String())
 	}
-	if r.Failure != tc.failure || !strings.Contains(r.Error, tc.error) || took > tc.within {
-		t.Errorf("after %s: failure %q, error %q; want %q naming %q within %s", took, r.Failure, r.Error, tc.failure, tc.error, tc.within)
+	if r.Failure != tc.failure || !strings.Contains(r.Error, tc.error) || took > tc.within || took < tc.after {
+		t.Errorf("after %s: failure %q, error %q; want %q naming %q within %s, not before %s", took, r.Failure, r.Error, tc.failure, tc.error, tc.within, tc.after)
 	}
 	if !strings.Contains(stderr.String(), tc.stderr) {
 		t.Errorf("run's stderr %q, want %q", stderr.String(), tc.stderr)
