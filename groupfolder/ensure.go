@@ -45,7 +45,8 @@ func (p policy) ownerOK(uid uint32) bool {
 
 // Ensure creates f's directories (see Dirs) and returns them. Directories it
 // creates get mode DirMode; those below groups/, sessions/ and ipc/ are chowned
-// to uid:gid (the container user), the top-level ones stay the daemon's.
+// to uid:gid (the container user), the top-level ones and claude/<slug> (never mounted
+// writable) stay the daemon's.
 //
 // Every component below DataDir is opened with O_NOFOLLOW relative to its
 // parent's descriptor, so a symlink anywhere below DataDir (for example a
@@ -95,6 +96,11 @@ func (l Layout) Ensure(f Folder, uid, gid int) (Dirs, error) {
 		}
 		unix.Close(fd)
 	}
+	fd, err := l.walk(root, []string{"claude", f.ContainerSlug()}, daemonPolicy(), daemonPolicy())
+	if err != nil {
+		return Dirs{}, err
+	}
+	unix.Close(fd)
 	return d, nil
 }
 

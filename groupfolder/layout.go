@@ -105,6 +105,15 @@ func (l Layout) SessionDir(f Folder) (string, error) {
 	return l.buildFor(f, "sessions", f.ContainerSlug())
 }
 
+// ClaudeDir is DataDir/claude/<slug>: the operator's copy of the Claude Code
+// configuration that runs code (settings, skills, commands, agents, MCP entries) for f's
+// turns. It is the daemon's, never mounted writable: its files are bound read-only over
+// their places in the session home and the group folder, so an agent cannot plant code
+// that its next turn would run.
+func (l Layout) ClaudeDir(f Folder) (string, error) {
+	return l.buildFor(f, "claude", f.ContainerSlug())
+}
+
 // IPCDir is DataDir/ipc/<slug>: the group's MCP sockets. Flat like the sessions, so that a
 // parent's container, which has its own IPC directory mounted, never sees a child's
 // router.sock or input/ and cannot act as the child.
@@ -151,6 +160,7 @@ type Dirs struct {
 	Share          string // DataDir/groups/<world>/share
 	Global         string // DataDir/groups/global
 	Session        string // DataDir/sessions/<slug>
+	Claude         string // DataDir/claude/<slug>
 	IPC            string // DataDir/ipc/<slug>
 	IPCInput       string // DataDir/ipc/<slug>/input
 	SidecarSockets string // DataDir/ipc/<slug>/sidecars
@@ -169,6 +179,7 @@ func (l Layout) Paths(f Folder) (Dirs, error) {
 		{&d.Share, l.ShareDir},
 		{&d.Global, func(Folder) (string, error) { return l.GlobalDir() }},
 		{&d.Session, l.SessionDir},
+		{&d.Claude, l.ClaudeDir},
 		{&d.IPC, l.IPCDir},
 		{&d.IPCInput, l.IPCInputDir},
 		{&d.SidecarSockets, l.SidecarSocketDir},

@@ -46,6 +46,7 @@ func TestLayoutPaths(t *testing.T) {
 		Share:          "/srv/arizuko/groups/main/share",
 		Global:         "/srv/arizuko/groups/global",
 		Session:        "/srv/arizuko/sessions/main-research",
+		Claude:         "/srv/arizuko/claude/main-research",
 		IPC:            "/srv/arizuko/ipc/main-research",
 		IPCInput:       "/srv/arizuko/ipc/main-research/input",
 		SidecarSockets: "/srv/arizuko/ipc/main-research/sidecars",

@@ -16,6 +16,10 @@ import (
 
 const claudeJSONPath = ".claude.json"
 
+// ConfigHome is the directory of the operator's copy (Options.ConfigDir) that mirrors the
+// session home: its .claude/settings.json and .claude/skills/ are the ones the agent runs with.
+const ConfigHome = "home"
+
 // ErrInvalidOptions is wrapped when Seed is called without what it needs.
 var ErrInvalidOptions = errors.New("invalid session options")
 
@@ -25,8 +29,13 @@ type Options struct {
 	Env      map[string]string // env vars arizukod sets in settings.json
 	Sidecars []string          // names of the turn's MCP sidecars
 	Skills   fs.FS             // the bundled skills tree (container/skills/), e.g. os.DirFS of its install path; nil seeds none
-	Owner    *Owner            // owner of what Seed creates (the container's user); nil keeps the daemon's
-	Logger   *slog.Logger      // nil discards logs
+	// ConfigDir is the operator's copy of the code-running configuration
+	// (groupfolder.Layout.ClaudeDir): settings.json and the skills are seeded in its
+	// home/.claude/, which the runner binds read-only over the session's. Empty seeds
+	// them in the session directory itself.
+	ConfigDir string
+	Owner     *Owner       // owner of what Seed creates (the container's user); nil keeps the daemon's
+	Logger    *slog.Logger // nil discards logs
 }
 
 // Seed prepares the session directory sessionDir (data/sessions/<folder>/,
@@ -48,7 +57,16 @@ func Seed(ctx context.Context, sessionDir string, opt Options) error {
 	}
 	defer root.Close()
 	t := tree{root: root, owner: opt.Owner}
-	if err := t.writeSettings(opt.Env, opt.Sidecars); err != nil {
+	conf := t
+	if opt.ConfigDir != "" {
+		home, err := openHome(opt.ConfigDir)
+		if err != nil {
+			return err
+		}
+		defer home.Close()
+		conf = tree{root: home}
+	}
+	if err := conf.writeSettings(opt.Env, opt.Sidecars); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
@@ -64,7 +82,24 @@ func Seed(ctx context.Context, sessionDir string, opt Options) error {
 		// No bundled skills on this host: nothing to seed or migrate.
 		return nil
 	}
-	return t.seedSkills(ctx, opt.Skills, log)
+	return conf.seedSkills(ctx, opt.Skills, log)
+}
+
+// openHome opens (making it when missing) the home/ of the operator's copy configDir.
+func openHome(configDir string) (*agentdir.Dir, error) {
+	root, err := agentdir.Open(configDir)
+	if err != nil {
+		return nil, fmt.Errorf("session: open the operator's copy: %w", err)
+	}
+	defer root.Close()
+	if err := (tree{root: root}).mkdirAll(ConfigHome); err != nil {
+		return nil, fmt.Errorf("session: %w", err)
+	}
+	home, err := root.Dir(ConfigHome)
+	if err != nil {
+		return nil, fmt.Errorf("session: open the operator's copy: %w", err)
+	}
+	return home, nil
 }
 
 // UserID is the userID of a folder's .claude.json: the hex SHA-256 of
@@ -114,7 +149,7 @@ func (t tree) mergeClaudeJSON(sidecars []string, log *slog.Logger) error {
 		log.Warn("session: .claude.json unreadable: the agent gets no MCP servers", "path", t.path(claudeJSONPath), "err", err)
 		return nil
 	}
-	merged, err := MergeClaudeJSON(existing, sidecars)
+	merged, removed, err := MergeClaudeJSON(existing, sidecars)
 	if errors.Is(err, ErrCorruptSettings) {
 		log.Warn("session: .claude.json is not a JSON object: the agent gets no MCP servers", "path", t.path(claudeJSONPath), "err", err)
 		return nil
@@ -127,6 +162,9 @@ func (t tree) mergeClaudeJSON(sidecars []string, log *slog.Logger) error {
 	}
 	if err := t.writeAtomic(claudeJSONPath, merged, st.Mode().Perm()); err != nil {
 		return fmt.Errorf("session: %w", err)
+	}
+	for _, r := range removed {
+		log.Warn("session: refused an MCP entry the agent planted in .claude.json: removed", "path", t.path(claudeJSONPath), "entry", r)
 	}
 	return nil
 }

@@ -195,26 +195,69 @@ func mergeServers(top map[string]json.RawMessage, enc *encoder, sidecars []strin
 	return nil
 }
 
+// projectMCPKeys are the keys of a project of ~/.claude.json that make Claude Code start
+// MCP servers: foreign entries, which only the agent can have written there.
+var projectMCPKeys = []string{"mcpServers", "enabledMcpjsonServers", "enableAllProjectMcpServers"}
+
 // MergeClaudeJSON returns Claude Code's state file ~/.claude.json with arizukod's MCP
-// servers set at its top level (where Claude Code reads them for every directory) and
-// everything else kept. existing must be a JSON object.
-func MergeClaudeJSON(existing []byte, sidecars []string) ([]byte, error) {
+// servers set at its top level (where Claude Code reads them for every directory), every
+// other MCP server refused: removed from the top level, and the MCP keys (projectMCPKeys)
+// removed from every project. The file is the agent's to write, so such an entry is code
+// the agent planted for its next turn; the operator's MCP servers are sidecars, or the
+// operator's copy of .mcp.json. removed names each entry taken out. Everything else is
+// kept. existing must be a JSON object.
+func MergeClaudeJSON(existing []byte, sidecars []string) (merged []byte, removed []string, err error) {
 	if err := checkSidecars(sidecars); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	top := map[string]json.RawMessage{}
 	trimmed := bytes.TrimSpace(existing)
 	if len(trimmed) == 0 || trimmed[0] != '{' {
-		return nil, fmt.Errorf("%w: the top level is not a JSON object", ErrCorruptSettings)
+		return nil, nil, fmt.Errorf("%w: the top level is not a JSON object", ErrCorruptSettings)
 	}
 	if err := json.Unmarshal(trimmed, &top); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrCorruptSettings, err)
+		return nil, nil, fmt.Errorf("%w: %w", ErrCorruptSettings, err)
 	}
 	var enc encoder
-	if err := mergeServers(top, &enc, sidecars); err != nil {
-		return nil, err
+	servers, err := object(top, "mcpServers")
+	if err != nil {
+		return nil, nil, err
 	}
-	return indent(top, &enc)
+	for _, name := range slices.Sorted(maps.Keys(servers)) {
+		if name != RouterServer && !ownedBridge(servers[name]) && !slices.Contains(sidecars, name) {
+			removed = append(removed, "mcpServers."+name)
+			delete(servers, name)
+		}
+	}
+	top["mcpServers"] = enc.raw(servers)
+	if err := mergeServers(top, &enc, sidecars); err != nil {
+		return nil, nil, err
+	}
+	projects, err := object(top, "projects")
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, dir := range slices.Sorted(maps.Keys(projects)) {
+		var p map[string]json.RawMessage
+		if json.Unmarshal(projects[dir], &p) != nil {
+			continue
+		}
+		n := len(removed)
+		for _, k := range projectMCPKeys {
+			if _, ok := p[k]; ok {
+				removed = append(removed, fmt.Sprintf("projects[%q].%s", dir, k))
+				delete(p, k)
+			}
+		}
+		if len(removed) > n {
+			projects[dir] = enc.raw(p)
+		}
+	}
+	if len(projects) > 0 {
+		top["projects"] = enc.raw(projects)
+	}
+	out, err := indent(top, &enc)
+	return out, removed, err
 }
 
 // indent renders top as two-space-indented JSON ending in a newline.

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -293,11 +294,12 @@ func FuzzMergeSettings(f *testing.F) {
 }
 
 func TestMergeClaudeJSON(t *testing.T) {
-	in := `{"numStartups": 3, "projects": {"/workspace": {"hasTrustDialogAccepted": true, "allowedTools": []}},
+	in := `{"numStartups": 3, "projects": {"/workspace": {"hasTrustDialogAccepted": true, "allowedTools": [],
+      "mcpServers": {"planted": {"command": "sh"}}, "enabledMcpjsonServers": ["x"], "enableAllProjectMcpServers": true}},
   "mcpServers": {"mine": {"command": "node", "args": ["x.js"]},
     "gone": {"command": "socat", "args": ["STDIO", "UNIX-CONNECT:/var/run/pub/arizuko/sidecars/gone.sock"]}},
   "big": 12345678901234567890}`
-	out, err := MergeClaudeJSON([]byte(in), []string{"search"})
+	out, removed, err := MergeClaudeJSON([]byte(in), []string{"search"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,19 +309,24 @@ func TestMergeClaudeJSON(t *testing.T) {
 	}
 	var servers map[string]MCPServer
 	json.Unmarshal(got["mcpServers"], &servers)
-	if servers["mine"].Command != "node" || servers["arizuko"].Args[1] != "UNIX-CONNECT:"+RouterSocket ||
-		servers["search"].Args[1] != "UNIX-CONNECT:"+SidecarSocketDir+"/search.sock" || len(servers) != 3 {
+	if servers["arizuko"].Args[1] != "UNIX-CONNECT:"+RouterSocket ||
+		servers["search"].Args[1] != "UNIX-CONNECT:"+SidecarSocketDir+"/search.sock" || len(servers) != 2 {
 		t.Errorf("mcpServers: %+v", servers)
 	}
-	if string(got["big"]) != "12345678901234567890" || string(got["numStartups"]) != "3" || !strings.Contains(string(got["projects"]), "allowedTools") {
+	want := []string{"mcpServers.mine", `projects["/workspace"].mcpServers`, `projects["/workspace"].enabledMcpjsonServers`, `projects["/workspace"].enableAllProjectMcpServers`}
+	if !slices.Equal(removed, want) {
+		t.Errorf("removed %q, want %q", removed, want)
+	}
+	if string(got["big"]) != "12345678901234567890" || string(got["numStartups"]) != "3" ||
+		!strings.Contains(string(got["projects"]), "allowedTools") || strings.Contains(string(got["projects"]), "planted") {
 		t.Errorf("other keys changed: %s", out)
 	}
-	again, err := MergeClaudeJSON(out, []string{"search"})
-	if err != nil || string(again) != string(out) {
-		t.Errorf("merging twice changes the file: %v\n%s\n%s", err, out, again)
+	again, removed, err := MergeClaudeJSON(out, []string{"search"})
+	if err != nil || string(again) != string(out) || len(removed) != 0 {
+		t.Errorf("merging twice changes the file: %v %q\n%s\n%s", err, removed, out, again)
 	}
 	for _, bad := range []string{"", "[]", "not json", `{"mcpServers": []}`} {
-		if _, err := MergeClaudeJSON([]byte(bad), nil); !errors.Is(err, ErrCorruptSettings) {
+		if _, _, err := MergeClaudeJSON([]byte(bad), nil); !errors.Is(err, ErrCorruptSettings) {
 			t.Errorf("%q: %v", bad, err)
 		}
 	}

@@ -42,10 +42,10 @@ func TestAgentCallsSidecar(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer fx.stop(h)
-	if err := session.Seed(ctx, dirs.Session, session.Options{Folder: string(f), Sidecars: h.Names()}); err != nil {
+	if err := session.Seed(ctx, dirs.Session, session.Options{Folder: string(f), Sidecars: h.Names(), ConfigDir: dirs.Claude}); err != nil {
 		t.Fatal(err)
 	}
-	settings, err := os.ReadFile(dirs.Session + "/.claude/settings.json")
+	settings, err := os.ReadFile(dirs.Claude + "/home/.claude/settings.json")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -95,7 +95,7 @@ func TestSettingsEnv(t *testing.T) {
 		Messages: []contract.Message{{Role: "user", Content: "hi"}}}); err != nil {
 		t.Fatal(err)
 	}
-	raw, err := os.ReadFile(filepath.Join(data, "sessions", "main-a", ".claude", "settings.json"))
+	raw, err := os.ReadFile(filepath.Join(data, "claude", "main-a", "home", ".claude", "settings.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -70,7 +70,7 @@ func TestBuildListsSidecars(t *testing.T) {
 	if _, err := b.Build(context.Background(), turn.Request{RunID: "r1", Folder: "main", Messages: []contract.Message{{Role: "user", Content: "hi"}}}); err != nil {
 		t.Fatal(err)
 	}
-	settings, err := os.ReadFile(filepath.Join(data, "sessions", "main", ".claude", "settings.json"))
+	settings, err := os.ReadFile(filepath.Join(data, "claude", "main", "home", ".claude", "settings.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -202,7 +202,7 @@ func (b *Builder) build(ctx context.Context, req Request) (runner.Turn, Plan, gr
 	maps.Copy(env, b.SettingsEnv)
 	err = session.Seed(ctx, dirs.Session, session.Options{
 		Folder: string(f), Env: env, Skills: b.Skills, Sidecars: sidecar.Names(plan.Config.Sidecars),
-		Owner: &session.Owner{UID: os.Getuid(), GID: os.Getgid()}, Logger: b.Logger,
+		Owner: &session.Owner{UID: os.Getuid(), GID: os.Getgid()}, Logger: b.Logger, ConfigDir: dirs.Claude,
 	})
 	if err != nil {
 		return runner.Turn{}, plan, dirs, fmt.Errorf("seed session of %s: %w", f, err)

@@ -15,6 +15,7 @@ type MountOptions struct {
 	SkillsDir string
 	WebDir    string
 	EnvFile   string
+	GitRepo   bool // the group folder is a git repository: its hooks are bound read-only too
 }
 
 // NewMountOptions are the mount options of a data directory: the skills and web
@@ -43,6 +44,8 @@ func ExtraMounts(ms []mountsec.Mount) []engine.Mount {
 // nested in them. media/ and, for a world's own turns, share/ live inside the group
 // directory already: mounting them again would only add a window for a symlink swap.
 // groups/global is every group's /workspace/global, written only by the root groups.
+// After the session and IPC mounts come the read-only binds of the operator's copy of the
+// code-running configuration (protect.go).
 func MountTable(f groupfolder.Folder, d groupfolder.Dirs, o MountOptions, extra []engine.Mount) []engine.Mount {
 	m := []engine.Mount{{Source: d.Group, Target: "/workspace", Origin: "group"}}
 	if f.Depth() > 0 {
@@ -50,6 +53,7 @@ func MountTable(f groupfolder.Folder, d groupfolder.Dirs, o MountOptions, extra 
 	}
 	m = append(m, engine.Mount{Source: d.Global, Target: "/workspace/global", ReadOnly: f.Depth() > 0, Origin: "global"})
 	m = append(m, engine.Mount{Source: d.Session, Target: "/root", Origin: "session"}, engine.Mount{Source: d.IPC, Target: "/var/run/pub/arizuko", Origin: "ipc"})
+	m = append(m, protectedMounts(d, o.GitRepo)...)
 	if o.SkillsDir != "" {
 		m = append(m, engine.Mount{Source: o.SkillsDir, Target: "/skills", ReadOnly: true, Origin: "skills"})
 	}
@@ -73,6 +77,10 @@ func (r *Runner) Mounts(f groupfolder.Folder, d groupfolder.Dirs, extra []engine
 		if !strings.HasPrefix(e.Target, "/workspace/extra/") {
 			return nil, fmt.Errorf("additional mount %s: target %q is not under /workspace/extra", e.Source, e.Target)
 		}
+	}
+	var err error
+	if o.GitRepo, err = r.protect(f, d); err != nil {
+		return nil, fmt.Errorf("protect the configuration of %s: %w", f, err)
 	}
 	m := MountTable(f, d, o, extra)
 	for _, x := range m {
