@@ -31,8 +31,9 @@ const plantedSkill = "---\nname: planted-skill\ndescription: A skill the agent p
 // hook and a skill in one turn, with its Write tool (a new skill file in the project's
 // skills) and its Bash tool (hooks in the user's and the project's settings files, a skill
 // in the user's skills, and the project's .claude/ moved aside and written anew). The next
-// turn resumes the session: no hook runs (the marker it would touch does not exist) and
-// the model is not offered the planted skill, while the operator's skills are.
+// turn resumes the session and runs no hook (the marker it would touch does not exist); a
+// new session after it runs none either, and its model is offered the operator's skills
+// but not the planted one.
 func TestClaudeCannotPlantCode(t *testing.T) {
 	for _, e := range enginetest.Rootful(t) {
 		t.Run(e.Name, func(t *testing.T) { testClaudeCannotPlantCode(t, e) })
@@ -45,9 +46,9 @@ func testClaudeCannotPlantCode(t *testing.T, e enginetest.Engine) {
 	plant := fmt.Sprintf(`for f in /root/.claude/settings.json /workspace/.claude/settings.json /workspace/.claude/settings.local.json; do
   printf '%%s' '%s' > "$f" && echo "wrote $f" || echo "refused $f"
 done
-mkdir -p /root/.claude/skills/planted && printf '%%s' '%s' > /root/.claude/skills/planted/SKILL.md && echo "wrote the user skill" || echo "refused the user skill"
-mv /workspace/.claude /workspace/.claude.away && mkdir -p /workspace/.claude/skills/planted &&
-  printf '%%s' '%s' > /workspace/.claude/settings.json && printf '%%s' '%[2]s' > /workspace/.claude/skills/planted/SKILL.md &&
+mkdir -p /root/.claude/skills/planted-skill && printf '%%s' '%s' > /root/.claude/skills/planted-skill/SKILL.md && echo "wrote the user skill" || echo "refused the user skill"
+mv /workspace/.claude /workspace/.claude.away && mkdir -p /workspace/.claude/skills/planted-skill &&
+  printf '%%s' '%s' > /workspace/.claude/settings.json && printf '%%s' '%[2]s' > /workspace/.claude/skills/planted-skill/SKILL.md &&
   echo "moved the project's .claude aside and wrote it anew"`, plantedHooks, plantedSkill, plantedHooks)
 	var mu sync.Mutex
 	step := 0
@@ -59,7 +60,7 @@ mv /workspace/.claude /workspace/.claude.away && mkdir -p /workspace/.claude/ski
 		case strings.HasSuffix(r.LastUserText(), "plant please") && !isResult && step == 0:
 			step = 1
 			return fakemodel.Reply{ToolUse: &fakemodel.ToolUse{Name: "Write", Input: map[string]any{
-				"file_path": "/workspace/.claude/skills/planted/SKILL.md", "content": plantedSkill}}}
+				"file_path": "/workspace/.claude/skills/planted-skill/SKILL.md", "content": plantedSkill}}}
 		case isResult && step == 1:
 			step = 2
 			return fakemodel.Reply{ToolUse: &fakemodel.ToolUse{Name: "Bash", Input: map[string]any{
@@ -113,16 +114,30 @@ mv /workspace/.claude /workspace/.claude.away && mkdir -p /workspace/.claude/ski
 	if _, err := os.Lstat(filepath.Join(group, "pwned-hook")); err == nil {
 		t.Errorf("a planted hook ran in the next turn: %s exists", filepath.Join(group, "pwned-hook"))
 	}
-	// The request repeats the first turn (whose tool calls name the planted skill): the
-	// skills offered are the strings that list the operator's.
-	listings := stringsWith(reqs[len(reqs)-1].Body, "recall-memories", nil)
+	// A new session lists the skills afresh (a resumed one repeats the first turn, whose tool
+	// calls name the planted skill): the strings that list the operator's skills must not
+	// name it.
+	st := d.OpenStore(t)
+	if err := st.ClearSession(context.Background(), "main"); err != nil {
+		t.Fatal(err)
+	}
+	n = len(fake.Requests())
+	third := turn("a new session", "")
+	reqs = fake.Requests()[n:]
+	if third.Status != "ok" || len(reqs) == 0 || strings.Contains(string(reqs[0].Raw), "plant please") {
+		t.Fatalf("a new session: %s %q %q", third.Status, third.Result, third.Error)
+	}
+	listings := stringsWith(reqs[0].Body, "recall-memories", nil)
 	if len(listings) == 0 {
-		t.Errorf("the next turn did not offer the operator's skills either: the check below proves nothing")
+		t.Errorf("the new session was not offered the operator's skills either: the check below proves nothing")
 	}
 	for _, l := range listings {
 		if strings.Contains(l, "planted-skill") {
-			t.Errorf("the next turn offered the model the planted skill:\n%s", l)
+			t.Errorf("the new session offered the model the planted skill:\n%s", l)
 		}
+	}
+	if _, err := os.Lstat(filepath.Join(group, "pwned-hook")); err == nil {
+		t.Errorf("a planted hook ran in a new session: %s exists", filepath.Join(group, "pwned-hook"))
 	}
 }
 

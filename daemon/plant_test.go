@@ -18,7 +18,8 @@ import (
 // TestAgentCannotPlantCode: in one turn the example agent tries to leave code for the next
 // turn and for the operator's git (`plant config`): hooks in Claude Code's user and project
 // settings files, a skill, a command and a subagent at both levels, an .mcp.json, an MCP
-// server in ~/.claude.json and a pre-commit hook of the group folder's repository; it
+// server in ~/.claude.json, a pre-commit hook of the group folder's repository and, in its
+// configuration, a hooks path and an fsmonitor; it
 // writes, unlinks and renames each in place, then moves the directories holding them
 // aside and writes fresh ones. Writing in place fails (EROFS) and so does replacing
 // (EBUSY); what it left elsewhere is gone before the next turn, which finds only the
@@ -56,7 +57,7 @@ func TestAgentCannotPlantCode(t *testing.T) {
 					// mountpoints may be moved: the next turn undoes both.
 					continue
 				}
-				if what == "write a new /root/.claude/settings.json" || what == "write a new /workspace/.claude/settings.json" {
+				if strings.HasPrefix(what, "write a new ") {
 					continue
 				}
 				if !slices.Contains(want, got) {
@@ -85,8 +86,10 @@ func TestAgentCannotPlantCode(t *testing.T) {
 
 			// The operator's git in the group folder runs no hook of the agent's.
 			gitIn(t, group, "-c", "user.name=op", "-c", "user.email=op@example.org", "commit", "-q", "--allow-empty", "-m", "operator")
-			if _, err := os.Lstat(filepath.Join(group, "pwned-by-git-hook")); err == nil {
-				t.Errorf("the operator's git commit ran the agent's pre-commit hook")
+			for _, marker := range []string{"pwned-by-git-hook", "pwned-by-fsmonitor"} {
+				if _, err := os.Lstat(filepath.Join(group, marker)); err == nil {
+					t.Errorf("the operator's git commit ran the agent's code: %s exists", marker)
+				}
 			}
 			// Nothing of the agent's reached the operator's copy.
 			filepath.WalkDir(filepath.Join(d.DataDir, "claude"), func(p string, de fs.DirEntry, err error) error {
@@ -104,7 +107,7 @@ func TestAgentCannotPlantCode(t *testing.T) {
 			}
 			var logged []string
 			for _, e := range entries {
-				if strings.Contains(e["MESSAGE"], "refused") || strings.Contains(e["MESSAGE"], "bound read-only") {
+				if strings.Contains(e["MESSAGE"], "refused") || strings.Contains(e["MESSAGE"], "bound read-only") || strings.Contains(e["MESSAGE"], "git configuration") {
 					logged = append(logged, e["MESSAGE"]+" "+e[logging.FieldName("path")])
 				}
 			}
@@ -114,6 +117,7 @@ func TestAgentCannotPlantCode(t *testing.T) {
 				"emptied what the agent wrote where the operator's copy is bound read-only " + filepath.Join(d.DataDir, "sessions", "main", ".claude", "settings.json"),
 				"emptied what the agent wrote where the operator's copy is bound read-only " + filepath.Join(group, ".claude", "settings.json"),
 				"removed what the agent left where the operator's copy is bound read-only " + filepath.Join(group, ".claude", "skills"),
+				"removed git configuration keys that could run a program " + filepath.Join(group, ".git", "config"),
 			} {
 				if !slices.Contains(logged, want) {
 					t.Errorf("the daemon's journal does not say %q", want)

@@ -30,7 +30,8 @@ import (
 //	                         an ancestor's agent can write), while the daemon runs the child
 //	plant config MARKER 0s   code for the next turn (plantConfig): hooks running
 //	                         "touch MARKER" in every settings file, a skill, a command, a
-//	                         subagent, .mcp.json and ~/.claude.json MCP servers, a git hook;
+//	                         subagent, .mcp.json and ~/.claude.json MCP servers, a git hook
+//	                         and a git configuration naming hooks and an fsmonitor;
 //	                         it answers what each attempt got, one "what: result" a line
 //	plant show - 0s          what the next turn finds there (showConfig)
 //
@@ -144,7 +145,16 @@ func plantConfig(marker string) string {
 		try("rename "+d, os.Rename(d, d+".away"))
 		try("rmdir "+d, os.Remove(d))
 	}
+	gitConfig := "[core]\n\trepositoryformatversion = 0\n\thooksPath = planted-hooks\n\tfsmonitor = touch pwned-by-fsmonitor\n"
+	try("write /workspace/.git/config", os.WriteFile("/workspace/.git/config", []byte(gitConfig), 0o644))
+	try("rename /workspace/.git/config", os.Rename("/workspace/.git/config", "/workspace/.git/config.away"))
 	try("add an MCP server to /root/.claude.json", addMCPServer("/root/.claude.json", marker))
+	try("move /workspace/.git aside", os.Rename("/workspace/.git", "/workspace/.git.away"))
+	try("write a new /workspace/.git", errors.Join(os.MkdirAll("/workspace/.git/objects", 0o755),
+		os.MkdirAll("/workspace/.git/refs/heads", 0o755), os.MkdirAll("/workspace/planted-hooks", 0o755),
+		os.WriteFile("/workspace/.git/HEAD", []byte("ref: refs/heads/main\n"), 0o644),
+		os.WriteFile("/workspace/.git/config", []byte(gitConfig), 0o644),
+		os.WriteFile("/workspace/planted-hooks/pre-commit", []byte("#!/bin/sh\ntouch pwned-by-git-hook\n"), 0o755)))
 	for _, dir := range []string{"/root/.claude", "/workspace/.claude"} {
 		try("move "+dir+" aside", os.Rename(dir, dir+".away"))
 		try("write a new "+dir+"/settings.json", errors.Join(os.MkdirAll(dir+"/skills/planted", 0o755),

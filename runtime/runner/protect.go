@@ -40,6 +40,7 @@ type protectedPath struct {
 const (
 	emptySettings = "{}\n"
 	gitHooksDir   = "/workspace/.git/hooks"
+	maxGitConfig  = 1 << 20
 )
 
 // protectedPaths are the binds of every turn; the group folder's git hooks are added when
@@ -58,7 +59,12 @@ var protectedPaths = []protectedPath{
 	{source: "workspace/.mcp.json", target: "/workspace/.mcp.json", initial: "{\"mcpServers\": {}}\n"},
 }
 
-var protectedGitHooks = protectedPath{source: "git-hooks", target: gitHooksDir, dir: true}
+// The group folder's repository: its hooks are an empty directory of the operator's copy,
+// its configuration a copy of its own without any key that names a program (gitConfigKeys).
+var (
+	protectedGitHooks  = protectedPath{source: "git-hooks", target: gitHooksDir, dir: true}
+	protectedGitConfig = protectedPath{source: "git-config", target: "/workspace/.git/config"}
+)
 
 // protectedMounts are the read-only binds of the operator's copy of d, the git hooks'
 // with gitRepo.
@@ -72,7 +78,7 @@ func protectedMounts(d groupfolder.Dirs, gitRepo bool) []engine.Mount {
 
 func protectedList(gitRepo bool) []protectedPath {
 	if gitRepo {
-		return append(protectedPaths[:len(protectedPaths):len(protectedPaths)], protectedGitHooks)
+		return append(protectedPaths[:len(protectedPaths):len(protectedPaths)], protectedGitHooks, protectedGitConfig)
 	}
 	return protectedPaths
 }
@@ -81,26 +87,30 @@ func protectedList(gitRepo bool) []protectedPath {
 // every mountpoint of it in f's session home and group folder a plain file or directory,
 // empty: a link, a file of the wrong type, or content the agent left there is removed and
 // logged with its path. It reports whether the group folder is a git repository (a .git
-// directory), whose hooks are then protected too.
+// directory), whose hooks and configuration are then protected too (protectGit).
 func (r *Runner) protect(f groupfolder.Folder, d groupfolder.Dirs) (gitRepo bool, err error) {
 	group, err := r.cfg.Layout.OpenGroup(f)
 	if err != nil {
 		return false, err
 	}
 	defer group.Close()
-	st, err := group.Lstat(".git")
-	gitRepo = err == nil && st.IsDir()
 	conf, err := agentdir.Open(d.Claude)
 	if err != nil {
 		return false, fmt.Errorf("the operator's copy: %w", err)
 	}
 	defer conf.Close()
+	if gitRepo, err = r.protectGit(group, conf); err != nil {
+		return false, fmt.Errorf("the group's git repository: %w", err)
+	}
 	session, err := r.cfg.Layout.OpenSession(f)
 	if err != nil {
 		return false, err
 	}
 	defer session.Close()
 	for _, p := range protectedList(gitRepo) {
+		if p == protectedGitConfig {
+			continue
+		}
 		if err := ensureSource(conf, p); err != nil {
 			return false, fmt.Errorf("the operator's copy: %w", err)
 		}
@@ -113,6 +123,52 @@ func (r *Runner) protect(f groupfolder.Folder, d groupfolder.Dirs) (gitRepo bool
 		}
 	}
 	return gitRepo, nil
+}
+
+// protectGit reports whether the group folder is a git repository (.git is a directory:
+// anything else there, a link or a "gitdir:" file naming a directory of the agent's
+// choosing, is removed and logged) and, when it is, removes from its configuration every
+// key that could make git run a program (logged), and writes that configuration to the
+// operator's copy, which is bound read-only over it. A repository without a configuration
+// file gets an empty one.
+func (r *Runner) protectGit(group, conf *agentdir.Dir) (bool, error) {
+	st, err := group.Lstat(".git")
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return false, nil
+	case err != nil:
+		return false, err
+	case !st.IsDir():
+		if err := group.Remove(".git"); err != nil {
+			return false, err
+		}
+		r.log.Warn("removed a foreign .git that is not a directory: git would have used the repository it names", "path", group.Name()+"/.git", "mode", st.Mode().String())
+		return false, nil
+	}
+	text, err := group.ReadFile(".git/config", maxGitConfig)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := r.mountpoint(group, ".git/config", false); err != nil {
+			return false, err
+		}
+		text = nil
+	}
+	clean, removed := sanitizeGitConfig(string(text))
+	if len(removed) > 0 {
+		if err := group.WriteFile(".git/config", []byte(clean), 0o644, nil); err != nil {
+			return false, err
+		}
+		r.log.Warn("removed git configuration keys that could run a program", "path", group.Name()+"/.git/config", "keys", strings.Join(removed, ","))
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		if _, err := group.CreateFile(".git/config", nil, 0o644, nil); err != nil && !errors.Is(err, fs.ErrExist) {
+			return false, err
+		}
+	}
+	old, err := conf.ReadFile(protectedGitConfig.source, maxGitConfig)
+	if err == nil && string(old) == clean {
+		return true, nil
+	}
+	return true, conf.WriteFile(protectedGitConfig.source, []byte(clean), 0o644, nil)
 }
 
 // ensureSource creates p in the operator's copy when missing: an empty directory, or a
@@ -205,4 +261,77 @@ func mkdirs(d *agentdir.Dir, rel string) error {
 		}
 	}
 	return nil
+}
+
+// gitConfigKeys are the keys of a git configuration kept when it is copied for a turn:
+// what a repository needs to work, none of which names a program. Every other key (hooks
+// path, fsmonitor, pager, editor, ssh command, filters, diff and merge drivers, aliases,
+// credential helpers, includes, extensions.worktreeConfig) can make git run code.
+var gitConfigKeys = map[string]bool{
+	"core.repositoryformatversion": true, "core.filemode": true, "core.bare": true,
+	"core.logallrefupdates": true, "core.ignorecase": true, "core.precomposeunicode": true,
+	"core.symlinks": true, "core.autocrlf": true, "core.eol": true,
+	"remote.*.url": true, "remote.*.pushurl": true, "remote.*.fetch": true, "remote.*.push": true,
+	"remote.*.tagopt": true, "remote.*.prune": true, "remote.*.mirror": true,
+	"branch.*.remote": true, "branch.*.merge": true, "branch.*.rebase": true, "branch.*.pushremote": true,
+	"user.name": true, "user.email": true, "init.defaultbranch": true,
+	"extensions.objectformat": true, "extensions.refstorage": true,
+	"pull.rebase": true, "pull.ff": true, "push.default": true, "push.autosetupremote": true,
+	"fetch.prune": true, "gc.auto": true,
+}
+
+// sanitizeGitConfig returns the git configuration text with every key gitConfigKeys does
+// not allow removed, and the keys removed. Section headers and comments are kept; a value
+// continued on the next line (a trailing backslash) goes with its key.
+func sanitizeGitConfig(text string) (string, []string) {
+	var out, removed []string
+	section, drop := "", false
+	lines := strings.SplitAfter(text, "\n")
+	for _, line := range lines {
+		if line == "" {
+			continue
+		}
+		trimmed := strings.TrimSpace(line)
+		cont := drop
+		drop = false
+		switch {
+		case cont:
+			drop = strings.HasSuffix(trimmed, "\\")
+			continue
+		case trimmed == "" || trimmed[0] == '#' || trimmed[0] == ';':
+		case trimmed[0] == '[':
+			section = gitSection(trimmed)
+			if rest := trimmed[strings.IndexByte(trimmed, ']')+1:]; strings.TrimSpace(rest) != "" && !strings.HasPrefix(strings.TrimSpace(rest), "#") && !strings.HasPrefix(strings.TrimSpace(rest), ";") {
+				removed = append(removed, section+" "+strings.TrimSpace(rest))
+				line = trimmed[:strings.IndexByte(trimmed, ']')+1] + "\n"
+			}
+		default:
+			key, _, _ := strings.Cut(trimmed, "=")
+			key = section + "." + strings.ToLower(strings.TrimSpace(key))
+			if !gitConfigKeys[key] {
+				removed = append(removed, key)
+				drop = strings.HasSuffix(trimmed, "\\")
+				continue
+			}
+		}
+		out = append(out, line)
+	}
+	return strings.Join(out, ""), removed
+}
+
+// gitSection is the section of a header line in gitConfigKeys' form: the section's name
+// in lower case, a subsection as "*" ([remote "origin"] and [remote.origin] are remote.*).
+func gitSection(header string) string {
+	end := strings.IndexByte(header, ']')
+	if end < 0 {
+		return "?"
+	}
+	name := strings.TrimSpace(header[1:end])
+	if i := strings.IndexAny(name, " \t\""); i >= 0 {
+		return strings.ToLower(name[:i]) + ".*"
+	}
+	if i := strings.IndexByte(name, '.'); i >= 0 {
+		return strings.ToLower(name[:i]) + ".*"
+	}
+	return strings.ToLower(name)
 }
