@@ -1,8 +1,13 @@
 // Package session seeds a group's agent session directory before every turn.
 // The session directory is data/sessions/<folder>/ on the host and /root in
-// the container; Claude Code keeps its state there. Seed writes three things
-// and must not touch anything else in that directory (transcripts, caches,
-// the agent's own files) nor anything outside it: every path is resolved
+// the container; Claude Code keeps its state there. Seed writes three things:
+// .claude.json in the session directory, and settings.json and the skills in
+// the operator's copy (Options.ConfigDir, data/claude/<slug>/, whose home/ mirrors
+// the session: the runner binds its .claude/settings.json and .claude/skills/
+// read-only over the session's, so the agent cannot change what its next turn
+// runs; without a ConfigDir they go to the session directory itself). It must
+// not touch anything else in those directories (transcripts, caches, the
+// agent's own files) nor anything outside them: every path is resolved
 // through an os.Root, so a symlink planted by an agent cannot redirect a read or
 // a write, and files are opened non-blocking and must be regular files.
 //
@@ -53,8 +58,11 @@
 // identity across turns and re-seeding. Then, before every turn, its top-level
 // mcpServers get the same entries as settings.json's (the router and the
 // turn's sidecars; stale bridges of arizukod removed): Claude Code reads MCP
-// servers there and ignores those of settings.json. Every other key is kept
-// as written; the file is rewritten atomically only when that changes it. A
+// servers there and ignores those of settings.json. Every other MCP server is
+// refused: removed from the top level, and mcpServers, enabledMcpjsonServers
+// and enableAllProjectMcpServers from every project, each logged with the
+// file's path (the file is the agent's to write, so such an entry is code it
+// planted for its next turn). Every other key is kept as written; the file is rewritten atomically only when that changes it. A
 // .claude.json that is not a JSON object is left alone with a warning: the
 // turn runs, without arizuko's tools.
 //

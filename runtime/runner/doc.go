@@ -1,7 +1,9 @@
 // Package runner runs agent turns: one fresh, hardened container per turn, thrown away
 // after. It owns the agent container's one spec (AgentSpec) and mount table (MountTable),
 // which `arizukod quadlet` renders too, and the Runner that drives a turn from create to
-// remove: the soft and hard deadlines, the classification of how it ended, adoption of a
+// remove: the read-only binds of the operator's copy of the code-running configuration
+// over the agent's trees, with their mountpoints made before every container (protect.go),
+// the soft and hard deadlines, the classification of how it ended, adoption of a
 // container a previous daemon left, steering, the run log and leftover removal.
 //
 // It talks to an engine only through engine.Engine, and must not touch the store, the
