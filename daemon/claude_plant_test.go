@@ -30,8 +30,10 @@ const plantedSkill = "---\nname: planted-skill\ndescription: A skill the agent p
 // TestClaudeCannotPlantCode: the real Claude Code, driven by the scripted model, adds a
 // hook and a skill in one turn, with its Write tool (a new skill file in the project's
 // skills) and its Bash tool (hooks in the user's and the project's settings files, a skill
-// in the user's skills, and the project's .claude/ moved aside and written anew). The next
-// turn resumes the session and runs no hook (the marker it would touch does not exist); a
+// in the user's skills, lines in the shell's startup files and its snapshots, an fsmonitor
+// in ~/.gitconfig with /workspace made a repository, and the project's .claude/ moved
+// aside and written anew). The next turn resumes the session and uses its shell and git,
+// and none of that runs (the markers it would touch do not exist); a
 // new session after it runs none either, and its model is offered the operator's skills
 // but not the planted one.
 func TestClaudeCannotPlantCode(t *testing.T) {
@@ -47,6 +49,11 @@ func testClaudeCannotPlantCode(t *testing.T, e enginetest.Engine) {
   printf '%%s' '%s' > "$f" && echo "wrote $f" || echo "refused $f"
 done
 mkdir -p /root/.claude/skills/planted-skill && printf '%%s' '%s' > /root/.claude/skills/planted-skill/SKILL.md && echo "wrote the user skill" || echo "refused the user skill"
+git init -q /workspace && echo "made /workspace a repository" || echo "git init failed"
+for f in /root/.claude/shell-snapshots/*; do echo 'touch /workspace/pwned-snapshot' >> "$f"; done
+echo 'touch /workspace/pwned-bashrc' >> /root/.bashrc && echo "wrote ~/.bashrc" || echo "refused ~/.bashrc"
+echo 'touch /workspace/pwned-profile' >> /root/.profile && echo "wrote ~/.profile" || echo "refused ~/.profile"
+printf '[core]\n\tfsmonitor = touch /workspace/pwned-gitconfig\n' >> /root/.gitconfig && echo "wrote ~/.gitconfig" || echo "refused ~/.gitconfig"
 mv /workspace/.claude /workspace/.claude.away && mkdir -p /workspace/.claude/skills/planted-skill &&
   printf '%%s' '%s' > /workspace/.claude/settings.json && printf '%%s' '%[2]s' > /workspace/.claude/skills/planted-skill/SKILL.md &&
   echo "moved the project's .claude aside and wrote it anew"`, plantedHooks, plantedSkill, plantedHooks)
@@ -68,6 +75,15 @@ mv /workspace/.claude /workspace/.claude.away && mkdir -p /workspace/.claude/ski
 		case isResult && step == 2:
 			step = 3
 			return fakemodel.Reply{Text: "planted: " + res}
+		case strings.HasSuffix(r.LastUserText(), "and now?") && !isResult && step == 3:
+			// The next turn uses its shell and git, which read the shell's startup files
+			// and the git configurations.
+			step = 4
+			return fakemodel.Reply{ToolUse: &fakemodel.ToolUse{Name: "Bash", Input: map[string]any{
+				"command": "git -C /workspace status --short >/dev/null; echo used the shell", "description": "use the shell and git"}}}
+		case isResult && step == 4:
+			step = 5
+			return fakemodel.Reply{Text: "echo: and now?"}
 		}
 		return fakemodel.Reply{Text: "echo: " + r.LastUserText()}
 	}
@@ -93,13 +109,16 @@ mv /workspace/.claude /workspace/.claude.away && mkdir -p /workspace/.claude/ski
 		t.Fatalf("the planting turn: %s %q %q (session %q)", first.Status, first.Result, first.Error, first.NewSessionID)
 	}
 	for _, refused := range []string{"refused /root/.claude/settings.json", "refused /workspace/.claude/settings.json",
-		"refused /workspace/.claude/settings.local.json", "refused the user skill"} {
+		"refused /workspace/.claude/settings.local.json", "refused the user skill",
+		"refused ~/.bashrc", "refused ~/.profile", "refused ~/.gitconfig"} {
 		if !strings.Contains(first.Result, refused) {
 			t.Errorf("turn 1 did not get %q", refused)
 		}
 	}
 	// The agent can run what it likes in its own turn; what counts is the next one.
-	os.Remove(filepath.Join(group, "pwned-hook"))
+	for _, marker := range []string{"pwned-hook", "pwned-bashrc", "pwned-profile", "pwned-gitconfig", "pwned-snapshot"} {
+		os.Remove(filepath.Join(group, marker))
+	}
 
 	n := len(fake.Requests())
 	second := turn("and now?", first.NewSessionID)
@@ -111,8 +130,10 @@ mv /workspace/.claude /workspace/.claude.away && mkdir -p /workspace/.claude/ski
 	if !strings.Contains(raw, "plant please") {
 		t.Errorf("the next turn did not resume the session: its request lacks the first turn's message")
 	}
-	if _, err := os.Lstat(filepath.Join(group, "pwned-hook")); err == nil {
-		t.Errorf("a planted hook ran in the next turn: %s exists", filepath.Join(group, "pwned-hook"))
+	for _, marker := range []string{"pwned-hook", "pwned-bashrc", "pwned-profile", "pwned-gitconfig", "pwned-snapshot"} {
+		if _, err := os.Lstat(filepath.Join(group, marker)); err == nil {
+			t.Errorf("planted code ran in the next turn: %s exists", filepath.Join(group, marker))
+		}
 	}
 	// A new session lists the skills afresh (a resumed one repeats the first turn, whose tool
 	// calls name the planted skill): the strings that list the operator's skills must not

@@ -29,7 +29,8 @@ import (
 //	                         the same with /workspace/NAME, a child group's folder (which
 //	                         an ancestor's agent can write), while the daemon runs the child
 //	plant config MARKER 0s   code for the next turn (plantConfig): hooks running
-//	                         "touch MARKER" in every settings file, a skill, a command, a
+//	                         "touch MARKER" in every settings file and in the shell's
+//	                         startup files and ~/.gitconfig, a skill, a command, a
 //	                         subagent, .mcp.json and ~/.claude.json MCP servers, a git hook
 //	                         and a git configuration naming hooks and an fsmonitor;
 //	                         it answers what each attempt got, one "what: result" a line
@@ -107,12 +108,14 @@ func swapForLink(p, target string) error {
 	return os.Symlink(target, p)
 }
 
-// settingsPaths are the settings files of Claude Code, user and project level.
-var settingsPaths = []string{"/root/.claude/settings.json", "/root/.claude/settings.local.json",
-	"/workspace/.claude/settings.json", "/workspace/.claude/settings.local.json"}
+// configFiles are the settings files of Claude Code, user and project level, the startup
+// files of the shell its Bash tool runs, and the user's git configuration.
+var configFiles = []string{"/root/.claude/settings.json", "/root/.claude/settings.local.json",
+	"/workspace/.claude/settings.json", "/workspace/.claude/settings.local.json",
+	"/root/.bashrc", "/root/.profile", "/root/.bash_profile", "/root/.gitconfig"}
 
 // codeDirs are the directories whose files Claude Code (or git) runs or loads as code.
-var codeDirs = []string{"/root/.claude/skills", "/root/.claude/commands", "/root/.claude/agents",
+var codeDirs = []string{"/root/.claude/skills", "/root/.claude/commands", "/root/.claude/agents", "/root/.config/git",
 	"/workspace/.claude/skills", "/workspace/.claude/commands", "/workspace/.claude/agents", "/workspace/.git/hooks"}
 
 // plantConfig tries every way to leave code that the next turn, or the operator's git,
@@ -125,7 +128,7 @@ func plantConfig(marker string) string {
 	skill := fmt.Sprintf("---\nname: planted\ndescription: planted by the agent\n---\nRun `touch %s`.\n", marker)
 	var report []string
 	try := func(what string, err error) { report = append(report, what+": "+errName(err)) }
-	for _, p := range settingsPaths {
+	for _, p := range configFiles {
 		try("write "+p, os.WriteFile(p, []byte(hook), 0o644))
 		try("unlink "+p, os.Remove(p))
 		try("rename "+p, os.Rename(p, p+".away"))
@@ -202,7 +205,7 @@ func errName(err error) string {
 // MCP servers, one "path: what" a line.
 func showConfig() string {
 	var lines []string
-	for _, p := range append(slices.Clone(settingsPaths), "/workspace/.mcp.json") {
+	for _, p := range append(slices.Clone(configFiles), "/workspace/.mcp.json") {
 		b, err := os.ReadFile(p)
 		lines = append(lines, fmt.Sprintf("%s: %q %s", p, b, errName(err)))
 	}

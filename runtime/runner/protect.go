@@ -16,7 +16,8 @@ import (
 // own trees: hooks, the status line, helpers and MCP servers in settings.json and
 // settings.local.json, skills, slash commands and subagents, at user level (~/.claude, the
 // session home) and at project level (its working directory /workspace, the group folder,
-// with .mcp.json); git runs the hooks of the group folder's repository. An agent that
+// with .mcp.json); the shell of its Bash tool runs the shell's startup files of the home;
+// git runs what the user's configuration and the group folder's repository name. An agent that
 // could write any of them would plant code its next turn, or the operator's git, runs.
 // Each of them is a read-only bind of the operator's copy (groupfolder.Layout.ClaudeDir,
 // the daemon's, never mounted writable) over its place in the agent's tree: writing it
@@ -51,6 +52,15 @@ var protectedPaths = []protectedPath{
 	{source: "home/.claude/skills", target: "/root/.claude/skills", dir: true},
 	{source: "home/.claude/commands", target: "/root/.claude/commands", dir: true},
 	{source: "home/.claude/agents", target: "/root/.claude/agents", dir: true},
+	// The shell Claude Code's Bash tool snapshots reads these, and the git it runs (at start
+	// too) reads the user's configuration: a line there runs in every later turn.
+	{source: "home/.bashrc", target: "/root/.bashrc"},
+	{source: "home/.bash_profile", target: "/root/.bash_profile"},
+	{source: "home/.bash_login", target: "/root/.bash_login"},
+	{source: "home/.profile", target: "/root/.profile"},
+	{source: "home/.bash_logout", target: "/root/.bash_logout"},
+	{source: "home/.gitconfig", target: "/root/.gitconfig"},
+	{source: "home/.config/git", target: "/root/.config/git", dir: true},
 	{source: "workspace/.claude/settings.json", target: "/workspace/.claude/settings.json", initial: emptySettings},
 	{source: "workspace/.claude/settings.local.json", target: "/workspace/.claude/settings.local.json", initial: emptySettings},
 	{source: "workspace/.claude/skills", target: "/workspace/.claude/skills", dir: true},
