@@ -59,6 +59,7 @@ func StartIsolatedPodman(t testing.TB, networks ...string) *Podman {
 
 func startPodman(t testing.TB, netns bool, networks []string) *Podman {
 	t.Helper()
+	enginetest.Services(t, "a private Podman service")
 	if _, err := exec.LookPath("podman"); err != nil {
 		enginetest.Missing(t, "podman: %v", err)
 	}
