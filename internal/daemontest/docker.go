@@ -39,7 +39,7 @@ func StartIsolatedDocker(t testing.TB) *Docker {
 			enginetest.Missing(t, "%s: %v", bin, err)
 		}
 	}
-	dir, err := os.MkdirTemp("/tmp", "arizuko-docker-")
+	dir, err := os.MkdirTemp("", "arizuko-docker-")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -63,7 +63,7 @@ func startPodman(t testing.TB, netns bool, networks []string) *Podman {
 	if _, err := exec.LookPath("podman"); err != nil {
 		enginetest.Missing(t, "podman: %v", err)
 	}
-	dir, err := os.MkdirTemp("/tmp", "arizuko-podman-")
+	dir, err := os.MkdirTemp("", "arizuko-podman-")
 	if err != nil {
 		t.Fatal(err)
 	}

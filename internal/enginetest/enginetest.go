@@ -161,8 +161,8 @@ func AgentBinary(t testing.TB) string {
 
 // StaticBinary builds the Go package pkg statically into the user's cache directory
 // (arizuko-test/<checkout>/<name>, one directory per checkout of the module) and returns its
-// path. The tests' binaries live there rather than in /tmp so that a test run leaves nothing
-// behind; Go's build cache makes a rebuild cheap, and the binary is renamed into place so
+// path. The tests' binaries live there rather than in $TMPDIR so that a test run leaves
+// nothing behind; Go's build cache makes a rebuild cheap, and the binary is renamed into place so
 // that concurrent test processes never see half of it.
 func StaticBinary(pkg, name string) (string, error) {
 	cache, err := os.UserCacheDir()
@@ -234,11 +234,12 @@ func EnsureAgentImage(t testing.TB, e Engine, eng engine.Engine) string {
 	return r.ref
 }
 
-// DataDir returns a fresh data directory that the engine can bind-mount: under /tmp, which
-// the test host shares with the Podman 5 chroot at the same path.
+// DataDir returns a fresh data directory that the engine can bind-mount: in the temporary
+// directory ($TMPDIR, else /tmp), which the test host shares with the Podman 5 chroot at the
+// same path (hack/test.sh gives the tests a TMPDIR of their own there).
 func DataDir(t testing.TB) string {
 	t.Helper()
-	d, err := os.MkdirTemp("/tmp", "arizuko-data-")
+	d, err := os.MkdirTemp("", "arizuko-data-")
 	if err != nil {
 		t.Fatal(err)
 	}
