@@ -1,4 +1,5 @@
-# arizukod: build, test and package. Every go command runs with the Podman bindings' tags.
+# arizukod: build, test and package. Every go command runs with the Podman bindings' tags
+# (build and vet need none; they add a test that decodes through the bindings' specgen).
 SHELL := /bin/bash
 GO_TAGS := remote,exclude_graphdriver_btrfs,exclude_graphdriver_devicemapper,containers_image_openpgp
 export GOFLAGS := -tags=$(GO_TAGS)
