@@ -33,7 +33,7 @@ demo:
 test:
 	bash hack/test.sh
 
-# Unit tests only: engine tests skip with the reason when no test host is up.
+# The unit suite: no service started; the *_e2e_test.go tests skip with the reason.
 unit:
 	go test ./...
 
