@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/synctest"
 
 	"github.com/arizuko/arizukod/runtime/engine"
 )
@@ -38,17 +39,20 @@ func TestNoLimits(t *testing.T) {
 }
 
 // TestNetworkGate: whatever a caller put in a Spec, Podman is never asked for the host's
-// network or another namespace's. An allowed one gets past the gate to the (absent) engine.
+// network or another namespace's. An allowed one gets past the gate to the (absent) engine,
+// whose connection retries pass on a synctest bubble's fake clock.
 func TestNetworkGate(t *testing.T) {
-	p := New("unix://" + filepath.Join(t.TempDir(), "none.sock"))
-	for _, in := range []string{"", "none", "bridge", "slirp", "pasta", "any-name"} {
-		if _, err := p.Create(context.Background(), engine.Spec{Image: "x", Network: in}); err == nil || errors.Is(err, engine.ErrCreate) {
-			t.Errorf("%q: %v; want it past the gate, to the missing engine", in, err)
+	synctest.Test(t, func(t *testing.T) {
+		p := New("unix://" + filepath.Join(t.TempDir(), "none.sock"))
+		for _, in := range []string{"", "none", "bridge", "slirp", "pasta", "any-name"} {
+			if _, err := p.Create(context.Background(), engine.Spec{Image: "x", Network: in}); err == nil || errors.Is(err, engine.ErrCreate) {
+				t.Errorf("%q: %v; want it past the gate, to the missing engine", in, err)
+			}
 		}
-	}
-	for _, in := range []string{"host", "container:abc", "ns:/proc/1/ns/net", "private", "default", "a b"} {
-		if _, err := p.Create(context.Background(), engine.Spec{Image: "x", Network: in}); !errors.Is(err, engine.ErrCreate) || !errors.Is(err, engine.ErrNetwork) {
-			t.Errorf("%q: %v; want ErrCreate and ErrNetwork", in, err)
+		for _, in := range []string{"host", "container:abc", "ns:/proc/1/ns/net", "private", "default", "a b"} {
+			if _, err := p.Create(context.Background(), engine.Spec{Image: "x", Network: in}); !errors.Is(err, engine.ErrCreate) || !errors.Is(err, engine.ErrNetwork) {
+				t.Errorf("%q: %v; want ErrCreate and ErrNetwork", in, err)
+			}
 		}
-	}
+	})
 }
