@@ -41,6 +41,8 @@ trap 'say "stopping the test host"; bash hack/testhost/down.sh' EXIT
 # must be empty when they end: checking it rather than /tmp, whatever else on the machine
 # writes to /tmp meanwhile cannot fail a correct run.
 TMPDIR=$(mktemp -d "$ARIZUKO_TESTHOST_TESTS_TMP/XXXXXX")
+# Like /tmp: the rootless engine's user reaches the directories the tests open to it.
+chmod 1777 "$TMPDIR"
 export TMPDIR
 trap 'rm -rf --one-file-system "$TMPDIR"; say "stopping the test host"; bash hack/testhost/down.sh' EXIT
 export ARIZUKO_REQUIRE_ENGINES=1
