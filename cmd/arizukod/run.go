@@ -127,16 +127,6 @@ func runCommand(ctx context.Context, args []string, out io.Writer) error {
 	return nil
 }
 
-// envDuration reads a Go duration from the environment, falling back to def.
-func envDuration(name string, def time.Duration) time.Duration {
-	if v := os.Getenv(name); v != "" {
-		if d, err := time.ParseDuration(v); err == nil {
-			return d
-		}
-	}
-	return def
-}
-
 // localOnly are the flags of `arizukod run` that only a --local turn honours, with what a
 // daemon uses instead.
 var localOnly = map[string]string{
