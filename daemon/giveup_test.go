@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/arizuko/arizukod/api"
+	"github.com/arizuko/arizukod/api/apiwire"
 	"github.com/arizuko/arizukod/internal/daemontest"
 )
 
@@ -59,7 +59,7 @@ func TestModelGiveUp(t *testing.T) {
 			err = cmd.Run()
 			took := time.Since(start)
 			var exit *exec.ExitError
-			var r api.Run
+			var r apiwire.Run
 			if !errors.As(err, &exit) || json.Unmarshal(stdout.Bytes(), &r) != nil {
 				t.Fatalf("run: %v\nstdout %s\nstderr %s", err, stdout.String(), stderr.String())
 			}
