@@ -1,5 +1,6 @@
 // Package archtest holds the checks of the module as a whole. It pins the import graph to
 // ARCHITECTURE.md: its test reads the table of what each room may not import and fails on
-// a forbidden import, naming the edge, and on a package the table of rooms does not name;
+// a forbidden package a room reaches, directly or through other packages, naming the chain
+// of imports; on a package the table has no row for or the table of rooms does not name;
 // and it fails when `go mod tidy` would change go.mod or go.sum. It holds no code of its own.
 package archtest
