@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -188,6 +189,29 @@ func TestQuadletErrors(t *testing.T) {
 	}
 }
 
+// TestQuadletHardening: the agent's unit carries every part of engine.Hardened, as a unit
+// and as the podman command line it makes.
+func TestQuadletHardening(t *testing.T) {
+	c := agentContainer(engine.Spec{Image: "localhost/arizuko-agent:1", Name: "arizuko-main-quadlet", Network: engine.NetworkNone,
+		Tmpfs: []engine.Tmpfs{{Target: "/tmp", Options: "rw,size=64m"}}}, "d")
+	args, err := c.PodmanRunArgs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := engine.Hardened()
+	for _, r := range []struct {
+		rendering string
+		got       engine.Hardening
+	}{
+		{"unit", enginetest.QuadletHardening(c)},
+		{"podman command line", enginetest.ArgvHardening(append([]string{"podman", "run"}, args...))},
+	} {
+		if !reflect.DeepEqual(r.got, want) {
+			t.Errorf("%s: hardening %+v, want %+v", r.rendering, r.got, want)
+		}
+	}
+}
+
 // TestQuadletPodmanGenerator feeds the units to Podman 5's real Quadlet generator: the
 // `podman run` line it generates for each carries every hardening flag.
 func TestQuadletPodmanGenerator(t *testing.T) {
@@ -245,6 +269,9 @@ func TestQuadletPodmanGenerator(t *testing.T) {
 		}
 		if strings.Contains(line, "s3cr3t") {
 			t.Errorf("%s: the secret is on the command line", svc)
+		}
+		if got, want := enginetest.ArgvHardening(strings.Fields(line)), engine.Hardened(); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: the generator's command line has hardening %+v, want %+v", svc, got, want)
 		}
 	}
 	t.Logf("%s -dryrun generated %d services with every hardening flag", bin, len(execStart))

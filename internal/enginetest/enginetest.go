@@ -1,6 +1,8 @@
 // Package enginetest gives tests the real container engines of the test host that
 // hack/testhost/up.sh starts, and the example agent image inside each of them. It owns no
-// engine: it only reads the addresses up.sh exported.
+// engine: it only reads the addresses up.sh exported. It also reads back the hardening a
+// Quadlet unit or an engine command line gives its container (QuadletHardening,
+// ArgvHardening), for the tests of what renders them.
 //
 // When ARIZUKO_REQUIRE_ENGINES=1 (make test and CI set it), an engine that is missing or does
 // not answer fails the test; otherwise the test is skipped with the reason, so that a plain
