@@ -10,6 +10,7 @@ import (
 
 	"github.com/arizuko/arizukod/api/apiwire"
 	"github.com/arizuko/arizukod/groupfolder"
+	"github.com/arizuko/arizukod/logging"
 	"github.com/arizuko/arizukod/store"
 )
 
@@ -42,7 +43,7 @@ func (s *Server) removeGroup(w http.ResponseWriter, r *http.Request) {
 	if !s.removalErr(w, r, f, g, err) {
 		return
 	}
-	s.log.Info("group removed", "folder", string(f), "by", req.By, "droppedMessages", len(g.Pending),
+	s.log.Info("group removed", logging.FieldFolder, string(f), "by", req.By, "droppedMessages", len(g.Pending),
 		"deletedRoutes", len(g.Routes), "deletedTasks", len(g.Tasks))
 	writeJSON(w, http.StatusOK, s.wireRemoval(f, g, true, req.By))
 }

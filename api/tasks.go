@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/arizuko/arizukod/api/apiwire"
+	"github.com/arizuko/arizukod/logging"
 	"github.com/arizuko/arizukod/scheduler"
 	"github.com/arizuko/arizukod/store"
 )
@@ -120,6 +121,6 @@ func (s *Server) taskVerb(w http.ResponseWriter, r *http.Request) {
 		s.internal(w, r, err)
 		return
 	}
-	s.log.Info("api: task "+past, "task", t.ID, "state", string(t.State), "next_run_at", msTime(t.NextRunAt))
+	s.log.Info("api: task "+past, logging.FieldTaskID, t.ID, "state", string(t.State), "next_run_at", msTime(t.NextRunAt))
 	writeJSON(w, http.StatusOK, wireTask(t))
 }

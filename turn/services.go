@@ -103,7 +103,7 @@ func (s *Services) start(ctx context.Context, req Request, plan Plan, layout gro
 	})
 	srv, err := ipc.Start(ctx, ipc.ServerConfig{
 		Folder: string(req.Folder), SocketPath: filepath.Join(dirs.IPC, contract.RouterSocket), OpenGroup: func() (*agentdir.Dir, error) { return layout.OpenGroup(req.Folder) },
-		ReplyTo: t.Input.ChatJID, Store: s.Store, RunID: s.recordedID(req), Logger: s.logger(), Wake: req.Wake,
+		ReplyTo: t.Input.ChatJID, Store: s.Store, RunID: s.recordedID(req), Logger: log, Wake: req.Wake,
 		NextRun: func(kind, expr string, now time.Time) (int64, error) {
 			return scheduler.NextRun(kind, expr, now, s.location())
 		},
