@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/arizuko/arizukod/api"
+	"github.com/arizuko/arizukod/api/apiwire"
 	"github.com/arizuko/arizukod/contract"
 	"github.com/arizuko/arizukod/internal/daemontest"
 	"github.com/arizuko/arizukod/internal/enginetest"
@@ -39,7 +39,7 @@ func TestAPI(t *testing.T) {
 	for _, f := range []string{"main", "kill", "steer", "sess", "inbox", "fatal", "misconf", "routed", "witness"} {
 		d.AddGroup(t, f)
 	}
-	var finished api.Run
+	var finished apiwire.Run
 	t.Run("turns", func(t *testing.T) {
 		t.Run("run", func(t *testing.T) { t.Parallel(); finished = testRun(t, d) })
 		t.Run("kill", func(t *testing.T) { t.Parallel(); testKill(t, d) })
@@ -59,7 +59,7 @@ func TestAPI(t *testing.T) {
 
 // testRun: POST /v1/runs answers 202 at once; GET ?wait= returns the agent's answer;
 // the list filters by folder and state.
-func testRun(t *testing.T, d *daemontest.Daemon) api.Run {
+func testRun(t *testing.T, d *daemontest.Daemon) apiwire.Run {
 	word := "hello-" + daemontest.RandHex(4)
 	t0 := time.Now()
 	code, body, err := d.Do(http.MethodPost, "/v1/runs", "application/json", []byte(`{"folder":"main","messages":[{"role":"user","content":"reply `+word+`"}]}`))
@@ -67,11 +67,11 @@ func testRun(t *testing.T, d *daemontest.Daemon) api.Run {
 		t.Fatalf("POST /v1/runs: %d %s %v", code, body, err)
 	}
 	accepted := time.Since(t0)
-	var queued api.Run
+	var queued apiwire.Run
 	if err := json.Unmarshal(body, &queued); err != nil || queued.ID == "" || queued.Folder != "main" || queued.Kind != "turn" {
 		t.Fatalf("POST /v1/runs body %s: %v", body, err)
 	}
-	var run api.Run
+	var run apiwire.Run
 	if err := d.Client.Do(context.Background(), http.MethodGet, "/v1/runs/"+queued.ID+"?wait=60s", nil, &run); err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,7 @@ func testRun(t *testing.T, d *daemontest.Daemon) api.Run {
 	// A timeout is a Go duration or a number of milliseconds.
 	for body, ms := range map[string]int64{`"timeout":"30s"`: 30000, `"timeout":45000`: 45000} {
 		code, b, err := d.Do(http.MethodPost, "/v1/runs", "application/json", []byte(`{"folder":"main","messages":[{"content":"noop"}],`+body+`}`))
-		var r api.Run
+		var r apiwire.Run
 		if err != nil || code != http.StatusAccepted || json.Unmarshal(b, &r) != nil || r.TimeoutMs != ms {
 			t.Errorf("POST with %s: %d %s %v, want 202 and timeoutMs %d", body, code, b, err, ms)
 			continue
@@ -92,8 +92,8 @@ func testRun(t *testing.T, d *daemontest.Daemon) api.Run {
 			t.Errorf("run with %s: %+v", body, end)
 		}
 	}
-	has := func(runs []api.Run) bool {
-		return slices.ContainsFunc(runs, func(r api.Run) bool { return r.ID == run.ID })
+	has := func(runs []apiwire.Run) bool {
+		return slices.ContainsFunc(runs, func(r apiwire.Run) bool { return r.ID == run.ID })
 	}
 	for q, want := range map[string]bool{
 		"folder=main": true, "folder=main&state=exited": true, "state=exited": true,
@@ -162,7 +162,7 @@ func testSteer(t *testing.T, d *daemontest.Daemon) {
 // without a sessionId continues; an explicit sessionId wins.
 func testSession(t *testing.T, d *daemontest.Daemon) {
 	sess := "sess-" + daemontest.RandHex(4)
-	create := func(req api.CreateRunRequest) api.Run {
+	create := func(req apiwire.CreateRunRequest) apiwire.Run {
 		r, err := d.Client.CreateRun(context.Background(), req)
 		if err != nil {
 			t.Fatal(err)
@@ -170,12 +170,12 @@ func testSession(t *testing.T, d *daemontest.Daemon) {
 		return d.Wait(t, r.ID, time.Minute)
 	}
 	msg := []contract.Message{{Content: "reply a"}}
-	first := create(api.CreateRunRequest{Folder: "sess", Messages: msg, SessionID: sess})
-	second := create(api.CreateRunRequest{Folder: "sess", Messages: msg})
-	third := create(api.CreateRunRequest{Folder: "sess", Messages: msg, SessionID: "explicit"})
-	fourth := create(api.CreateRunRequest{Folder: "sess", Messages: msg})
+	first := create(apiwire.CreateRunRequest{Folder: "sess", Messages: msg, SessionID: sess})
+	second := create(apiwire.CreateRunRequest{Folder: "sess", Messages: msg})
+	third := create(apiwire.CreateRunRequest{Folder: "sess", Messages: msg, SessionID: "explicit"})
+	fourth := create(apiwire.CreateRunRequest{Folder: "sess", Messages: msg})
 	for i, c := range []struct {
-		run  api.Run
+		run  apiwire.Run
 		want string
 	}{{first, sess}, {second, sess}, {third, "explicit"}, {fourth, "explicit"}} {
 		if c.run.Status != "ok" || c.run.NewSessionID != c.want {
@@ -219,9 +219,9 @@ func waitCursor(t *testing.T, st *store.Store, folder string, timeout time.Durat
 	}
 }
 
-func waitFinal(t *testing.T, d *daemontest.Daemon, runs []store.Run) []api.Run {
+func waitFinal(t *testing.T, d *daemontest.Daemon, runs []store.Run) []apiwire.Run {
 	t.Helper()
-	var out []api.Run
+	var out []apiwire.Run
 	for _, r := range runs {
 		out = append(out, d.Wait(t, r.ID, time.Minute))
 	}
@@ -342,13 +342,13 @@ func testRoutes(t *testing.T, d *daemontest.Daemon) {
 		return string(out), cmd.ProcessState.ExitCode()
 	}
 	out, code := cli("routes", "add", "routed", "--seq", "5", "--match", "room=e2e   platform=test")
-	var added api.Route
+	var added apiwire.Route
 	if code != 0 || json.Unmarshal([]byte(out), &added) != nil || added.ID == 0 || added.Match != "platform=test room=e2e" || added.Owner != "" {
 		t.Fatalf("routes add: exit %d: %s", code, out)
 	}
 	out, code = cli("routes", "list", "--json")
-	var listed []api.Route
-	if code != 0 || json.Unmarshal([]byte(out), &listed) != nil || !slices.ContainsFunc(listed, func(r api.Route) bool { return r == added }) {
+	var listed []apiwire.Route
+	if code != 0 || json.Unmarshal([]byte(out), &listed) != nil || !slices.ContainsFunc(listed, func(r apiwire.Route) bool { return r == added }) {
 		t.Errorf("routes list --json: exit %d: %s, want %+v in it", code, out, added)
 	}
 	if out, code = cli("routes"); code != 0 || !strings.Contains(out, "(operator)") || !strings.Contains(out, "platform=test room=e2e") {

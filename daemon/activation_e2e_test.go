@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/arizuko/arizukod/api"
+	"github.com/arizuko/arizukod/api/apiwire"
 	"github.com/arizuko/arizukod/internal/daemontest"
 	"github.com/arizuko/arizukod/internal/enginetest"
 )
@@ -152,8 +152,8 @@ func TestSocketActivationFirstHealth(t *testing.T) {
 	if code != http.StatusOK || first.Status != "ok" || !first.Engine.Up {
 		t.Fatalf("first /health: HTTP %d %+v, want 200 ok with the engine up", code, first)
 	}
-	if first.Engine.Limits != api.LimitsPending && first.Engine.Limits != "applied" {
-		t.Fatalf("first /health: limits %q, want %q or applied", first.Engine.Limits, api.LimitsPending)
+	if first.Engine.Limits != apiwire.LimitsPending && first.Engine.Limits != "applied" {
+		t.Fatalf("first /health: limits %q, want %q or applied", first.Engine.Limits, apiwire.LimitsPending)
 	}
 	h := d.WaitHealthy(t, 30*time.Second)
 	if h.Engine.Limits != "applied" || h.Engine.Name != "podman" || h.Engine.Version == "" {

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/arizuko/arizukod/api"
+	"github.com/arizuko/arizukod/api/apiwire"
 	"github.com/arizuko/arizukod/contract"
 	"github.com/arizuko/arizukod/internal/daemontest"
 	"github.com/arizuko/arizukod/internal/enginetest"
@@ -88,9 +88,9 @@ func testClaudeAgent(t *testing.T, e enginetest.Engine) {
 		TOML:    fmt.Sprintf("[model]\nupstream = %q\n", fake.URL)})
 	d.Start(t)
 	d.AddGroup(t, "main")
-	turn := func(msg, session string) api.Run {
+	turn := func(msg, session string) apiwire.Run {
 		t.Helper()
-		r, err := d.Client.CreateRun(context.Background(), api.CreateRunRequest{Folder: "main", SessionID: session,
+		r, err := d.Client.CreateRun(context.Background(), apiwire.CreateRunRequest{Folder: "main", SessionID: session,
 			Messages: []contract.Message{{Role: "user", Content: msg}}})
 		if err != nil {
 			t.Fatal(err)
@@ -216,7 +216,7 @@ func testClaudeAgent(t *testing.T, e enginetest.Engine) {
 	}
 
 	// (5) A steer during a slow answer reaches the model in the same turn.
-	slow, err := d.Client.CreateRun(context.Background(), api.CreateRunRequest{Folder: "main",
+	slow, err := d.Client.CreateRun(context.Background(), apiwire.CreateRunRequest{Folder: "main",
 		Messages: []contract.Message{{Role: "user", Content: "slow please"}}})
 	if err != nil {
 		t.Fatal(err)
@@ -243,7 +243,7 @@ func testClaudeAgent(t *testing.T, e enginetest.Engine) {
 	// (6) At the soft deadline the _close sentinel ends a hung turn ok, with what it has.
 	d.PutGroup(t, "main/quick", `{"timeout": 40000}`)
 	start = time.Now()
-	hung, err := d.Client.CreateRun(context.Background(), api.CreateRunRequest{Folder: "main/quick",
+	hung, err := d.Client.CreateRun(context.Background(), apiwire.CreateRunRequest{Folder: "main/quick",
 		Messages: []contract.Message{{Role: "user", Content: "hang please"}}})
 	if err != nil {
 		t.Fatal(err)
@@ -259,7 +259,7 @@ func testClaudeAgent(t *testing.T, e enginetest.Engine) {
 		d.AddGroup(t, f)
 	}
 	n = len(fake.Requests())
-	if r, err := d.Client.CreateRun(context.Background(), api.CreateRunRequest{Folder: "main/a/b/c",
+	if r, err := d.Client.CreateRun(context.Background(), apiwire.CreateRunRequest{Folder: "main/a/b/c",
 		Messages: []contract.Message{{Role: "user", Content: "hello worker"}}}); err != nil {
 		t.Fatal(err)
 	} else if got := d.Wait(t, r.ID, 3*time.Minute); got.Status != "ok" {

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/arizuko/arizukod/api"
+	"github.com/arizuko/arizukod/api/apiwire"
 	"github.com/arizuko/arizukod/internal/daemontest"
 	"github.com/arizuko/arizukod/store"
 )
@@ -166,7 +166,7 @@ func TestSIGKILL(t *testing.T) {
 		t.Errorf("no run was adopted: the kill came while none ran")
 	}
 	for _, id := range apiRuns {
-		if !slices.ContainsFunc(runs, func(r api.Run) bool { return r.ID == id }) {
+		if !slices.ContainsFunc(runs, func(r apiwire.Run) bool { return r.ID == id }) {
 			t.Errorf("run %s is lost", id)
 		}
 	}

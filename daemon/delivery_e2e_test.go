@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/arizuko/arizukod/api"
+	"github.com/arizuko/arizukod/api/apiwire"
 	"github.com/arizuko/arizukod/contract"
 	"github.com/arizuko/arizukod/delivery"
 	"github.com/arizuko/arizukod/internal/daemontest"
@@ -63,7 +63,7 @@ max_backoff = "2s"
 // route sends content as a chat message of chat through POST /v1/messages.
 func route(t *testing.T, d *daemontest.Daemon, chat, content string) {
 	t.Helper()
-	body, _ := json.Marshal(api.InboundMessage{Platform: "test", ChatJID: chat, Sender: chat + "/user", Content: content})
+	body, _ := json.Marshal(apiwire.InboundMessage{Platform: "test", ChatJID: chat, Sender: chat + "/user", Content: content})
 	if code, out, err := d.Do(http.MethodPost, "/v1/messages", "application/json", body); err != nil || code != http.StatusAccepted {
 		t.Fatalf("POST /v1/messages (%s): %d %s %v", chat, code, out, err)
 	}
@@ -95,12 +95,12 @@ func settle(t *testing.T, st *store.Store, folders ...string) {
 // acks them.
 type consumer struct {
 	mu   sync.Mutex
-	rows []api.OutboxRow
+	rows []apiwire.OutboxRow
 	at   map[int64]time.Time // when each row was handed out first
 	errs []string
 }
 
-func (c *consumer) run(ctx context.Context, cl *api.Client, q api.OutboxQuery) {
+func (c *consumer) run(ctx context.Context, cl *apiwire.Client, q apiwire.OutboxQuery) {
 	for ctx.Err() == nil {
 		lease, err := cl.LeaseOutbox(ctx, q)
 		rows := lease.Items
@@ -153,7 +153,7 @@ func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
 }
 
 // checkOnceInOrder reports a row handed out twice, out of id order, or missing from want.
-func checkOnceInOrder(t *testing.T, who string, got []api.OutboxRow, want []store.OutboxItem) {
+func checkOnceInOrder(t *testing.T, who string, got []apiwire.OutboxRow, want []store.OutboxItem) {
 	t.Helper()
 	seen := map[int64]bool{}
 	for i, r := range got {
@@ -203,7 +203,10 @@ func TestDelivery(t *testing.T) {
 	c := &consumer{at: map[int64]time.Time{}}
 	var wg sync.WaitGroup
 	wg.Add(1)
-	go func() { defer wg.Done(); c.run(cctx, d.Client, api.OutboxQuery{Platform: "tg", Wait: 5 * time.Second}) }()
+	go func() {
+		defer wg.Done()
+		c.run(cctx, d.Client, apiwire.OutboxQuery{Platform: "tg", Wait: 5 * time.Second})
+	}()
 	route(t, d, "tg:1", `mcp send_reply {"text":"hello from the tool"}`)
 	route(t, d, "tg:3", "reply the side folder answers")
 	settle(t, st, "main", "side")
@@ -240,12 +243,12 @@ func TestDelivery(t *testing.T) {
 	// timeout (2 s) passes, to the next long poll, with a second attempt.
 	route(t, d, "tg:1", "reply once more")
 	settle(t, st, "main")
-	firstLease, err := d.Client.LeaseOutbox(ctx, api.OutboxQuery{Chat: "tg:1", Wait: 30 * time.Second})
+	firstLease, err := d.Client.LeaseOutbox(ctx, apiwire.OutboxQuery{Chat: "tg:1", Wait: 30 * time.Second})
 	first := firstLease.Items
 	if err != nil || len(first) != 1 || first[0].Content != "once more" || first[0].Attempts != 1 {
 		t.Fatalf("lease: %+v %v", first, err)
 	}
-	againLease, err := d.Client.LeaseOutbox(ctx, api.OutboxQuery{Chat: "tg:1", Wait: 30 * time.Second})
+	againLease, err := d.Client.LeaseOutbox(ctx, apiwire.OutboxQuery{Chat: "tg:1", Wait: 30 * time.Second})
 	again := againLease.Items
 	if err != nil || len(again) != 1 || again[0].ID != first[0].ID || again[0].Attempts != 2 {
 		t.Fatalf("after the visibility timeout: %+v %v, want row %d again", again, err, first[0].ID)
@@ -262,9 +265,9 @@ func TestDelivery(t *testing.T) {
 	// with the reason, and retry makes it pending again.
 	route(t, d, "tg:2", "reply to a chat that is gone")
 	settle(t, st, "main")
-	var parked api.OutboxRow
+	var parked apiwire.OutboxRow
 	for attempt := 1; parked.State != "parked"; attempt++ {
-		lease, err := d.Client.LeaseOutbox(ctx, api.OutboxQuery{Chat: "tg:2", Wait: 30 * time.Second})
+		lease, err := d.Client.LeaseOutbox(ctx, apiwire.OutboxQuery{Chat: "tg:2", Wait: 30 * time.Second})
 		rows := lease.Items
 		if err != nil || len(rows) != 1 || rows[0].Attempts != attempt {
 			t.Fatalf("lease %d: %+v %v", attempt, rows, err)
@@ -276,14 +279,14 @@ func TestDelivery(t *testing.T) {
 			t.Fatalf("still %s after %d failures", parked.State, attempt)
 		}
 	}
-	list, err := d.Client.LeaseOutbox(ctx, api.OutboxQuery{State: "parked"})
+	list, err := d.Client.LeaseOutbox(ctx, apiwire.OutboxQuery{State: "parked"})
 	if err != nil || len(list.Items) != 1 || list.Items[0].ID != parked.ID || list.Items[0].LastError != "failed 5 times: telegram: chat not found" || list.Lease != "" {
 		t.Errorf("GET /v1/outbox?state=parked: %+v %v", list, err)
 	}
 	if r, err := d.Client.RetryOutbox(ctx, parked.ID); err != nil || r.State != "pending" || r.Attempts != 0 {
 		t.Errorf("retry: %+v %v", r, err)
 	}
-	if lease, err := d.Client.LeaseOutbox(ctx, api.OutboxQuery{Chat: "tg:2"}); err != nil || len(lease.Items) != 1 || lease.Items[0].ID != parked.ID {
+	if lease, err := d.Client.LeaseOutbox(ctx, apiwire.OutboxQuery{Chat: "tg:2"}); err != nil || len(lease.Items) != 1 || lease.Items[0].ID != parked.ID {
 		t.Errorf("lease after retry: %+v %v", lease, err)
 	} else {
 		d.Client.AckOutbox(ctx, lease.Lease, parked.ID)
@@ -344,7 +347,7 @@ func TestDelivery(t *testing.T) {
 	settle(t, st, "main")
 	notices := map[string]string{}
 	waitFor(t, 2*time.Minute, "no notice for the parked folder", func() bool {
-		lease, err := d.Client.LeaseOutbox(ctx, api.OutboxQuery{Platform: "tg"})
+		lease, err := d.Client.LeaseOutbox(ctx, apiwire.OutboxQuery{Platform: "tg"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -368,7 +371,7 @@ func TestDelivery(t *testing.T) {
 type hookReceiver struct {
 	secret []byte
 	mu     sync.Mutex
-	rows   []api.OutboxRow
+	rows   []apiwire.OutboxRow
 	bad    []string
 }
 
@@ -376,7 +379,7 @@ func (h *hookReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	var row api.OutboxRow
+	var row apiwire.OutboxRow
 	switch {
 	case r.Header.Get(delivery.HeaderSignature) != delivery.Sign(h.secret, body):
 		h.bad = append(h.bad, "bad signature on "+string(body))
@@ -409,7 +412,7 @@ func TestDeliveryLoad(t *testing.T) {
 	c := &consumer{at: map[int64]time.Time{}}
 	var wg sync.WaitGroup
 	wg.Add(1)
-	go func() { defer wg.Done(); c.run(cctx, d.Client, api.OutboxQuery{Wait: 5 * time.Second, Limit: 500}) }()
+	go func() { defer wg.Done(); c.run(cctx, d.Client, apiwire.OutboxQuery{Wait: 5 * time.Second, Limit: 500}) }()
 	type post struct {
 		at     time.Time
 		folder string
@@ -418,7 +421,7 @@ func TestDeliveryLoad(t *testing.T) {
 	t0 := time.Now()
 	for i := 0; i < messages; i++ {
 		chat := i%chats + 1
-		body, _ := json.Marshal(api.InboundMessage{Platform: "test", ChatJID: fmt.Sprintf("tg:%d", chat), Content: fmt.Sprintf("reply m%d", i)})
+		body, _ := json.Marshal(apiwire.InboundMessage{Platform: "test", ChatJID: fmt.Sprintf("tg:%d", chat), Content: fmt.Sprintf("reply m%d", i)})
 		var out struct{ IDs []int64 }
 		if err := d.Client.Do(ctx, http.MethodPost, "/v1/messages", json.RawMessage(body), &out); err != nil || len(out.IDs) != 1 {
 			t.Fatalf("message %d: %v %v", i, out, err)
@@ -508,7 +511,7 @@ func TestReloadDelivery(t *testing.T) {
 	st := d.OpenStore(t)
 	send := func(chat, content string) {
 		t.Helper()
-		req := api.InboxRequest{Messages: []contract.Message{{Content: content}}, ChatJID: chat}
+		req := apiwire.InboxRequest{Messages: []contract.Message{{Content: content}}, ChatJID: chat}
 		if err := d.Client.Do(ctx, http.MethodPost, "/v1/groups/main/messages", req, nil); err != nil {
 			t.Fatal(err)
 		}
@@ -548,12 +551,12 @@ func TestReloadDelivery(t *testing.T) {
 	rc.mu.Unlock()
 
 	send("tg:1", "reply leased and dropped")
-	first, err := d.Client.LeaseOutbox(ctx, api.OutboxQuery{Chat: "tg:1", Wait: 30 * time.Second})
+	first, err := d.Client.LeaseOutbox(ctx, apiwire.OutboxQuery{Chat: "tg:1", Wait: 30 * time.Second})
 	if err != nil || len(first.Items) != 1 {
 		t.Fatalf("lease: %+v %v", first, err)
 	}
 	t0 := time.Now()
-	again, err := d.Client.LeaseOutbox(ctx, api.OutboxQuery{Chat: "tg:1", Wait: 30 * time.Second})
+	again, err := d.Client.LeaseOutbox(ctx, apiwire.OutboxQuery{Chat: "tg:1", Wait: 30 * time.Second})
 	if err != nil || len(again.Items) != 1 || again.Items[0].ID != first.Items[0].ID {
 		t.Fatalf("lease again: %+v %v", again, err)
 	}

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/arizuko/arizukod/api"
+	"github.com/arizuko/arizukod/api/apiwire"
 	"github.com/arizuko/arizukod/internal/daemontest"
 )
 
@@ -31,7 +31,7 @@ func TestEngineRestart(t *testing.T) {
 		}
 	}
 	// waitDegraded polls /health until it reports the engine away.
-	waitDegraded := func(t *testing.T) api.HealthReport {
+	waitDegraded := func(t *testing.T) apiwire.HealthReport {
 		for deadline := time.Now().Add(40 * time.Second); ; {
 			h, code, err := d.Health()
 			if err == nil && code == http.StatusServiceUnavailable && h.Status == "degraded" && !h.Engine.Up {
@@ -50,7 +50,7 @@ func TestEngineRestart(t *testing.T) {
 	t.Run("queued", func(t *testing.T) {
 		stopped := time.Now()
 		p.Stop()
-		var queued []api.Run
+		var queued []apiwire.Run
 		for _, f := range folders {
 			queued = append(queued, d.Submit(t, f, "reply during-"+f))
 		}

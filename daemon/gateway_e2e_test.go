@@ -14,14 +14,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/arizuko/arizukod/api"
+	"github.com/arizuko/arizukod/api/apiwire"
 	"github.com/arizuko/arizukod/internal/daemontest"
 	"github.com/arizuko/arizukod/internal/enginetest"
 	"github.com/arizuko/arizukod/internal/fakemodel"
 )
 
 // agentAnswer decodes the example agent's JSON report in a run's result.
-func agentAnswer(t *testing.T, r api.Run) map[string]any {
+func agentAnswer(t *testing.T, r apiwire.Run) map[string]any {
 	t.Helper()
 	var m map[string]any
 	if err := json.Unmarshal([]byte(r.Result), &m); err != nil {
@@ -158,7 +158,7 @@ func testModelGateway(t *testing.T, e enginetest.Engine) {
 		t.Errorf("8 parallel requests under a budget of 1000 tokens: statuses %v, usage %+v; want 2 or 3 forwarded using at most 1000 tokens, the rest refused", codes, u)
 	}
 	// The parent's own turns spend what is left, and then are refused.
-	var over api.Run
+	var over apiwire.Run
 	for range 3 {
 		if over = d.Turn(t, "tight", "model second"); agentAnswer(t, over)["status"] == float64(403) {
 			break

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/arizuko/arizukod/api"
+	"github.com/arizuko/arizukod/api/apiwire"
 	"github.com/arizuko/arizukod/internal/daemontest"
 	"github.com/arizuko/arizukod/internal/fakemodel"
 )
@@ -113,7 +113,7 @@ func testGiveUp(t *testing.T, cfg daemontest.Config, message string, tc giveUpCa
 	took := time.Since(start)
 	t.Logf("%s: `arizukod run` ended after %s", tc.name, took.Round(100*time.Millisecond))
 	var exit *exec.ExitError
-	var r api.Run
+	var r apiwire.Run
 	if !errors.As(err, &exit) || json.Unmarshal(stdout.Bytes(), &r) != nil {
 		t.Fatalf("run: %v\nstdout %s\nstderr %s", err, stdout.String(), stderr.String())
 	}

@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/arizuko/arizukod/api"
+	"github.com/arizuko/arizukod/api/apiwire"
 	"github.com/arizuko/arizukod/internal/daemontest"
 )
 
@@ -96,7 +96,7 @@ func TestJournal(t *testing.T) {
 	// ARIZUKO_ERROR carries only the daemon's reasons (a failure class).
 	oops := "oops-" + daemontest.RandHex(4)
 	turns := []struct {
-		run                    api.Run
+		run                    apiwire.Run
 		status, exit, priority string
 		failure, errorHas      string
 	}{
@@ -305,8 +305,8 @@ func TestNoSecretLeakEverySource(t *testing.T) {
 		all = append(all, v)
 	}
 	said := strings.Join(all, " ")
-	inbox := func() api.Inbox {
-		var in api.Inbox
+	inbox := func() apiwire.Inbox {
+		var in apiwire.Inbox
 		if err := d.Client.Do(context.Background(), http.MethodGet, "/v1/groups/main/messages", nil, &in); err != nil {
 			t.Fatal(err)
 		}

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/arizuko/arizukod/api"
+	"github.com/arizuko/arizukod/api/apiwire"
 	"github.com/arizuko/arizukod/contract"
 	"github.com/arizuko/arizukod/internal/daemontest"
 	"github.com/arizuko/arizukod/internal/enginetest"
@@ -114,7 +114,7 @@ func testReplies(t *testing.T, e enginetest.Engine) {
 	}
 
 	// (4) POST /v1/runs with chatJid: that is the chat its turn answers.
-	run, err := d.Client.CreateRun(ctx, api.CreateRunRequest{Folder: "main", ChatJID: "tg:-300",
+	run, err := d.Client.CreateRun(ctx, apiwire.CreateRunRequest{Folder: "main", ChatJID: "tg:-300",
 		Messages: []contract.Message{{Content: `mcp send_reply {"text":"from a run"}`}}})
 	if err != nil {
 		t.Fatal(err)
@@ -129,7 +129,7 @@ func testReplies(t *testing.T, e enginetest.Engine) {
 }
 
 // inboxTurn waits for the inbox run that covers message id to end.
-func inboxTurn(t *testing.T, d *daemontest.Daemon, st *store.Store, id int64) api.Run {
+func inboxTurn(t *testing.T, d *daemontest.Daemon, st *store.Store, id int64) apiwire.Run {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for {
@@ -150,10 +150,10 @@ func inboxTurn(t *testing.T, d *daemontest.Daemon, st *store.Store, id int64) ap
 }
 
 // outbox is main's outbox, oldest first.
-func outbox(t *testing.T, d *daemontest.Daemon) []api.OutboxItem {
+func outbox(t *testing.T, d *daemontest.Daemon) []apiwire.OutboxItem {
 	t.Helper()
 	var out struct {
-		Items []api.OutboxItem `json:"items"`
+		Items []apiwire.OutboxItem `json:"items"`
 	}
 	if err := d.Client.Do(context.Background(), http.MethodGet, "/v1/groups/main/outbox", nil, &out); err != nil {
 		t.Fatal(err)

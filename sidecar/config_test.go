@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/godbus/dbus/v5"
 
 	"github.com/arizuko/arizukod/groupfolder"
+	"github.com/arizuko/arizukod/internal/enginetest"
 	"github.com/arizuko/arizukod/runtime/engine"
 	"github.com/arizuko/arizukod/session"
 )
@@ -160,7 +162,9 @@ func TestUnitNetwork(t *testing.T) {
 	}
 }
 
-// TestHardening: whatever the config says, the container has the agent's hardening.
+// TestHardening: whatever the config says, the container has the agent's hardening, and
+// every rendering of it carries every part of engine.Hardened: the Quadlet unit, and the
+// podman and docker command lines a transient unit runs.
 func TestHardening(t *testing.T) {
 	for _, c := range []Config{
 		{Name: "echo", Image: "localhost/echo:1"},
@@ -171,8 +175,27 @@ func TestHardening(t *testing.T) {
 		if q.ContainerName != "arizuko-sc-main-research-"+c.Name || u.Service != q.ContainerName+".service" {
 			t.Errorf("%s: names %q %q", c.Name, q.ContainerName, u.Service)
 		}
-		if !slices.Equal(q.DropCapability, []string{"all"}) || len(q.AddCapability) > 0 || !isTrue(q.NoNewPrivileges) || !isTrue(q.ReadOnly) {
-			t.Errorf("%s: not hardened: %+v", c.Name, q)
+		if len(q.AddCapability) > 0 {
+			t.Errorf("%s: capabilities added: %v", c.Name, q.AddCapability)
+		}
+		argv := func(kind, cli string) []string {
+			a, err := u.CommandLine(kind, cli, "unix:///run/engine.sock", "/run/sc.env")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return a
+		}
+		for _, r := range []struct {
+			rendering string
+			got       engine.Hardening
+		}{
+			{"quadlet unit", enginetest.QuadletHardening(q)},
+			{"podman command line", enginetest.ArgvHardening(argv(kindPodman, "/usr/bin/podman"))},
+			{"docker command line", enginetest.ArgvHardening(argv(kindDocker, "/usr/bin/docker"))},
+		} {
+			if want := engine.Hardened(); !reflect.DeepEqual(r.got, want) {
+				t.Errorf("%s, %s: hardening %+v, want %+v", c.Name, r.rendering, r.got, want)
+			}
 		}
 		if len(q.Mount) != 1 || len(q.Volume) > 0 || len(q.EnvironmentFile) > 0 || q.Pull != "never" || q.User != "1000:1000" {
 			t.Errorf("%s: mounts, env files, pull or user: %+v", c.Name, q)

@@ -248,7 +248,7 @@ func (m *Manager) start(ctx context.Context, u *Unit, info engine.Info, runID st
 	}
 	r, err := m.startContainer(ctx, u)
 	if err == nil {
-		log.Info("sidecar started", "container", u.Container.ContainerName, "mode", ModeEngine)
+		log.Info("sidecar started", logging.FieldContainer, u.Container.ContainerName, "mode", ModeEngine)
 	}
 	return r, err
 }
@@ -535,7 +535,7 @@ func (m *Manager) Cleanup(ctx context.Context) ([]string, error) {
 			errs = append(errs, fmt.Errorf("remove leftover sidecar %s: %w", c.Name, err))
 			continue
 		}
-		m.log.Info("removed leftover sidecar container", "container", c.Name, logging.FieldFolder, c.Labels[engine.LabelFolder])
+		m.log.Info("removed leftover sidecar container", logging.FieldContainer, c.Name, logging.FieldFolder, c.Labels[engine.LabelFolder])
 		done = append(done, c.Name)
 	}
 	entries, err := os.ReadDir(m.o.EnvDir)

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/arizuko/arizukod/contract"
 	"github.com/arizuko/arizukod/gateway"
 	"github.com/arizuko/arizukod/groupfolder"
+	"github.com/arizuko/arizukod/logging"
 	"github.com/arizuko/arizukod/runtime/runner"
 )
 
@@ -75,11 +75,7 @@ func (b *Builder) Run(ctx context.Context, req Request, r Runner, w Watch) (runn
 	t.OnInput, t.OnStderr, t.Detach = w.OnInput, w.OnStderr, w.Detach
 	t.OnCreated = func(name, id string) {
 		if err := serve(name); err != nil {
-			log := b.Logger
-			if log == nil {
-				log = slog.Default()
-			}
-			log.Error("model gateway", "container", name, "err", err)
+			b.turnLog(req).Error("model gateway", logging.FieldContainer, name, "err", err)
 		}
 		if w.OnCreated != nil {
 			w.OnCreated(name, id)

@@ -28,6 +28,7 @@ import (
 	"github.com/arizuko/arizukod/contract"
 	"github.com/arizuko/arizukod/groupfolder"
 	"github.com/arizuko/arizukod/ipc/policy"
+	"github.com/arizuko/arizukod/logging"
 	"github.com/arizuko/arizukod/memory"
 	"github.com/arizuko/arizukod/mountsec"
 	"github.com/arizuko/arizukod/runtime/engine"
@@ -202,7 +203,7 @@ func (b *Builder) build(ctx context.Context, req Request) (runner.Turn, Plan, gr
 	maps.Copy(env, b.SettingsEnv)
 	err = session.Seed(ctx, dirs.Session, session.Options{
 		Folder: string(f), Env: env, Skills: b.Skills, Sidecars: sidecar.Names(plan.Config.Sidecars),
-		Owner: &session.Owner{UID: os.Getuid(), GID: os.Getgid()}, Logger: b.Logger,
+		Owner: &session.Owner{UID: os.Getuid(), GID: os.Getgid()}, Logger: b.turnLog(req),
 	})
 	if err != nil {
 		return runner.Turn{}, plan, dirs, fmt.Errorf("seed session of %s: %w", f, err)
@@ -236,6 +237,16 @@ func (p Plan) timeout() time.Duration {
 
 // containerLimits are the limits and the additional mounts (each checked again on disk)
 // of a turn with plan.
+// turnLog is the builder's logger with the journal fields of req's turn, which every line
+// of a turn carries.
+func (b *Builder) turnLog(req Request) *slog.Logger {
+	log := b.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return log.With(logging.FieldRunID, req.RunID, logging.FieldFolder, string(req.Folder))
+}
+
 func (b *Builder) containerLimits(plan Plan) (engine.Limits, []engine.Mount, error) {
 	limits, err := b.limits(plan.Config)
 	if err != nil {

@@ -14,7 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/arizuko/arizukod/api"
+	"github.com/arizuko/arizukod/api/apiwire"
 	"github.com/arizuko/arizukod/config"
 	"github.com/arizuko/arizukod/mountsec"
 	"github.com/arizuko/arizukod/runtime/engine"
@@ -42,7 +42,7 @@ type doctorOpts struct {
 	claudeThere bool // the image check found the Claude Code image on the engine
 
 	// daemon is what the daemon answering on socket runs with; nil when none answers.
-	daemon *api.HealthReport
+	daemon *apiwire.HealthReport
 	socket string
 }
 
@@ -55,7 +55,7 @@ var daemonChecks = []string{"engine", "image", "model", "upstream"}
 func (o *doctorOpts) askDaemon(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	h, err := daemonHealth(ctx, api.NewClient(o.socket))
+	h, err := daemonHealth(ctx, apiwire.NewClient(o.socket))
 	if err != nil {
 		return
 	}

@@ -17,6 +17,7 @@ import (
 	"testing"
 
 	"github.com/arizuko/arizukod/api"
+	"github.com/arizuko/arizukod/api/apiwire"
 	"github.com/arizuko/arizukod/config"
 	"github.com/arizuko/arizukod/internal/enginetest"
 	"github.com/arizuko/arizukod/runtime/engine"
@@ -29,11 +30,11 @@ type awayHealth struct {
 	calls atomic.Int32
 }
 
-func (h *awayHealth) Health(context.Context) api.HealthReport {
+func (h *awayHealth) Health(context.Context) apiwire.HealthReport {
 	if h.calls.Add(1) <= h.up {
-		return api.HealthReport{Status: "ok", Engine: api.EngineHealth{Up: true, Name: "podman"}}
+		return apiwire.HealthReport{Status: "ok", Engine: apiwire.EngineHealth{Up: true, Name: "podman"}}
 	}
-	return api.HealthReport{Status: "degraded", Engine: api.EngineHealth{Error: "no container engine answered; tried: podman unix:///run/podman/podman.sock: no such file or directory"}}
+	return apiwire.HealthReport{Status: "degraded", Engine: apiwire.EngineHealth{Error: "no container engine answered; tried: podman unix:///run/podman/podman.sock: no such file or directory"}}
 }
 
 // cliDaemon serves the API over a unix socket in dir, with a real store and a queue that

@@ -174,10 +174,11 @@ func quadletAgentSpec(ctx context.Context, b *turn.Builder, f groupfolder.Folder
 }
 
 // agentContainer is s as a Quadlet unit: the translation the Podman and Docker engines
-// make of the same spec, with the hardening every engine applies (all capabilities
-// dropped, no-new-privileges, a read-only root) and no pull. A unit has no stdin to keep
-// open and logs to the journal, so Stdin and LogMaxBytes have no counterpart.
+// make of the same spec, with the hardening every engine applies (engine.Hardened: all
+// capabilities dropped, no-new-privileges, a read-only root, no pull). A unit has no stdin
+// to keep open and logs to the journal, so Stdin and LogMaxBytes have no counterpart.
 func agentContainer(s engine.Spec, description string) *quadlet.Container {
+	h := engine.Hardened()
 	c := &quadlet.Container{
 		Description:     description,
 		ContainerName:   s.Name,
@@ -186,14 +187,14 @@ func agentContainer(s engine.Spec, description string) *quadlet.Container {
 		User:            s.User,
 		Environment:     map[string]string{},
 		Network:         []string{s.Network},
-		ReadOnly:        ptrTo(true),
-		ReadOnlyTmpfs:   ptrTo(false),
-		DropCapability:  []string{"all"},
-		NoNewPrivileges: ptrTo(true),
+		ReadOnly:        ptrTo(h.ReadOnlyRoot),
+		ReadOnlyTmpfs:   ptrTo(h.EngineTmpfs),
+		DropCapability:  quadlet.Capabilities(h.CapDrop),
+		NoNewPrivileges: ptrTo(h.NoNewPrivileges),
 		Memory:          strconv.FormatInt(s.MemoryBytes, 10),
 		PidsLimit:       strconv.FormatInt(s.PidsLimit, 10),
 		Label:           maps.Clone(s.Labels),
-		Pull:            "never",
+		Pull:            h.Pull,
 		PodmanArgs:      []string{"--cpus=" + strconv.FormatFloat(float64(s.NanoCPUs)/1e9, 'f', -1, 64)},
 	}
 	for _, kv := range s.Env {

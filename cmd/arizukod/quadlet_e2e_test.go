@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -78,6 +79,9 @@ func TestQuadletPodmanGenerator(t *testing.T) {
 		}
 		if strings.Contains(line, "s3cr3t") {
 			t.Errorf("%s: the secret is on the command line", svc)
+		}
+		if got, want := enginetest.ArgvHardening(strings.Fields(line)), engine.Hardened(); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: the generator's command line has hardening %+v, want %+v", svc, got, want)
 		}
 	}
 	t.Logf("%s -dryrun generated %d services with every hardening flag", bin, len(execStart))

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/arizuko/arizukod/config"
+	"github.com/arizuko/arizukod/internal/enginetest"
 	"github.com/arizuko/arizukod/quadlet"
 	"github.com/arizuko/arizukod/runtime/engine"
 	"github.com/arizuko/arizukod/runtime/runner"
@@ -180,6 +182,29 @@ func TestQuadletErrors(t *testing.T) {
 		err := runQuadlet(context.Background(), args, &stdout, &stderr)
 		if err == nil || tc.want != nil && !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.text) {
 			t.Errorf("%v: error %v, want %v with %q", tc.args, err, tc.want, tc.text)
+		}
+	}
+}
+
+// TestQuadletHardening: the agent's unit carries every part of engine.Hardened, as a unit
+// and as the podman command line it makes.
+func TestQuadletHardening(t *testing.T) {
+	c := agentContainer(engine.Spec{Image: "localhost/arizuko-agent:1", Name: "arizuko-main-quadlet", Network: engine.NetworkNone,
+		Tmpfs: []engine.Tmpfs{{Target: "/tmp", Options: "rw,size=64m"}}}, "d")
+	args, err := c.PodmanRunArgs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := engine.Hardened()
+	for _, r := range []struct {
+		rendering string
+		got       engine.Hardening
+	}{
+		{"unit", enginetest.QuadletHardening(c)},
+		{"podman command line", enginetest.ArgvHardening(append([]string{"podman", "run"}, args...))},
+	} {
+		if !reflect.DeepEqual(r.got, want) {
+			t.Errorf("%s: hardening %+v, want %+v", r.rendering, r.got, want)
 		}
 	}
 }

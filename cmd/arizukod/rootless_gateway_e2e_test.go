@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/arizuko/arizukod/api"
+	"github.com/arizuko/arizukod/api/apiwire"
 	"github.com/arizuko/arizukod/contract"
 	"github.com/arizuko/arizukod/internal/daemontest"
 	"github.com/arizuko/arizukod/internal/enginetest"
@@ -39,7 +39,7 @@ type rootlessDaemon struct {
 	bin   string
 	sock  string
 	conf  string // the configuration serve writes, before the caller's changes
-	c     *api.Client
+	c     *apiwire.Client
 	ctx   context.Context
 }
 
@@ -79,7 +79,7 @@ func newRootlessDaemon(t *testing.T, upstream string) *rootlessDaemon {
 		fmt.Sprintf("[model]\nupstream = %q", upstream),
 	}, "\n") + "\n"
 	os.Chown(r.base, r.uid, r.gid)
-	r.c = api.NewClient(r.sock)
+	r.c = apiwire.NewClient(r.sock)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	t.Cleanup(cancel)
 	r.ctx = ctx
@@ -97,7 +97,7 @@ func (r *rootlessDaemon) write(name, text string) {
 
 // serve starts the daemon as the test user with toml, waits until its engine answers and
 // registers main; the returned func stops it.
-func (r *rootlessDaemon) serve(toml string) (api.HealthReport, func()) {
+func (r *rootlessDaemon) serve(toml string) (apiwire.HealthReport, func()) {
 	t := r.t
 	t.Helper()
 	r.write("arizukod.toml", toml)
@@ -116,14 +116,14 @@ func (r *rootlessDaemon) serve(toml string) (api.HealthReport, func()) {
 		}
 	})
 	for {
-		var h api.HealthReport
+		var h apiwire.HealthReport
 		code, body, err := daemontest.Do(r.sock, http.MethodGet, "/health", "", nil)
-		if err == nil && json.Unmarshal(body, &h) == nil && h.Engine.Up && h.Engine.Limits != api.LimitsPending {
+		if err == nil && json.Unmarshal(body, &h) == nil && h.Engine.Up && h.Engine.Limits != apiwire.LimitsPending {
 			if (code == http.StatusOK) != (h.Status == "ok") {
 				t.Errorf("health: HTTP %d with status %q", code, h.Status)
 			}
-			var g api.Group
-			if err := r.c.Do(r.ctx, http.MethodPost, "/v1/groups", api.PutGroupRequest{Folder: "main"}, &g); err != nil {
+			var g apiwire.Group
+			if err := r.c.Do(r.ctx, http.MethodPost, "/v1/groups", apiwire.PutGroupRequest{Folder: "main"}, &g); err != nil {
 				stop()
 				t.Fatal(err)
 			}
@@ -165,7 +165,7 @@ func TestRootlessGateway(t *testing.T) {
 			stop()
 			t.Fatalf("health without allow_unlimited: %+v, want degraded with the reason and the fix", h)
 		}
-		refused, err := c.CreateRun(ctx, api.CreateRunRequest{Folder: "main", Messages: []contract.Message{{Content: "reply unlimited"}}})
+		refused, err := c.CreateRun(ctx, apiwire.CreateRunRequest{Folder: "main", Messages: []contract.Message{{Content: "reply unlimited"}}})
 		if err == nil {
 			refused, err = c.WaitRun(ctx, refused.ID)
 		}
@@ -188,7 +188,7 @@ func TestRootlessGateway(t *testing.T) {
 	if h.Status != "ok" || h.Engine.Limits != wantLimits {
 		t.Fatalf("health with allow_unlimited: %+v, want ok and limits %q", h, wantLimits)
 	}
-	r, err := c.CreateRun(ctx, api.CreateRunRequest{Folder: "main", Messages: []contract.Message{{Content: "model hello rootless"}}})
+	r, err := c.CreateRun(ctx, apiwire.CreateRunRequest{Folder: "main", Messages: []contract.Message{{Content: "model hello rootless"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +211,7 @@ func TestRootlessGateway(t *testing.T) {
 	_, stopClaude := serve(d.unlimited(strings.Replace(conf, image, claude, 1)))
 	defer stopClaude()
 	n := len(fake.Requests())
-	if r, err = c.CreateRun(ctx, api.CreateRunRequest{Folder: "main", Messages: []contract.Message{{Content: "hello rootless claude"}}}); err != nil {
+	if r, err = c.CreateRun(ctx, apiwire.CreateRunRequest{Folder: "main", Messages: []contract.Message{{Content: "hello rootless claude"}}}); err != nil {
 		t.Fatal(err)
 	}
 	if r, err = c.WaitRun(ctx, r.ID); err != nil {

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/arizuko/arizukod/api"
+	"github.com/arizuko/arizukod/api/apiwire"
 	"github.com/arizuko/arizukod/contract"
 	"github.com/arizuko/arizukod/internal/daemontest"
 )
@@ -38,11 +38,11 @@ func TestRootlessHostileAgent(t *testing.T) {
 	}
 	var runs []string
 	for folder, msg := range plants {
-		var g api.Group
-		if err := d.c.Do(d.ctx, http.MethodPost, "/v1/groups", api.PutGroupRequest{Folder: folder}, &g); err != nil {
+		var g apiwire.Group
+		if err := d.c.Do(d.ctx, http.MethodPost, "/v1/groups", apiwire.PutGroupRequest{Folder: folder}, &g); err != nil {
 			t.Fatal(err)
 		}
-		r, err := d.c.CreateRun(d.ctx, api.CreateRunRequest{Folder: folder, Messages: []contract.Message{{Content: msg}}})
+		r, err := d.c.CreateRun(d.ctx, apiwire.CreateRunRequest{Folder: folder, Messages: []contract.Message{{Content: msg}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -62,7 +62,7 @@ func TestRootlessHostileAgent(t *testing.T) {
 	defer stop()
 	for _, id := range runs {
 		for {
-			var r api.Run
+			var r apiwire.Run
 			if err := d.c.Do(d.ctx, http.MethodGet, "/v1/runs/"+id, nil, &r); err != nil {
 				t.Fatal(err)
 			}
@@ -80,7 +80,7 @@ func TestRootlessHostileAgent(t *testing.T) {
 	if fi, serr := os.Stat(hostDir); err != nil || serr != nil || len(entries) != 0 || fi.Mode().Perm() != 0o700 {
 		t.Errorf("the user's directory: %v %v %v, want it empty and 0700", entries, err, fi)
 	}
-	r, err := d.c.CreateRun(d.ctx, api.CreateRunRequest{Folder: "onrace", Messages: []contract.Message{{Content: "reply still here"}}})
+	r, err := d.c.CreateRun(d.ctx, apiwire.CreateRunRequest{Folder: "onrace", Messages: []contract.Message{{Content: "reply still here"}}})
 	if err == nil {
 		r, err = d.c.WaitRun(d.ctx, r.ID)
 	}

@@ -13,7 +13,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/arizuko/arizukod/api"
+	"github.com/arizuko/arizukod/api/apiwire"
 	"github.com/arizuko/arizukod/contract"
 	"github.com/arizuko/arizukod/groupfolder"
 	"github.com/arizuko/arizukod/turn"
@@ -162,7 +162,7 @@ var (
 
 // engineReady asks the daemon whether a turn could start now. A turn sent to a daemon
 // without an engine would wait in the queue until one answers; it is not sent.
-func engineReady(ctx context.Context, c *api.Client) error {
+func engineReady(ctx context.Context, c *apiwire.Client) error {
 	h, err := daemonHealth(ctx, c)
 	if err != nil {
 		return err
@@ -174,10 +174,10 @@ func engineReady(ctx context.Context, c *api.Client) error {
 }
 
 // daemonHealth is GET /health, whose answer is a report also when it is 503 (degraded).
-func daemonHealth(ctx context.Context, c *api.Client) (api.HealthReport, error) {
-	var h api.HealthReport
+func daemonHealth(ctx context.Context, c *apiwire.Client) (apiwire.HealthReport, error) {
+	var h apiwire.HealthReport
 	err := c.Do(ctx, http.MethodGet, "/health", nil, &h)
-	var apiErr *api.Error
+	var apiErr *apiwire.Error
 	if errors.As(err, &apiErr) && apiErr.Code == http.StatusServiceUnavailable && json.Unmarshal([]byte(apiErr.Msg), &h) == nil {
 		return h, nil
 	}
@@ -185,7 +185,7 @@ func daemonHealth(ctx context.Context, c *api.Client) (api.HealthReport, error) 
 }
 
 // healthProblem says why no turn can start on a daemon with health h, and how to fix it.
-func healthProblem(h api.HealthReport) error {
+func healthProblem(h apiwire.HealthReport) error {
 	switch {
 	case h.Status != "degraded":
 		return nil
@@ -202,7 +202,7 @@ func healthProblem(h api.HealthReport) error {
 // a run queued behind an engine that went away fails with the reason instead of waiting on.
 // While it runs it writes to notes each new failure of the model upstream that the agent
 // retries.
-func waitRun(ctx context.Context, c *api.Client, r api.Run, notes io.Writer) (api.Run, error) {
+func waitRun(ctx context.Context, c *apiwire.Client, r apiwire.Run, notes io.Writer) (apiwire.Run, error) {
 	told := ""
 	for {
 		if why := upstreamError(r); why != "" && why != told && !final(r.State) {
@@ -232,7 +232,7 @@ func waitRun(ctx context.Context, c *api.Client, r api.Run, notes io.Writer) (ap
 }
 
 // upstreamError is how the model upstream last failed during r: what its agent retries.
-func upstreamError(r api.Run) string {
+func upstreamError(r apiwire.Run) string {
 	if r.Usage == nil {
 		return ""
 	}

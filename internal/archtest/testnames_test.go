@@ -14,12 +14,14 @@ import (
 )
 
 // unitUses are the helpers of the real-part packages that a unit test may call: whether
-// the suite is required whole, and the daemon's binary (built, never started against an
-// engine).
+// the suite is required whole, the daemon's binary (built, never started against an
+// engine), and the readers of the hardening a rendering carries (pure parsers).
 var unitUses = map[string]bool{
-	"enginetest.Required":     true,
-	"daemontest.Binary":       true,
-	"daemontest.RemoveBinary": true,
+	"enginetest.Required":         true,
+	"enginetest.ArgvHardening":    true,
+	"enginetest.QuadletHardening": true,
+	"daemontest.Binary":           true,
+	"daemontest.RemoveBinary":     true,
 }
 
 // realPartEnv matches the variables through which the test host names its parts.

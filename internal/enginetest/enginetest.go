@@ -1,6 +1,8 @@
 // Package enginetest gives tests the real container engines of the test host that
 // hack/testhost/up.sh starts, and the example agent image inside each of them. It owns no
-// engine: it only reads the addresses up.sh exported.
+// engine: it only reads the addresses up.sh exported. It also reads back the hardening a
+// Quadlet unit or an engine command line gives its container (QuadletHardening,
+// ArgvHardening), for the tests of what renders them.
 //
 // The tests that use it live in files named *_e2e_test.go (internal/archtest checks the
 // names). They run when the real-part suite is asked for (Asked): hack/test.sh and CI set

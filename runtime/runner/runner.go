@@ -13,6 +13,7 @@ import (
 	"github.com/arizuko/arizukod/config"
 	"github.com/arizuko/arizukod/contract"
 	"github.com/arizuko/arizukod/groupfolder"
+	"github.com/arizuko/arizukod/logging"
 	"github.com/arizuko/arizukod/runtime/engine"
 )
 
@@ -148,7 +149,7 @@ func (r *Runner) Run(ctx context.Context, t Turn) (Result, error) {
 	stamp := r.stamp(start)
 	spec := r.spec(t, ContainerName(t.Folder, t.TaskID, stamp), mounts, timeout)
 	res.Container = spec.Name
-	tr := &turnRun{r: r, t: t, res: &res, dirs: dirs, started: start, stamp: stamp}
+	tr := &turnRun{r: r, t: t, log: r.turnLog(t), res: &res, dirs: dirs, started: start, stamp: stamp}
 	if err := r.admit(&spec); err != nil {
 		tr.fail(FailMisconfig, true, "%v", err)
 	} else if p := r.takeFor(ctx, t, spec); p != nil {
@@ -204,6 +205,7 @@ func (r *Runner) Close() {
 type turnRun struct {
 	r       *Runner
 	t       Turn
+	log     *slog.Logger // the runner's, with the turn's journal fields
 	res     *Result
 	dirs    groupfolder.Dirs
 	started time.Time
@@ -211,6 +213,12 @@ type turnRun struct {
 	id      string
 	stderr  tailBuffer
 	events  []string
+}
+
+// turnLog is the runner's logger with the journal fields of t, which every line of a
+// turn carries.
+func (r *Runner) turnLog(t Turn) *slog.Logger {
+	return r.log.With(logging.FieldRunID, t.RunID, logging.FieldFolder, string(t.Folder))
 }
 
 func (tr *turnRun) note(format string, args ...any) {
@@ -285,7 +293,7 @@ func (tr *turnRun) runCreated(ctx context.Context, spec engine.Spec, stdin []byt
 		_, err := att.Stdin.Write(stdin)
 		if err == nil {
 			if cerr := att.Stdin.Close(); cerr != nil {
-				tr.r.log.Debug("close stdin", "container", spec.Name, "err", cerr)
+				tr.log.Debug("close stdin", logging.FieldContainer, spec.Name, "err", cerr)
 			}
 			if tr.t.OnInput != nil {
 				tr.t.OnInput()

@@ -1,4 +1,4 @@
-package api
+package apiwire
 
 import (
 	"bytes"
@@ -63,7 +63,7 @@ func (c *Client) Do(ctx context.Context, method, path string, body, out any) err
 		return err
 	}
 	if resp.StatusCode >= 400 {
-		var e apiError
+		var e ErrorBody
 		if json.Unmarshal(b, &e) != nil || e.Error == "" {
 			e.Error = string(b)
 		}
@@ -98,4 +98,38 @@ func (c *Client) WaitRun(ctx context.Context, id string) (Run, error) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// Prune prunes by the daemon's retention rules, or only counts with dryRun.
+func (c *Client) Prune(ctx context.Context, dryRun bool) (PruneReport, error) {
+	var rep PruneReport
+	err := c.Do(ctx, http.MethodPost, "/v1/prune", PruneRequest{DryRun: dryRun}, &rep)
+	return rep, err
+}
+
+// Backup writes a consistent copy of the daemon's store to w and returns its size. A copy
+// that arrives short is an error.
+func (c *Client) Backup(ctx context.Context, w io.Writer) (int64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://arizukod/v1/backup", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("arizukod at %s: %w", c.socket, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 400 || resp.Header.Get("Content-Type") != BackupContentType {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		var e ErrorBody
+		if json.Unmarshal(b, &e) != nil || e.Error == "" {
+			e.Error = string(b)
+		}
+		return 0, &Error{Code: resp.StatusCode, Field: e.Field, Msg: e.Error}
+	}
+	n, err := io.Copy(w, resp.Body)
+	if err == nil && resp.ContentLength >= 0 && n != resp.ContentLength {
+		err = fmt.Errorf("backup: got %d of %d bytes", n, resp.ContentLength)
+	}
+	return n, err
 }
