@@ -10,7 +10,9 @@
 #   allow_unlimited = true;
 #   group members may use the API and others may not; the agent image is imported into
 #   the arizuko user's rootless Podman; a real turn runs through the daemon and is found
-#   with `journalctl -u arizukod ARIZUKO_RUN_ID=...`; a user's own daemon (the user units)
+#   with `journalctl -u arizukod ARIZUKO_RUN_ID=...`; a group's sidecar is a transient unit
+#   of arizuko's own user manager while its turn runs, logs to the journal, and is gone
+#   after the turn and after a SIGKILL of the daemon; a user's own daemon (the user units)
 #   runs a turn too; an upgrade keeps a changed conffile, restarts arizukod and leaves
 #   Podman running; `apt-get remove` leaves nothing of the package running and keeps the
 #   data; `apt-get purge` removes the data.
