@@ -286,22 +286,24 @@ func TestEnvFile(t *testing.T) {
 // its own user manager, in /run/user/UID, never the system manager (which refuses it).
 func TestTarget(t *testing.T) {
 	for _, tc := range []struct {
-		name    string
-		env     map[string]string
-		uid     int
-		want    Mode
-		runtime string
+		name       string
+		service    bool
+		runtimeDir string
+		uid        int
+		want       Mode
+		runtime    string
 	}{
-		{"root system service", map[string]string{"INVOCATION_ID": "x"}, 0, ModeSystemdSystem, ""},
-		{"root system service with a runtime dir", map[string]string{"INVOCATION_ID": "x", "XDG_RUNTIME_DIR": "/run/user/0"}, 0, ModeSystemdSystem, ""},
-		{"packaged service as arizuko", map[string]string{"INVOCATION_ID": "x"}, 990, ModeSystemdUser, "/run/user/990"},
-		{"user service", map[string]string{"INVOCATION_ID": "x", "XDG_RUNTIME_DIR": "/run/user/1000"}, 1000, ModeSystemdUser, "/run/user/1000"},
-		{"user shell", map[string]string{"XDG_RUNTIME_DIR": "/run/user/1000"}, 1000, ModeSystemdUser, "/run/user/1000"},
-		{"user shell, another runtime dir", map[string]string{"XDG_RUNTIME_DIR": "/srv/rt"}, 1000, ModeSystemdUser, "/srv/rt"},
-		{"runuser without an environment", nil, 990, ModeSystemdUser, "/run/user/990"},
-		{"root shell", nil, 0, ModeSystemdUser, "/run/user/0"},
+		{"root system service", true, "", 0, ModeSystemdSystem, ""},
+		{"root system service with a runtime dir", true, "/run/user/0", 0, ModeSystemdSystem, ""},
+		{"packaged service as arizuko", true, "", 990, ModeSystemdUser, "/run/user/990"},
+		{"user service", true, "/run/user/1000", 1000, ModeSystemdUser, "/run/user/1000"},
+		{"user login", false, "/run/user/1000", 1000, ModeSystemdUser, "/run/user/1000"},
+		{"user login, another runtime dir", false, "/srv/rt", 1000, ModeSystemdUser, "/srv/rt"},
+		{"root login", false, "/run/user/0", 0, ModeSystemdUser, "/run/user/0"},
+		{"runuser without a session", false, "", 990, ModeSystemdUser, ""},
+		{"root without a session", false, "", 0, ModeSystemdUser, ""},
 	} {
-		mode, rt := target(func(k string) string { return tc.env[k] }, tc.uid)
+		mode, rt := target(tc.service, tc.runtimeDir, tc.uid)
 		if mode != tc.want || rt != tc.runtime {
 			t.Errorf("%s: %s %q, want %s %q", tc.name, mode, rt, tc.want, tc.runtime)
 		}

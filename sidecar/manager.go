@@ -125,7 +125,7 @@ func New(ctx context.Context, o Options) (*Manager, error) {
 	}
 	switch o.Mode {
 	case "":
-		mode, rt := target(os.Getenv, os.Geteuid())
+		mode, rt := detect()
 		m.sd = &manager{mode: mode, runtimeDir: rt, getenv: os.Getenv}
 		if _, err := m.sd.get(ctx); err != nil {
 			m.onEngine(err)
@@ -133,7 +133,7 @@ func New(ctx context.Context, o Options) (*Manager, error) {
 	case ModeSystemdUser, ModeSystemdSystem:
 		sd := &manager{mode: o.Mode, getenv: os.Getenv}
 		if o.Mode == ModeSystemdUser {
-			sd.runtimeDir = userRuntimeDir(os.Getenv, os.Geteuid())
+			sd.runtimeDir = os.Getenv("XDG_RUNTIME_DIR")
 		}
 		if _, err := sd.get(ctx); err != nil {
 			return nil, err
@@ -190,8 +190,10 @@ func (m *Manager) Close() {
 }
 
 // Probe says where a Manager made now would run sidecars, and why: for `arizukod doctor`.
-func Probe(ctx context.Context) (Mode, string) {
-	want, rt := target(os.Getenv, os.Geteuid())
+// service asks as a systemd service would (INVOCATION_ID set), whether this process is one
+// or not: `runuser -u arizuko arizukod doctor` for the packaged service.
+func Probe(ctx context.Context, service bool) (Mode, string) {
+	want, rt := target(service || os.Getenv("INVOCATION_ID") != "", os.Getenv("XDG_RUNTIME_DIR"), os.Geteuid())
 	c, err := dial(ctx, want, rt, os.Getenv)
 	if err != nil {
 		return ModeEngine, err.Error()

@@ -35,28 +35,32 @@ var ErrNoSystemd = errors.New("no systemd manager on D-Bus")
 const dialTimeout = 5 * time.Second
 
 // target is the systemd manager whose transient units run the sidecars, and for a user
-// manager the runtime directory that holds its private socket:
+// manager the runtime directory that holds its private socket. service says the daemon
+// runs as a systemd service (INVOCATION_ID is set); runtimeDir is XDG_RUNTIME_DIR.
 //
-//   - root in a system service (INVOCATION_ID set): the system manager;
-//   - every other user, in a service or not: the user's own manager, found in
-//     XDG_RUNTIME_DIR, else in /run/user/UID. The packaged system service runs as the
+//   - root in a service: the system manager;
+//   - with XDG_RUNTIME_DIR: the user's own manager there (a user service, a login);
+//   - any other user in a service: that user's own manager in /run/user/UID, where
+//     systemd-logind makes it. This is the packaged system service, which runs as the
 //     lingering user arizuko without XDG_RUNTIME_DIR: its units go to user@UID.service,
-//     next to its rootless Podman, and run as arizuko; the system manager would refuse
+//     next to its rootless Podman, and run as arizuko. The system manager would refuse
 //     them (polkit), and contrib/systemd/README.md says why no polkit rule should allow it;
-//   - root outside a service: root's own user manager, as for any user.
-func target(getenv func(string) string, uid int) (Mode, string) {
-	if uid == 0 && getenv("INVOCATION_ID") != "" {
+//   - otherwise (a shell without a session): no runtime directory, so no manager.
+func target(service bool, runtimeDir string, uid int) (Mode, string) {
+	switch {
+	case service && uid == 0:
 		return ModeSystemdSystem, ""
+	case runtimeDir != "":
+		return ModeSystemdUser, runtimeDir
+	case service:
+		return ModeSystemdUser, filepath.Join("/run/user", strconv.Itoa(uid))
 	}
-	return ModeSystemdUser, userRuntimeDir(getenv, uid)
+	return ModeSystemdUser, ""
 }
 
-// userRuntimeDir is XDG_RUNTIME_DIR, else /run/user/UID, where systemd-logind makes it.
-func userRuntimeDir(getenv func(string) string, uid int) string {
-	if rt := getenv("XDG_RUNTIME_DIR"); rt != "" {
-		return rt
-	}
-	return filepath.Join("/run/user", strconv.Itoa(uid))
+// detect is target for this process.
+func detect() (Mode, string) {
+	return target(os.Getenv("INVOCATION_ID") != "", os.Getenv("XDG_RUNTIME_DIR"), os.Geteuid())
 }
 
 // dial connects to the manager of mode; runtimeDir is a user manager's runtime directory.
@@ -81,7 +85,7 @@ func dial(ctx context.Context, mode Mode, runtimeDir string, getenv func(string)
 	switch mode {
 	case ModeSystemdUser:
 		if runtimeDir == "" {
-			return nil, fmt.Errorf("%w: no runtime directory, so the user manager cannot be found", ErrNoSystemd)
+			return nil, fmt.Errorf("%w: XDG_RUNTIME_DIR is not set and this is no service, so the user manager cannot be found", ErrNoSystemd)
 		}
 		private := filepath.Join(runtimeDir, "systemd", "private")
 		if c := try(private, func() (*sddbus.Conn, error) { return directConn("unix:path="+private, false) }); c != nil {
