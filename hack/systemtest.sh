@@ -462,10 +462,11 @@ sc_unit=arizuko-sc-tools-echo.service
 sc_container=arizuko-sc-tools-echo
 # sc_left prints the sidecar units arizuko's manager still has and the sidecar containers
 # its Podman still has.
+# A failing command prints its error, which fails the caller's check.
 sc_left() {
-	usd list-units --all --plain --no-legend 'arizuko-sc-*' 2>&1 | awk '{ print $1 }'
+	usd list-units --all --plain --no-legend 'arizuko-sc-*' 2>&1 | awk '{ print $1 }' || true
 	ct runuser -u arizuko -- env XDG_RUNTIME_DIR=/run/arizuko/podman CONTAINER_HOST="unix://$PODMAN_SOCK" \
-		podman --remote ps -a --filter 'name=^arizuko-sc-' --format '{{.Names}}' 2>&1
+		podman --remote ps -a --filter 'name=^arizuko-sc-' --format '{{.Names}}' 2>&1 || true
 }
 # wait_unit_active: until the sidecar's unit is active, for at most 60 s.
 wait_unit_active() {
@@ -485,7 +486,7 @@ out=$(CT_TIMEOUT=180 ct arizukod image import-static --engine-socket "unix://$PO
 out=$(ct arizukod groups add tools --config \
 	'{"sidecars":[{"name":"echo","image":"localhost/arizuko-sidecar:test"}]}' 2>&1) || fail "groups add tools" "$out"
 inv=$(ct systemctl show -P InvocationID arizukod.service)
-said=$(ct journalctl --no-pager -o cat -u arizukod "_SYSTEMD_INVOCATION_ID=$inv" | grep -E 'sidecars run' | tr '\n' ' ')
+said=$(ct journalctl --no-pager -o cat -u arizukod "_SYSTEMD_INVOCATION_ID=$inv" | grep -E 'sidecars run' | tr '\n' ' ' || true)
 [[ $said == *'sidecars run as systemd-user'* && $said != *'on the engine'* ]] || fail "sidecar mode" "the daemon says: '$said'"
 ct test -S "/run/user/$arizuko_uid/systemd/private" || fail "sidecar mode" "no user manager socket /run/user/$arizuko_uid/systemd/private"
 doc=$(ct runuser -u arizuko -- env ARIZUKO_MODE=system DATA_DIR=/var/lib/arizuko CONTAINER_HOST="unix://$PODMAN_SOCK" \
@@ -542,8 +543,8 @@ t=$(now)
 CT_TIMEOUT=120 ct arizukod run --folder tools --message "sleep 20s" >"$LOGS/run-sidecar-kill.json" 2>&1 &
 turn_pid=$!
 wait_unit_active "sidecar unit before the kill"
-old_main=$(usd show -P MainPID "$sc_unit")
-old_inv=$(usd show -P InvocationID "$sc_unit")
+old_main=$(usd show -P MainPID "$sc_unit" 2>&1 || true)
+old_inv=$(usd show -P InvocationID "$sc_unit" 2>&1 || true)
 d_pid=$(ct systemctl show -P MainPID arizukod.service)
 ct systemctl kill -s KILL arizukod.service
 state=
@@ -556,7 +557,7 @@ done
 [[ $state == active && $d_pid2 != "$d_pid" ]] || fail "restart after SIGKILL" "arizukod.service is $state, MainPID $d_pid -> $d_pid2"
 inv=$(ct systemctl show -P InvocationID arizukod.service)
 for _ in $(seq 1 60); do
-	said=$(ct journalctl --no-pager -o cat "_SYSTEMD_INVOCATION_ID=$inv" | grep -E 'leftover sidecar unit|adopting run|sidecar started' | tr '\n' '|')
+	said=$(ct journalctl --no-pager -o cat "_SYSTEMD_INVOCATION_ID=$inv" | grep -E 'leftover sidecar unit|adopting run|sidecar started' | tr '\n' '|' || true)
 	[[ $said == *'stopped leftover sidecar unit'*'adopting run'*'sidecar started'* ]] && break
 	sleep 0.5
 done
