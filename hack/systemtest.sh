@@ -535,6 +535,19 @@ say "systemctl --user -M arizuko@ status $sc_unit, while the turn ran:"
 sed 's/^/    /' "$LOGS/sidecar-status.txt" | head -n 12 >&2
 pass "after the turn: no unit, no container" "0.0" "systemctl --user -M arizuko@ list-units 'arizuko-sc-*' and podman ps -a: none"
 
+# A sidecar that cannot start fails its turn, saying why; nothing is left of it.
+t=$(now)
+out=$(ct arizukod groups add broken --config \
+	'{"sidecars":[{"name":"bad","image":"localhost/arizuko-sidecar:test","command":["-fail","boom: no API key"]}]}' 2>&1) ||
+	fail "groups add broken" "$out"
+CT_TIMEOUT=180 ct arizukod run --folder broken --message "reply hi" >"$LOGS/run-sidecar-bad.json" 2>&1 || true
+bad_log=$(ct journalctl --no-pager -o cat _SYSTEMD_USER_UNIT=arizuko-sc-broken-bad.service 2>&1)
+[[ $bad_log == *'boom: no API key'* ]] || fail "a failing sidecar" "journalctl _SYSTEMD_USER_UNIT=arizuko-sc-broken-bad.service: $bad_log"
+grep -q 'arizuko-sc-broken-bad.service' "$LOGS/run-sidecar-bad.json" || fail "a failing sidecar" "the run does not name the unit: $(cat "$LOGS/run-sidecar-bad.json")"
+left=$(sc_left)
+[[ -z $left ]] || fail "a failing sidecar" "left: $left"
+pass "a failing sidecar fails its turn" "$(since "$t")" "$(grep -o '"error": "[^"]*' "$LOGS/run-sidecar-bad.json" | head -n 1 | cut -c1-300)"
+
 # A daemon killed during a turn leaves the sidecar's unit running (it lives in arizuko's
 # user manager, not in arizukod.service). systemd restarts the daemon (Restart=on-failure);
 # before any turn it stops what its killed predecessor left, then adopts the turn, whose

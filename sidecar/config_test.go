@@ -331,6 +331,15 @@ func TestDialNoManager(t *testing.T) {
 	}
 }
 
+func TestRootJournal(t *testing.T) {
+	if got := rootJournal(ModeSystemdUser, "arizuko-sc-main-echo.service"); got != "journalctl _SYSTEMD_USER_UNIT=arizuko-sc-main-echo.service" {
+		t.Error(got)
+	}
+	if got := rootJournal(ModeSystemdSystem, "arizuko-sc-main-echo.service"); got != "journalctl -u arizuko-sc-main-echo.service" {
+		t.Error(got)
+	}
+}
+
 func TestUnavailable(t *testing.T) {
 	for _, err := range []error{
 		fmt.Errorf("sidecar x: %w", fmt.Errorf("%w (systemd-user): no socket", ErrNoSystemd)),

@@ -299,6 +299,16 @@ func (s *manager) listUnits(ctx context.Context, pattern string) ([]sddbus.UnitS
 // journalLines is how many lines of a failed unit's log go into the error.
 const journalLines = 20
 
+// rootJournal is the command that shows a unit's whole log to root. A system user's user
+// units (arizuko's, in the packaged service) log to the system journal, which that user
+// may not read.
+func rootJournal(mode Mode, unit string) string {
+	if mode == ModeSystemdUser {
+		return "journalctl _SYSTEMD_USER_UNIT=" + unit
+	}
+	return "journalctl -u " + unit
+}
+
 // journalTail returns the last lines a unit logged: those of one invocation when its id
 // is known, else the unit's since a time. journald may take a moment to write what a
 // dying process said, so an empty answer is asked again for up to 2 s.
@@ -331,7 +341,7 @@ func journalTail(ctx context.Context, mode Mode, unit, invocation string, since 
 			}
 		}
 		if time.Now().After(deadline) {
-			return "(the unit logged nothing)"
+			return "(no log lines this user may read; all of them, as root: " + rootJournal(mode, unit) + ")"
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
