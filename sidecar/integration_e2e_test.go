@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -110,7 +111,7 @@ func (fx *fixture) manager(mode sidecar.Mode, instance string, mod func(*sidecar
 		fx.t.Fatal(err)
 	}
 	fx.t.Cleanup(m.Close)
-	if m.Mode() != mode {
+	if mode != "" && m.Mode() != mode {
 		fx.t.Fatalf("mode %s, want %s", m.Mode(), mode)
 	}
 	return m
@@ -355,6 +356,82 @@ func TestCleanupAfterKill(t *testing.T) {
 	}
 	if c := fx.containers(); len(c) > 0 {
 		t.Errorf("after cleanup: containers %v", c)
+	}
+}
+
+// lockedBuffer is a log destination the test reads while the manager writes.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestDetectedUserManager: a detected mode whose user manager is not there yet (a daemon
+// started at boot before user@UID.service) runs its sidecars on the engine, says so once
+// with the reason, and uses transient units of that manager as soon as it answers, saying
+// that once too.
+func TestDetectedUserManager(t *testing.T) {
+	systemdUser(t)
+	manager := filepath.Join(os.Getenv("XDG_RUNTIME_DIR"), "systemd")
+	rt := t.TempDir()
+	t.Setenv("XDG_RUNTIME_DIR", rt)
+	t.Setenv("INVOCATION_ID", "")
+	t.Setenv("DBUS_SESSION_BUS_ADDRESS", "")
+	e := enginetest.Rootful(t)[0]
+	var logs lockedBuffer
+	fx := newFixture(t, e, "", func(o *sidecar.Options) {
+		o.StartTimeout = 5 * time.Second
+		o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	})
+	if fx.m.Mode() != sidecar.ModeEngine {
+		t.Fatalf("mode %s without a manager", fx.m.Mode())
+	}
+	for i := range 2 {
+		h, err := fx.start("main", sidecar.Config{Name: "echo", Image: sidecarImage})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := echo(t, fx.socket("main", "echo"), "hi"); got != "hi" {
+			t.Errorf("echo answered %q", got)
+		}
+		if c := fx.containers(); len(c) != 1 {
+			t.Errorf("turn %d: containers %v", i, c)
+		}
+		fx.stop(h)
+	}
+	if n := strings.Count(logs.String(), "sidecars run on the engine"); n != 1 || !strings.Contains(logs.String(), rt+"/systemd/private") {
+		t.Fatalf("logged %d times, want once with the socket tried:\n%s", n, logs.String())
+	}
+	if err := os.Symlink(manager, filepath.Join(rt, "systemd")); err != nil {
+		t.Fatal(err)
+	}
+	h, err := fx.start("main", sidecar.Config{Name: "echo", Image: sidecarImage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fx.m.Mode() != sidecar.ModeSystemdUser {
+		t.Errorf("mode %s once the manager answers", fx.m.Mode())
+	}
+	if p := systemctl(t, "arizuko-sc-main-echo.service", "ActiveState"); p["ActiveState"] != "active" {
+		t.Errorf("unit %v", p)
+	}
+	if got := echo(t, fx.socket("main", "echo"), "hi"); got != "hi" {
+		t.Errorf("echo answered %q", got)
+	}
+	fx.stop(h)
+	if n := strings.Count(logs.String(), "sidecars run as transient units again"); n != 1 {
+		t.Errorf("logged the return %d times:\n%s", n, logs.String())
 	}
 }
 

@@ -100,7 +100,7 @@ var checks = []check{
 		}
 		return "no systemd here: arizukod logs to stderr instead, which is enough; nothing to do"
 	})},
-	{"sidecars", checkSidecars, fixed("run arizukod under systemd (system or user manager) with the engine's CLI in PATH, for sidecars as transient units")},
+	{"sidecars", checkSidecars, fixed("give the daemon's user a systemd user manager (loginctl enable-linger USER) and the engine's CLI in PATH, for sidecars as transient units")},
 	{"subids", checkSubids, fixed("usermod --add-subuids 100000-165535 --add-subgids 100000-165535 USER   (then: podman system migrate)")},
 	{"cgroups", checkCgroups, onHost(func(h host) string {
 		if h.systemd {
