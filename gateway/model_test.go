@@ -149,13 +149,13 @@ func TestModelRefuses(t *testing.T) {
 		{"not JSON", "POST", "/v1/messages", tok, "nope", nil, 400, "invalid_request_error"},
 		{"model not allowed", "POST", "/v1/messages", tok, msg, func(c *ModelConfig) { c.Models = []string{"claude-small"} }, 403, "permission_error"},
 		{"daily budget", "POST", "/v1/messages", tok, msg, func(c *ModelConfig) {
-			c.Reserve = func(context.Context, int64) (func(), error) { return nil, errBudget }
+			c.Reserve = func(context.Context, Ask) (func(), error) { return nil, errBudget }
 		}, 403, "permission_error"},
 		{"budget unknown", "POST", "/v1/messages", tok, msg, func(c *ModelConfig) {
-			c.Reserve = func(context.Context, int64) (func(), error) { return nil, errors.New("database is locked") }
+			c.Reserve = func(context.Context, Ask) (func(), error) { return nil, errors.New("database is locked") }
 		}, 503, "api_error"},
 		{"budget without max_tokens", "POST", "/v1/messages", tok, `{"model":"claude-test","messages":[]}`, func(c *ModelConfig) {
-			c.Reserve = func(context.Context, int64) (func(), error) { return func() {}, nil }
+			c.Reserve = func(context.Context, Ask) (func(), error) { return func() {}, nil }
 		}, 400, "invalid_request_error"},
 		{"no model in common", "POST", "/v1/messages", tok, msg, func(c *ModelConfig) { c.Models = []string{} }, 403, "permission_error"},
 		// An encoded path is refused: it was judged as count_tokens (not counted, not

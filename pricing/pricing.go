@@ -18,15 +18,20 @@ import (
 // Micros is an amount of US dollars in millionths of a dollar.
 type Micros int64
 
-// USD writes m as dollars with 6 decimals trimmed to at least 2: "$0.0042", "$12.50".
+// USD writes m as dollars: to the cent from a cent up ("$12.50", "$0.90"), else with up
+// to 6 decimals ("$0.0042"). The exact amount is m itself.
 func (m Micros) USD() string {
 	sign := ""
 	if m < 0 {
 		sign, m = "-", -m
 	}
-	s := fmt.Sprintf("%d.%06d", m/1e6, m%1e6)
-	for strings.HasSuffix(s, "0") && len(s)-strings.IndexByte(s, '.') > 3 {
-		s = s[:len(s)-1]
+	if m >= 10_000 {
+		cents := (m + 5_000) / 10_000
+		return fmt.Sprintf("%s$%d.%02d", sign, cents/100, cents%100)
+	}
+	s := strings.TrimRight(fmt.Sprintf("0.%06d", m), "0")
+	if len(s) < 4 {
+		s = "0.00"
 	}
 	return sign + "$" + s
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/arizuko/arizukod/internal/agentdir"
 	"github.com/arizuko/arizukod/ipc"
 	"github.com/arizuko/arizukod/logging"
+	"github.com/arizuko/arizukod/pricing"
 	"github.com/arizuko/arizukod/runtime/runner"
 	"github.com/arizuko/arizukod/scheduler"
 	"github.com/arizuko/arizukod/sidecar"
@@ -21,18 +22,22 @@ import (
 )
 
 // ServiceStore is what the services of a turn read and record: the MCP tools' tables,
-// model usage, egress and the tokens of the day of a folder's subtree.
+// model usage, egress, the tokens of the day and the model usage of a period of a
+// folder's subtree, the budget notices sent and the folders a budget parks.
 type ServiceStore interface {
 	ipc.Store
 	AddUsage(ctx context.Context, runID string, u store.Usage) error
 	AddEgress(ctx context.Context, runID string, e store.Egress) error
 	SubtreeTokens(ctx context.Context, folder string, since int64) (int64, error)
+	ModelUsage(ctx context.Context, folder string, from, to int64) ([]store.ModelUsage, error)
+	NoteBudget(ctx context.Context, folder, period string, start int64, percent int) (bool, error)
+	Park(ctx context.Context, folder, reason string) (store.Cursor, error)
 }
 
 // Services are what lives exactly as long as a turn's container, in the group's IPC
 // directory: the group's sidecars, its MCP server on router.sock, its model gateway on
 // model.sock and its egress proxy on egress.sock. Every field is required but Location
-// (time.Local), Logger (slog.Default) and OnUsage.
+// (time.Local), Logger (slog.Default), OnUsage and OnCost.
 type Services struct {
 	Store    ServiceStore
 	Sidecars *sidecar.Manager
@@ -43,6 +48,9 @@ type Services struct {
 	// OnUsage, when set, hears each model response's usage as the gateway reads it (the
 	// daemon's metrics), whether or not the run is a row of the store.
 	OnUsage func(gateway.Usage)
+	// OnCost, when set, hears what each model response of a turn of folder cost (the
+	// daemon's metrics), whether or not the run is a row of the store.
+	OnCost func(folder groupfolder.Folder, model string, c pricing.Cost)
 }
 
 func (s *Services) logger() *slog.Logger {
@@ -117,7 +125,7 @@ func (s *Services) start(ctx context.Context, req Request, plan Plan, layout gro
 			log.Warn("stop MCP server", "err", err)
 		}
 	})
-	model, err := s.startModel(ctx, req, plan.Model, filepath.Join(dirs.IPC, contract.ModelSocket), fail, log)
+	model, err := s.startModel(ctx, req, t.Input.ChatJID, plan.Model, filepath.Join(dirs.IPC, contract.ModelSocket), fail, log)
 	if err != nil {
 		stopAll()
 		return running{}, err
