@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/arizuko/arizukod/mountsec"
+	"github.com/arizuko/arizukod/pricing"
 	"github.com/arizuko/arizukod/runtime/engine"
 )
 
@@ -94,9 +95,12 @@ type Config struct {
 	Model        ModelConf
 	Delivery     DeliveryConf
 	Webhooks     []Webhook // [[webhook]] tables, in file order
-	Metrics      MetricsConf
-	Retention    Retention
-	Source       string // the file read, or SourceDefaults
+	// Prices are the [prices."MODEL"] tables: each replaces the shipped price of its
+	// model (pricing.Defaults); nil when the file has none.
+	Prices    map[string]pricing.Price
+	Metrics   MetricsConf
+	Retention Retention
+	Source    string // the file read, or SourceDefaults
 }
 
 // ModelConf is where the model gateway forwards a turn's model traffic, and with which
