@@ -29,6 +29,7 @@ import (
 	"github.com/arizuko/arizukod/contract"
 	"github.com/arizuko/arizukod/groupfolder"
 	"github.com/arizuko/arizukod/internal/exactjson"
+	"github.com/arizuko/arizukod/pricing"
 	"github.com/arizuko/arizukod/store"
 )
 
@@ -64,6 +65,9 @@ type Server struct {
 	Metrics http.Handler
 	// Upkeep serves POST /v1/prune and POST /v1/backup; set before serving (nil: 404).
 	Upkeep Upkeep
+	// Prices is the daemon's price table now, which GET /v1/usage prices usage with
+	// (nil: the shipped one).
+	Prices func() pricing.Table
 
 	store  *store.Store
 	queue  Queue
@@ -117,6 +121,8 @@ func New(st *store.Store, q Queue, h Health, log *slog.Logger) *Server {
 	s.mux.HandleFunc("POST /v1/tasks/{id}/{verb}", s.taskVerb)
 	s.mux.HandleFunc("POST /v1/prune", s.prune)
 	s.mux.HandleFunc("POST /v1/backup", s.backup)
+	s.mux.HandleFunc("GET /v1/usage", s.getUsage)
+	s.mux.HandleFunc("GET /v1/prices", s.getPrices)
 	return s
 }
 

@@ -29,6 +29,7 @@ import (
 	"github.com/arizuko/arizukod/groupfolder"
 	"github.com/arizuko/arizukod/logging"
 	"github.com/arizuko/arizukod/mountsec"
+	"github.com/arizuko/arizukod/pricing"
 	"github.com/arizuko/arizukod/queue"
 	"github.com/arizuko/arizukod/retention"
 	"github.com/arizuko/arizukod/runtime/detect"
@@ -183,7 +184,7 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 	log.Info("sidecars run as " + string(sidecars.Mode()))
 	met := newMetrics(d)
 	builder.Services = &turn.Services{Store: d.store, Sidecars: sidecars, Model: model, Location: cfg.Location, Logger: log,
-		OnUsage: func(u gateway.Usage) { met.ModelUsage(usageMetrics(u)) }}
+		OnUsage: func(u gateway.Usage) { met.ModelUsage(usageMetrics(u)) }, OnCost: costMetrics(met)}
 	d.queue, err = queue.New(queue.Config{
 		Store: meteredStore{d.store, met}, Runner: d.runner, Turns: currentBuilder(d.builder.Load), EngineUp: d.up, CheckEngine: d.checkEngine,
 		MaxRunning: cfg.MaxRunning, RetryMax: cfg.RetryMax, RetryBackoff: cfg.RetryBackoff,
@@ -220,6 +221,7 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 	d.api = handler
 	handler.Metrics = met
 	handler.Upkeep = d
+	handler.Prices = func() pricing.Table { return d.gateway.Load().Prices() }
 	if cfg.Metrics.Listen != "" {
 		if _, err := met.Serve(ctx, cfg.Metrics.Listen); err != nil {
 			l.Close()

@@ -63,6 +63,7 @@ func (d *Daemon) modelOptions(cfg *config.Config) turn.ModelOptions {
 	return turn.ModelOptions{
 		Upstream: cfg.Model.Upstream, APIKeyFile: cfg.Model.APIKeyFile, OAuthTokenFile: cfg.Model.OAuthTokenFile,
 		CredentialsDir: cfg.Model.CredentialsDir, GiveUp: cfg.Model.GiveUp, EnvFile: cfg.EnvFile, Secret: d.secrets.learn,
+		Prices: cfg.Prices,
 	}
 }
 
