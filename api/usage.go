@@ -170,7 +170,7 @@ func (s *Server) getPrices(w http.ResponseWriter, _ *http.Request) {
 		}
 	}) {
 		p := t.Prices[m]
-		c := func(v pricing.Micros) apiwire.Cost { return wireCost(pricing.Cost{Micros: v}) }
+		c := func(v pricing.Micros) apiwire.Cost { return apiwire.Cost{Micros: int64(v), USD: v.Exact()} }
 		out.Prices = append(out.Prices, apiwire.Price{Model: m, Input: c(p.Input), Output: c(p.Output), CacheRead: c(p.CacheRead), CacheWrite: c(p.CacheWrite)})
 	}
 	writeJSON(w, http.StatusOK, out)

@@ -36,6 +36,19 @@ func (m Micros) USD() string {
 	return sign + "$" + s
 }
 
+// Exact writes m as dollars with every decimal it has, at least 2: "$0.125", "$3.00".
+func (m Micros) Exact() string {
+	sign := ""
+	if m < 0 {
+		sign, m = "-", -m
+	}
+	s := strings.TrimRight(fmt.Sprintf("%d.%06d", m/1e6, m%1e6), "0")
+	if i := strings.IndexByte(s, '.'); len(s)-i < 3 {
+		s += strings.Repeat("0", 3-(len(s)-i))
+	}
+	return sign + "$" + s
+}
+
 // MicrosOf is dollars (a float from a config file, "3.75") in micro-dollars, rounded to
 // the nearest: a price never needs more than six decimals. It refuses a negative, NaN or
 // infinite amount, and one over a billion dollars.

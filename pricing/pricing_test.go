@@ -86,6 +86,14 @@ func TestUSD(t *testing.T) {
 	}
 }
 
+func TestExact(t *testing.T) {
+	for m, want := range map[Micros]string{0: "$0.00", 125_000: "$0.125", 3_000_000: "$3.00", 1_234_567: "$1.234567", 10_000: "$0.01", -2_500_000: "-$2.50"} {
+		if got := m.Exact(); got != want {
+			t.Errorf("%d.Exact() = %q, want %q", m, got, want)
+		}
+	}
+}
+
 func TestMicrosOf(t *testing.T) {
 	for _, tc := range []struct {
 		in   float64

@@ -28,6 +28,7 @@ var commands = map[string]command{
 	"inbox":   {"list a group's pending messages, put one into its inbox, or hand one to the routes", cmdInbox},
 	"tasks":   {"list the tasks agents scheduled; pause, resume or cancel one", cmdTasks},
 	"unpark":  {"let a parked group's inbox run again", cmdUnpark},
+	"usage":   {"what the groups' model usage cost today, this month and since a date, per group and model", cmdUsage},
 	"chat":    {"talk to a group's agent from the terminal: each line is a message, the replies print as they come", cmdChat},
 	"outbox":  {"list the outbound messages and their delivery, follow them, ack, fail or retry one", cmdOutbox},
 	"routes":  {"list, add and delete the operator's routes of inbound messages", cmdRoutes},
