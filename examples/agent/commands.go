@@ -52,6 +52,7 @@ func init() {
 		"model-as":    modelAsCommand,
 		"model-raw":   modelRawCommand,
 		"model-burst": modelBurstCommand,
+		"model-seq":   modelSeqCommand,
 		"model-retry": modelRetryCommand,
 		"fetch":       fetchCommand,
 		"token":       tokenCommand,

@@ -97,6 +97,29 @@ func modelBurstCommand(_ contract.Input, arg string) contract.Output {
 	return report(map[string]any{"statuses": statuses})
 }
 
+// modelSeqCommand asks the model N times, one after another, as the requests of one
+// agent turn come: "model-seq N TEXT" answers the status of each answer and the error of
+// the first refused one.
+func modelSeqCommand(_ contract.Input, arg string) contract.Output {
+	count, text, _ := strings.Cut(arg, " ")
+	n, err := strconv.Atoi(count)
+	if err != nil || n < 1 || n > 64 {
+		return fail("model-seq: want a count from 1 to 64 and a text, got %q", arg)
+	}
+	token := os.Getenv("ARIZUKO_MODEL_TOKEN")
+	statuses := []any{}
+	var refused any
+	for range n {
+		var answer map[string]any
+		json.Unmarshal([]byte(askModel(token, text).Result), &answer)
+		statuses = append(statuses, answer["status"])
+		if refused == nil && answer["error"] != nil {
+			refused = answer["error"]
+		}
+	}
+	return report(map[string]any{"statuses": statuses, "error": refused})
+}
+
 func askModel(token, text string) contract.Output {
 	body, _ := json.Marshal(map[string]any{
 		"model": "claude-test", "max_tokens": 256, "stream": true,

@@ -26,6 +26,7 @@
 //	model TEXT        ask the model through the gateway (model.sock), streamed; answer its text
 //	model-as TOK TEXT the same with another token; model-raw METHOD PATH: a bare request
 //	model-burst N TEXT ask the model N times at once; answer the status of each answer
+//	model-seq N TEXT  ask the model N times one after another; answer each status
 //	fetch URL         get URL through the egress proxy (egress.sock); answer status and body
 //	token             answer the turn's model token
 //	scan PREFIX       answer where PREFIX appears in its environment and readable files
