@@ -236,7 +236,7 @@ func TestREADMESections(t *testing.T) {
 		regexp.MustCompile(`(?m)^api_key_file = ".*/anthropic-api-key"$`),
 		regexp.MustCompile(`(?m)^arizukod_turns_total\{`),
 		regexp.MustCompile(`(?m)^model usage of every group, in US dollars`), // the cost command
-		regexp.MustCompile(`"usd_per_day": 5`),                                 // the budget, in the group's JSON
+		regexp.MustCompile(`"usd_per_day": 5`),                               // the budget, in the group's JSON
 	} {
 		if !want.MatchString(out.String()) {
 			t.Errorf("the output lacks %s:\n%s", want, out.String())
