@@ -45,7 +45,8 @@ func wireCost(c pricing.Cost) apiwire.Cost {
 }
 
 func tokensOf(u store.ModelUsage) pricing.Tokens {
-	return pricing.Tokens{Input: u.InputTokens, Output: u.OutputTokens, CacheRead: u.CacheReadTokens, CacheWrite: u.CacheWriteTokens}
+	return pricing.Tokens{Input: u.InputTokens, Output: u.OutputTokens, CacheRead: u.CacheReadTokens, CacheWrite: u.CacheWriteTokens,
+		CacheWrite1h: u.CacheWrite1hTokens}
 }
 
 // under says whether folder is g or below it.
@@ -147,7 +148,8 @@ func (s *Server) getUsage(w http.ResponseWriter, r *http.Request) {
 	})
 	for _, m := range models {
 		t := byModel[m]
-		mu := apiwire.ModelUsage{Model: m, InputTokens: t.Input, OutputTokens: t.Output, CacheReadTokens: t.CacheRead, CacheWriteTokens: t.CacheWrite}
+		mu := apiwire.ModelUsage{Model: m, InputTokens: t.Input, OutputTokens: t.Output, CacheReadTokens: t.CacheRead, CacheWriteTokens: t.CacheWrite,
+			CacheWrite1hTokens: t.CacheWrite1h}
 		if p, ok := prices.Lookup(m); ok {
 			c := wireCost(pricing.Cost{Micros: p.Cost(*t)})
 			mu.Cost = &c
@@ -171,7 +173,8 @@ func (s *Server) getPrices(w http.ResponseWriter, _ *http.Request) {
 	}) {
 		p := t.Prices[m]
 		c := func(v pricing.Micros) apiwire.Cost { return apiwire.Cost{Micros: int64(v), USD: v.Exact()} }
-		out.Prices = append(out.Prices, apiwire.Price{Model: m, Input: c(p.Input), Output: c(p.Output), CacheRead: c(p.CacheRead), CacheWrite: c(p.CacheWrite)})
+		out.Prices = append(out.Prices, apiwire.Price{Model: m, Input: c(p.Input), Output: c(p.Output), CacheRead: c(p.CacheRead), CacheWrite: c(p.CacheWrite),
+			CacheWrite1h: c(p.CacheWrite1h)})
 	}
 	writeJSON(w, http.StatusOK, out)
 }

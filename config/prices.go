@@ -12,12 +12,13 @@ import (
 )
 
 // priceKeys are the keys of a [prices."MODEL"] table, each a price in US dollars per
-// million tokens; all are required.
+// million tokens; all but cache_write_1h are required, which is twice input without.
 var priceKeys = map[string]func(p *pricing.Price) *pricing.Micros{
-	"input":       func(p *pricing.Price) *pricing.Micros { return &p.Input },
-	"output":      func(p *pricing.Price) *pricing.Micros { return &p.Output },
-	"cache_read":  func(p *pricing.Price) *pricing.Micros { return &p.CacheRead },
-	"cache_write": func(p *pricing.Price) *pricing.Micros { return &p.CacheWrite },
+	"input":          func(p *pricing.Price) *pricing.Micros { return &p.Input },
+	"output":         func(p *pricing.Price) *pricing.Micros { return &p.Output },
+	"cache_read":     func(p *pricing.Price) *pricing.Micros { return &p.CacheRead },
+	"cache_write":    func(p *pricing.Price) *pricing.Micros { return &p.CacheWrite },
+	"cache_write_1h": func(p *pricing.Price) *pricing.Micros { return &p.CacheWrite1h },
 }
 
 // dollars reads a price: a float or an integer of dollars.
@@ -39,7 +40,7 @@ func (l *loader) prices(md *toml.MetaData, path string, p toml.Primitive) error 
 		return err
 	}
 	if err := md.PrimitiveDecode(p, &models); err != nil {
-		return &Error{Source: path, Line: lineOf(md, p), Key: "prices", Err: errors.New(`want [prices."MODEL"] tables of input, output, cache_read and cache_write`)}
+		return &Error{Source: path, Line: lineOf(md, p), Key: "prices", Err: errors.New(`want [prices."MODEL"] tables of input, output, cache_read, cache_write and cache_write_1h`)}
 	}
 	names := make([]string, 0, len(models))
 	for m := range models {
@@ -70,7 +71,7 @@ func (l *loader) prices(md *toml.MetaData, path string, p toml.Primitive) error 
 			v := t[k]
 			field, ok := priceKeys[k]
 			if !ok {
-				return &Error{Source: path, Line: lineOf(md, v), Key: table + "." + k, Err: errors.New("unknown key (input, output, cache_read, cache_write)")}
+				return &Error{Source: path, Line: lineOf(md, v), Key: table + "." + k, Err: errors.New("unknown key (input, output, cache_read, cache_write, cache_write_1h)")}
 			}
 			var failed error
 			err := md.PrimitiveDecode(v, unmarshaler(func(x any) error {
@@ -87,8 +88,11 @@ func (l *loader) prices(md *toml.MetaData, path string, p toml.Primitive) error 
 		}
 		for _, k := range []string{"input", "output", "cache_read", "cache_write"} {
 			if _, ok := t[k]; !ok {
-				return &Error{Source: path, Line: line, Key: table + "." + k, Err: errors.New("required: every price of a model is given, in dollars per million tokens")}
+				return &Error{Source: path, Line: line, Key: table + "." + k, Err: errors.New("required: input, output, cache_read and cache_write are given, in dollars per million tokens")}
 			}
+		}
+		if _, ok := t["cache_write_1h"]; !ok {
+			price.CacheWrite1h = 2 * price.Input // the API's price of a 1-hour cache write
 		}
 		if err := price.Check(); err != nil {
 			return &Error{Source: path, Line: line, Key: table, Err: err}

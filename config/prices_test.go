@@ -15,6 +15,7 @@ input = 3
 output = 15.0
 cache_read = 0.3
 cache_write = 3.75
+cache_write_1h = 6.5
 
 [prices."claude-sonnet-4-5"]
 input = 2.5
@@ -27,8 +28,8 @@ cache_write = 3.125
 		t.Fatal(err)
 	}
 	want := map[string]pricing.Price{
-		"claude-test":       {Input: 3_000_000, Output: 15_000_000, CacheRead: 300_000, CacheWrite: 3_750_000},
-		"claude-sonnet-4-5": {Input: 2_500_000, Output: 12_500_000, CacheRead: 250_000, CacheWrite: 3_125_000},
+		"claude-test":       {Input: 3_000_000, Output: 15_000_000, CacheRead: 300_000, CacheWrite: 3_750_000, CacheWrite1h: 6_500_000},
+		"claude-sonnet-4-5": {Input: 2_500_000, Output: 12_500_000, CacheRead: 250_000, CacheWrite: 3_125_000, CacheWrite1h: 5_000_000},
 	}
 	if !maps.Equal(c.Prices, want) {
 		t.Errorf("Prices = %+v, want %+v", c.Prices, want)

@@ -18,8 +18,9 @@ import (
 
 // TestMoneyBudget runs the example agent's turns against the scripted Messages API, whose
 // every answer reports 1,000 input tokens, 256 output (all of the agent's max_tokens),
-// 2,000 read from the cache and 500 written to it; arizukod.toml prices claude-test at
-// $3, $15, $0.30 and $3.75 per million: $0.009315 an answer. On every rootful engine:
+// 2,000 read from the cache and 500 written to it, 200 of those to the 1-hour cache;
+// arizukod.toml prices claude-test at $3, $15, $0.30, $3.75 and $6 (1-hour writes) per
+// million: $0.009765 an answer. On every rootful engine:
 //   - a group whose usd_per_day is $0.03 (refuse) gets three answers of a turn's six
 //     requests and then the API's own error naming the budget, mid-turn;
 //   - a group whose usd_per_day is $0.02 (warn) gets every answer, one notice in the
@@ -37,12 +38,13 @@ func testMoneyBudget(t *testing.T, e enginetest.Engine) {
 	fake := fakemodel.Start()
 	defer fake.Close()
 	fake.Reply = func(r fakemodel.Request) fakemodel.Reply {
-		return fakemodel.Reply{Text: "echo: " + r.LastUserText(), InputTokens: 1000, OutputTokens: 256, CacheReadTokens: 2000, CacheWriteTokens: 500}
+		return fakemodel.Reply{Text: "echo: " + r.LastUserText(), InputTokens: 1000, OutputTokens: 256, CacheReadTokens: 2000, CacheWriteTokens: 500, CacheWrite1hTokens: 200}
 	}
-	const answer int64 = 3000 + 3840 + 600 + 1875 // µ$: 1,000 × $3, 256 × $15, 2,000 × $0.30 and 500 × $3.75 per million
+	// µ$: 1,000 × $3, 256 × $15, 2,000 × $0.30, 300 × $3.75 and 200 × $6 per million.
+	const answer int64 = 3000 + 3840 + 600 + 1125 + 1200
 	d := daemontest.New(t, daemontest.Config{Engine: e,
 		EnvFile: "ANTHROPIC_API_KEY=sk-ant-test-" + daemontest.RandHex(16) + "\n",
-		TOML: fmt.Sprintf("[model]\nupstream = %q\n\n[prices.\"claude-test\"]\ninput = 3\noutput = 15\ncache_read = 0.3\ncache_write = 3.75\n",
+		TOML: fmt.Sprintf("[model]\nupstream = %q\n\n[prices.\"claude-test\"]\ninput = 3\noutput = 15\ncache_read = 0.3\ncache_write = 3.75\ncache_write_1h = 6\n",
 			fake.URL)})
 	d.Start(t)
 	d.PutGroup(t, "capped", `{"model": {"usd_per_day": 0.03}}`)
@@ -69,7 +71,7 @@ func testMoneyBudget(t *testing.T, e enginetest.Engine) {
 		!strings.Contains(refusal, "containerConfig.model.usd_per_day of capped") {
 		t.Errorf("six requests under a budget of $0.03: %v %s", got, refusal)
 	}
-	if u := d.GetRun(t, capped.ID).Usage; u == nil || u.Requests != 3 || u.CacheReadTokens != 6000 || u.CacheWriteTokens != 1500 || !strings.Contains(u.Refused, "usd_per_day of capped") {
+	if u := d.GetRun(t, capped.ID).Usage; u == nil || u.Requests != 3 || u.CacheReadTokens != 6000 || u.CacheWriteTokens != 1500 || u.CacheWrite1hTokens != 600 || !strings.Contains(u.Refused, "usd_per_day of capped") {
 		t.Errorf("the refused run's usage: %+v", u)
 	}
 
@@ -130,7 +132,7 @@ func testMoneyBudget(t *testing.T, e enginetest.Engine) {
 			t.Errorf("capped's subtree cost %+v, want %d µ$", g.SubtreeToday, 3*answer)
 		}
 	}
-	if len(want) > 0 || len(rep.Models) != 1 || rep.Models[0].CacheReadTokens != 8*2000 || rep.Models[0].Cost == nil || rep.Models[0].Cost.Micros != 8*answer {
+	if len(want) > 0 || len(rep.Models) != 1 || rep.Models[0].CacheReadTokens != 8*2000 || rep.Models[0].CacheWrite1hTokens != 8*200 || rep.Models[0].Cost == nil || rep.Models[0].Cost.Micros != 8*answer {
 		t.Errorf("GET /v1/usage: %+v, missing %v", rep, want)
 	}
 	cliOut, err := exec.Command(d.Bin, "usage", "--folder", "capped", "--socket", d.Socket).CombinedOutput()

@@ -46,6 +46,9 @@ type Usage struct {
 	OutputTokens     int64
 	CacheReadTokens  int64
 	CacheWriteTokens int64
+	// CacheWrite1hTokens are the cache writes, of CacheWriteTokens, to the 1-hour cache
+	// (the API's cache_creation.ephemeral_1h_input_tokens), priced above the 5-minute ones.
+	CacheWrite1hTokens int64
 	// Refused says why the gateway refused a request; "" for a forwarded one.
 	Refused string
 	// UpstreamError says how the upstream last failed (unreachable, no answer in time, a
@@ -59,6 +62,7 @@ func (u *Usage) add(d Usage) {
 	u.OutputTokens += d.OutputTokens
 	u.CacheReadTokens += d.CacheReadTokens
 	u.CacheWriteTokens += d.CacheWriteTokens
+	u.CacheWrite1hTokens += d.CacheWrite1hTokens
 	if d.Model != "" {
 		u.Model = d.Model
 	}

@@ -64,9 +64,10 @@ func MicrosOf(dollars float64) (Micros, error) {
 	return Micros(math.Round(dollars * 1e6)), nil
 }
 
-// Price is what a model costs per million tokens of each kind, in micro-dollars.
+// Price is what a model costs per million tokens of each kind, in micro-dollars:
+// CacheWrite is a write to the 5-minute cache, CacheWrite1h one to the 1-hour cache.
 type Price struct {
-	Input, Output, CacheRead, CacheWrite Micros
+	Input, Output, CacheRead, CacheWrite, CacheWrite1h Micros
 }
 
 // MaxPrice bounds a price per million tokens ($1,000,000), which keeps Cost's
@@ -78,7 +79,7 @@ func (p Price) Check() error {
 	for _, k := range [...]struct {
 		name string
 		v    Micros
-	}{{"input", p.Input}, {"output", p.Output}, {"cache_read", p.CacheRead}, {"cache_write", p.CacheWrite}} {
+	}{{"input", p.Input}, {"output", p.Output}, {"cache_read", p.CacheRead}, {"cache_write", p.CacheWrite}, {"cache_write_1h", p.CacheWrite1h}} {
 		if k.v < 0 || k.v > MaxPrice {
 			return fmt.Errorf("%s: %s per million tokens is out of range ($0 to %s)", k.name, k.v.USD(), MaxPrice.USD())
 		}
@@ -86,9 +87,10 @@ func (p Price) Check() error {
 	return nil
 }
 
-// Tokens are the counts of each kind a model's requests used.
+// Tokens are the counts of each kind a model's requests used; CacheWrite1h are the
+// cache writes, of CacheWrite, to the 1-hour cache.
 type Tokens struct {
-	Input, Output, CacheRead, CacheWrite int64
+	Input, Output, CacheRead, CacheWrite, CacheWrite1h int64
 }
 
 // Add adds u's counts to t.
@@ -97,16 +99,19 @@ func (t *Tokens) Add(u Tokens) {
 	t.Output += u.Output
 	t.CacheRead += u.CacheRead
 	t.CacheWrite += u.CacheWrite
+	t.CacheWrite1h += u.CacheWrite1h
 }
 
 // Cost is what t costs at p, rounded once to the nearest micro-dollar: the products are
-// summed exactly (tokens × micro-dollars per million) before the one division.
+// summed exactly (tokens × micro-dollars per million) before the one division. The cache
+// writes that are not to the 1-hour cache are the 5-minute cache's.
 func (p Price) Cost(t Tokens) Micros {
 	var whole, rest int64 // the sum is whole*1e6 + rest, over a million
+	write1h := min(max(t.CacheWrite1h, 0), max(t.CacheWrite, 0))
 	for _, k := range [...]struct {
 		n     int64
 		price Micros
-	}{{t.Input, p.Input}, {t.Output, p.Output}, {t.CacheRead, p.CacheRead}, {t.CacheWrite, p.CacheWrite}} {
+	}{{t.Input, p.Input}, {t.Output, p.Output}, {t.CacheRead, p.CacheRead}, {t.CacheWrite - write1h, p.CacheWrite}, {write1h, p.CacheWrite1h}} {
 		if k.n <= 0 || k.price <= 0 {
 			continue
 		}
@@ -141,34 +146,34 @@ const DefaultsSource = "https://platform.claude.com/docs/en/about-claude/pricing
 // usd is dollars in micro-dollars, for the literal table below.
 func usd(d float64) Micros { return Micros(math.Round(d * 1e6)) }
 
-func price(in, out, cacheRead, cacheWrite float64) Price {
-	return Price{Input: usd(in), Output: usd(out), CacheRead: usd(cacheRead), CacheWrite: usd(cacheWrite)}
+func price(in, out, cacheRead, cacheWrite, cacheWrite1h float64) Price {
+	return Price{Input: usd(in), Output: usd(out), CacheRead: usd(cacheRead), CacheWrite: usd(cacheWrite), CacheWrite1h: usd(cacheWrite1h)}
 }
 
 // Defaults is the shipped table: Anthropic's published prices per million tokens of the
-// current Claude models on DefaultsAsOf (input, output, cache hits, 5-minute cache
-// writes), from DefaultsSource. Claude Haiku 5.5 is priced at its band for prompts up to
-// 100,000 tokens.
+// current Claude models on DefaultsAsOf (input, output, cache hits, 5-minute and 1-hour
+// cache writes), from DefaultsSource. Claude Haiku 5.5 is priced at its band for prompts
+// up to 100,000 tokens.
 func Defaults() Table {
 	return Table{AsOf: DefaultsAsOf, Prices: map[string]Price{
-		"claude-fable-5-1":  price(10, 50, 0.25, 12.50),
-		"claude-fable-5":    price(10, 50, 1, 12.50),
-		"claude-opus-5-5":   price(4, 20, 0.20, 5),
-		"claude-opus-5":     price(5, 25, 0.50, 6.25),
-		"claude-opus-4-8":   price(5, 25, 0.50, 6.25),
-		"claude-opus-4-7":   price(5, 25, 0.50, 6.25),
-		"claude-opus-4-6":   price(5, 25, 0.50, 6.25),
-		"claude-opus-4-5":   price(5, 25, 0.50, 6.25),
-		"claude-opus-4-1":   price(15, 75, 1.50, 18.75),
-		"claude-opus-4":     price(15, 75, 1.50, 18.75),
-		"claude-sonnet-5-5": price(2, 10, 0.20, 2.50),
-		"claude-sonnet-5":   price(2, 10, 0.20, 2.50),
-		"claude-sonnet-4-6": price(3, 15, 0.30, 3.75),
-		"claude-sonnet-4-5": price(3, 15, 0.30, 3.75),
-		"claude-sonnet-4":   price(3, 15, 0.30, 3.75),
-		"claude-haiku-5-5":  price(0.10, 0.50, 0.01, 0.125),
-		"claude-haiku-4-5":  price(1, 5, 0.10, 1.25),
-		"claude-3-5-haiku":  price(0.80, 4, 0.08, 1),
+		"claude-fable-5-1":  price(10, 50, 0.25, 12.50, 20),
+		"claude-fable-5":    price(10, 50, 1, 12.50, 20),
+		"claude-opus-5-5":   price(4, 20, 0.20, 5, 8),
+		"claude-opus-5":     price(5, 25, 0.50, 6.25, 10),
+		"claude-opus-4-8":   price(5, 25, 0.50, 6.25, 10),
+		"claude-opus-4-7":   price(5, 25, 0.50, 6.25, 10),
+		"claude-opus-4-6":   price(5, 25, 0.50, 6.25, 10),
+		"claude-opus-4-5":   price(5, 25, 0.50, 6.25, 10),
+		"claude-opus-4-1":   price(15, 75, 1.50, 18.75, 30),
+		"claude-opus-4":     price(15, 75, 1.50, 18.75, 30),
+		"claude-sonnet-5-5": price(2, 10, 0.20, 2.50, 4),
+		"claude-sonnet-5":   price(2, 10, 0.20, 2.50, 4),
+		"claude-sonnet-4-6": price(3, 15, 0.30, 3.75, 6),
+		"claude-sonnet-4-5": price(3, 15, 0.30, 3.75, 6),
+		"claude-sonnet-4":   price(3, 15, 0.30, 3.75, 6),
+		"claude-haiku-5-5":  price(0.10, 0.50, 0.01, 0.125, 0.20),
+		"claude-haiku-4-5":  price(1, 5, 0.10, 1.25, 2),
+		"claude-3-5-haiku":  price(0.80, 4, 0.08, 1, 1.6),
 	}}
 }
 

@@ -22,6 +22,9 @@ func TestCost(t *testing.T) {
 		{"half a micro-dollar rounds up", haiku, Tokens{CacheRead: 50}, 1},
 		{"fractions of kinds add up", haiku, Tokens{Input: 3, CacheRead: 30, CacheWrite: 2}, 1}, // 0.3 + 0.3 + 0.25
 		{"a billion tokens", sonnet, Tokens{Output: 1e9 + 1}, 15_000_000_015},
+		// 1,000 cache writes at $3.75 per million, 400 of them at the 1-hour cache's $6.
+		{"1-hour cache writes", sonnet, Tokens{CacheWrite: 1000, CacheWrite1h: 400}, 600*3.75 + 400*6},
+		{"more 1-hour writes than writes", sonnet, Tokens{CacheWrite: 10, CacheWrite1h: 400}, 60},
 		{"negative counts cost nothing", sonnet, Tokens{Input: -5}, 0},
 	} {
 		if got := tc.price.Cost(tc.tok); got != tc.want {

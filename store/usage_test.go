@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -70,6 +71,13 @@ func TestModelUsage(t *testing.T) {
 	use("main", "m1", 10, 1, 500, 2)
 	use("main", "m1", 10, 1, 0, 0)
 	use("main", "m2", 5, 5, 5, 5)
+	r1h := mustCreateRun(t, s, Run{Folder: "main"})
+	if err := s.AddUsage(ctx, r1h.ID, Usage{Model: "m2", CacheWriteTokens: 4, CacheWrite1hTokens: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AddUsage(ctx, r1h.ID, Usage{Model: "m2", CacheWriteTokens: 1, CacheWrite1hTokens: 2}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("more 1-hour cache writes than cache writes: %v", err)
+	}
 	use("main/kid", "m1", 20, 2, 0, 0)
 	use("mainx", "m1", 80, 8, 0, 0)
 	use("other", "", 0, 0, 0, 0)
@@ -83,7 +91,7 @@ func TestModelUsage(t *testing.T) {
 	got, err := s.ModelUsage(ctx, "main", from, to)
 	want := []ModelUsage{
 		{Folder: "main", Model: "m1", InputTokens: 20, OutputTokens: 2, CacheReadTokens: 500, CacheWriteTokens: 2},
-		{Folder: "main", Model: "m2", InputTokens: 5, OutputTokens: 5, CacheReadTokens: 5, CacheWriteTokens: 5},
+		{Folder: "main", Model: "m2", InputTokens: 5, OutputTokens: 5, CacheReadTokens: 5, CacheWriteTokens: 9, CacheWrite1hTokens: 3},
 		{Folder: "main/kid", Model: "m1", InputTokens: 20, OutputTokens: 2},
 	}
 	if err != nil || !slices.Equal(got, want) {

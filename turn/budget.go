@@ -81,20 +81,21 @@ func SubtreeCost(ctx context.Context, st interface {
 	}
 	var c pricing.Cost
 	for _, u := range rows {
-		c.Add(prices, u.Model, pricing.Tokens{Input: u.InputTokens, Output: u.OutputTokens, CacheRead: u.CacheReadTokens, CacheWrite: u.CacheWriteTokens})
+		c.Add(prices, u.Model, pricing.Tokens{Input: u.InputTokens, Output: u.OutputTokens, CacheRead: u.CacheReadTokens,
+			CacheWrite: u.CacheWriteTokens, CacheWrite1h: u.CacheWrite1hTokens})
 	}
 	return c, nil
 }
 
-// askCost is the most a request may cost: its input at the dearer of the input and the
-// cache-write price (the agent may ask for all of it to be cached), its max_tokens at
+// askCost is the most a request may cost: its input at the dearest of the input and the
+// cache-write prices (the agent may ask for all of it to be cached), its max_tokens at
 // the output price. false: its model has no price.
 func askCost(t pricing.Table, a gateway.Ask) (pricing.Micros, bool) {
 	p, ok := t.Lookup(a.Model)
 	if !ok {
 		return 0, false
 	}
-	return pricing.Price{Input: max(p.Input, p.CacheWrite), Output: p.Output}.Cost(pricing.Tokens{Input: a.Input, Output: a.Output}), true
+	return pricing.Price{Input: max(p.Input, p.CacheWrite, p.CacheWrite1h), Output: p.Output}.Cost(pricing.Tokens{Input: a.Input, Output: a.Output}), true
 }
 
 // reserve reserves what a model request of a turn of req.Folder may use, once it fits

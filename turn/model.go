@@ -157,7 +157,8 @@ func (m *ModelGateway) cost(u gateway.Usage, log *slog.Logger) pricing.Cost {
 }
 
 func tokensOf(u gateway.Usage) pricing.Tokens {
-	return pricing.Tokens{Input: u.InputTokens, Output: u.OutputTokens, CacheRead: u.CacheReadTokens, CacheWrite: u.CacheWriteTokens}
+	return pricing.Tokens{Input: u.InputTokens, Output: u.OutputTokens, CacheRead: u.CacheReadTokens, CacheWrite: u.CacheWriteTokens,
+		CacheWrite1h: u.CacheWrite1hTokens}
 }
 
 // GroupCredentialSecret is the name a group's credential name is redacted under.

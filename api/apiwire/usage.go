@@ -29,7 +29,9 @@ type ModelUsage struct {
 	OutputTokens     int64  `json:"outputTokens"`
 	CacheReadTokens  int64  `json:"cacheReadTokens"`
 	CacheWriteTokens int64  `json:"cacheWriteTokens"`
-	Cost             *Cost  `json:"cost"`
+	// CacheWrite1hTokens are those of CacheWriteTokens written to the 1-hour cache.
+	CacheWrite1hTokens int64 `json:"cacheWrite1hTokens"`
+	Cost               *Cost `json:"cost"`
 }
 
 // UsageReport is the answer of GET /v1/usage?folder=F&since=D: the cost of the model
@@ -52,13 +54,15 @@ type UsageReport struct {
 	Models []ModelUsage `json:"models"`
 }
 
-// Price is a model's price per million tokens of each kind.
+// Price is a model's price per million tokens of each kind: CacheWrite of the 5-minute
+// cache, CacheWrite1h of the 1-hour one.
 type Price struct {
-	Model      string `json:"model"`
-	Input      Cost   `json:"input"`
-	Output     Cost   `json:"output"`
-	CacheRead  Cost   `json:"cacheRead"`
-	CacheWrite Cost   `json:"cacheWrite"`
+	Model        string `json:"model"`
+	Input        Cost   `json:"input"`
+	Output       Cost   `json:"output"`
+	CacheRead    Cost   `json:"cacheRead"`
+	CacheWrite   Cost   `json:"cacheWrite"`
+	CacheWrite1h Cost   `json:"cacheWrite1h"`
 }
 
 // Prices is the answer of GET /v1/prices: the daemon's price table, by model.

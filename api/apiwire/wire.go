@@ -312,7 +312,9 @@ type Usage struct {
 	OutputTokens     int64  `json:"outputTokens"`
 	CacheReadTokens  int64  `json:"cacheReadTokens"`
 	CacheWriteTokens int64  `json:"cacheWriteTokens"`
-	Refused          string `json:"refused,omitempty"`
+	// CacheWrite1hTokens are those of CacheWriteTokens written to the 1-hour cache.
+	CacheWrite1hTokens int64  `json:"cacheWrite1hTokens"`
+	Refused            string `json:"refused,omitempty"`
 	// UpstreamError is how the model upstream last failed during the run: what the agent
 	// retried.
 	UpstreamError string `json:"upstreamError,omitempty"`

@@ -41,9 +41,9 @@ func cmdUsage(ctx context.Context, args []string) error {
 		}
 		fmt.Printf("prices per million tokens, as of %s\n", safeLine(p.AsOf))
 		tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "MODEL\tINPUT\tOUTPUT\tCACHE READ\tCACHE WRITE")
+		fmt.Fprintln(tw, "MODEL\tINPUT\tOUTPUT\tCACHE READ\tCACHE WRITE\tCACHE WRITE 1H")
 		for _, m := range p.Prices {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", safeLine(m.Model), m.Input.USD, m.Output.USD, m.CacheRead.USD, m.CacheWrite.USD)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", safeLine(m.Model), m.Input.USD, m.Output.USD, m.CacheRead.USD, m.CacheWrite.USD, m.CacheWrite1h.USD)
 		}
 		return tw.Flush()
 	}

@@ -63,7 +63,7 @@ func TestCLIUsage(t *testing.T) {
 		t.Errorf("usage --folder main/research shows main:\n%s", out)
 	}
 	code, out, _ = fx.run(t, "usage", s, "--prices")
-	if code != 0 || !strings.Contains(words(out), "claude-sonnet-4-5 $3.00 $15.00 $0.30 $3.75") || !strings.Contains(words(out), "claude-haiku-5-5 $0.10 $0.50 $0.01 $0.125") {
+	if code != 0 || !strings.Contains(words(out), "claude-sonnet-4-5 $3.00 $15.00 $0.30 $3.75 $6.00") || !strings.Contains(words(out), "claude-haiku-5-5 $0.10 $0.50 $0.01 $0.125 $0.20") {
 		t.Errorf("usage --prices: %d\n%s", code, out)
 	}
 	for _, tc := range []struct {

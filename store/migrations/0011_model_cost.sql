@@ -1,3 +1,5 @@
+-- Of a run's cache writes, those to the 1-hour cache (priced above the 5-minute ones).
+ALTER TABLE runs ADD COLUMN cache_write_1h_tokens INTEGER NOT NULL DEFAULT 0;
 -- What the model gateway saw each group's turns use, per model and quarter hour (the
 -- unix ms its quarter hour starts at, so that a day or month in any time zone is a range
 -- of them): what money is counted and budgeted from. Kept apart from runs, so that
@@ -10,6 +12,8 @@ CREATE TABLE model_usage (
     output_tokens      INTEGER NOT NULL DEFAULT 0,
     cache_read_tokens  INTEGER NOT NULL DEFAULT 0,
     cache_write_tokens INTEGER NOT NULL DEFAULT 0,
+    -- Of cache_write_tokens, those written to the 1-hour cache (priced above the 5-minute).
+    cache_write_1h_tokens INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (folder, bucket, model)
 );
 CREATE INDEX model_usage_bucket ON model_usage (bucket);
