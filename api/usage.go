@@ -51,7 +51,7 @@ func tokensOf(u store.ModelUsage) pricing.Tokens {
 
 // under says whether folder is g or below it.
 func under(folder, g string) bool {
-	return folder == g || (len(folder) > len(g) && folder[:len(g)] == g && folder[len(g)] == '/')
+	return folder == g || groupfolder.Folder(g).IsAncestorOf(groupfolder.Folder(folder))
 }
 
 // getUsage answers GET /v1/usage?folder=F&since=D: what the model usage of F's subtree

@@ -70,18 +70,16 @@ func periods(b Budget, now time.Time) []period {
 	return ps
 }
 
-// SubtreeCost is what the model usage of folder's subtree cost from start until now, at
-// prices; folder "" is every folder.
-func SubtreeCost(ctx context.Context, st interface {
-	ModelUsage(ctx context.Context, folder string, from, to int64) ([]store.ModelUsage, error)
-}, prices pricing.Table, folder string, start, now time.Time) (pricing.Cost, error) {
-	rows, err := st.ModelUsage(ctx, folder, start.UnixMilli(), now.UnixMilli()+store.UsageBucket)
+// subtreeCost is what the model usage of folder's subtree cost from start until now, at
+// the gateway's prices.
+func (s *Services) subtreeCost(ctx context.Context, folder groupfolder.Folder, start, now time.Time) (pricing.Cost, error) {
+	rows, err := s.Store.ModelUsage(ctx, string(folder), start.UnixMilli(), now.UnixMilli()+store.UsageBucket)
 	if err != nil {
 		return pricing.Cost{}, err
 	}
 	var c pricing.Cost
 	for _, u := range rows {
-		c.Add(prices, u.Model, pricing.Tokens{Input: u.InputTokens, Output: u.OutputTokens, CacheRead: u.CacheReadTokens,
+		c.Add(s.Model.prices, u.Model, pricing.Tokens{Input: u.InputTokens, Output: u.OutputTokens, CacheRead: u.CacheReadTokens,
 			CacheWrite: u.CacheWriteTokens, CacheWrite1h: u.CacheWrite1hTokens})
 	}
 	return c, nil
@@ -138,7 +136,7 @@ func (s *Services) reserve(req Request, chat string, budgets []Budget, log *slog
 				continue
 			}
 			for _, p := range periods(b, now) {
-				used, err := SubtreeCost(ctx, s.Store, s.Model.prices, string(b.Folder), p.start, now)
+				used, err := s.subtreeCost(ctx, b.Folder, p.start, now)
 				if err != nil {
 					return nil, err
 				}
@@ -207,7 +205,7 @@ func (s *Services) warnBudgets(ctx context.Context, req Request, chat string, bu
 			continue
 		}
 		for _, p := range periods(b, now) {
-			used, err := SubtreeCost(ctx, s.Store, s.Model.prices, string(b.Folder), p.start, now)
+			used, err := s.subtreeCost(ctx, b.Folder, p.start, now)
 			if err != nil {
 				log.Error("read the cost of a budget", "budget", string(b.Folder), "err", err)
 				continue
