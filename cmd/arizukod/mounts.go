@@ -27,11 +27,12 @@ func cmdMounts(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("--folder: %w", err)
 	}
-	b, st, err := lf.open(ctx)
+	sys, err := lf.offline(ctx)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	defer sys.Close()
+	b := sys.Builder
 	plan, err := b.Plan(ctx, f)
 	if err != nil {
 		return err
@@ -40,7 +41,7 @@ func cmdMounts(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	table := runner.MountTable(f, dirs, runner.NewMountOptions(b.Layout, lf.skillsDir, existingDir(lf.cfg.WebDir)), runner.ExtraMounts(plan.Mounts))
+	table := runner.MountTable(f, dirs, runner.NewMountOptions(b.Layout, sys.SkillsDir, sys.WebDir), runner.ExtraMounts(plan.Mounts))
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "HOST PATH\tCONTAINER PATH\tMODE\tORIGIN")
 	for _, m := range table {
@@ -52,7 +53,7 @@ func cmdMounts(ctx context.Context, args []string) error {
 	}
 	tw.Flush()
 	if errors.Is(b.AllowlistErr, mountsec.ErrNoAllowlist) && len(plan.Config.AdditionalMounts) > 0 {
-		fmt.Printf("\nno allowlist at %s: no additional mounts are allowed\n", lf.allowlist)
+		fmt.Printf("\nno allowlist at %s: no additional mounts are allowed\n", sys.Config.Allowlist)
 	}
 	if len(plan.Rejected) == 0 {
 		return nil

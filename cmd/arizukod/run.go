@@ -75,39 +75,24 @@ func runCommand(ctx context.Context, args []string, out io.Writer) error {
 		}
 		return runDaemon(ctx, *socket, string(f), *message, *session, *sender, *chat, *timeout)
 	}
-	builder, st, err := lf.open(ctx)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	eng, info, err := ef.open(ctx)
-	if err != nil {
-		return err
-	}
-	r, err := lf.runner(eng, info, *timeout)
+	sys, err := lf.local(ctx, ef, f, *timeout)
 	if err != nil {
 		return err
 	}
 	// The result is printed before the container's removal, which happens off the turn's
-	// critical path; wait for it before exiting.
-	defer r.Close()
-	services, release, err := lf.services(ctx, builder, f, st, eng, info)
-	if err != nil {
-		return err
-	}
-	defer release()
-	builder.Services = services
+	// critical path: Close waits for it before exiting.
+	defer sys.Close()
 	// The run is no row of the store: the daemon's queue never sees it, and its outbox rows,
 	// model usage and egress are not recorded.
-	res, err := builder.Run(ctx, turn.Request{
+	res, err := sys.Builder.Run(ctx, turn.Request{
 		RunID: fmt.Sprintf("local-%d", time.Now().UnixMilli()), Folder: f, SenderJID: *sender, ChatJID: *chat, SessionID: *session,
 		Messages: []contract.Message{{Role: "user", Content: *message}},
-	}, r, turn.Watch{})
+	}, sys.Runner, turn.Watch{})
 	if err != nil {
 		return err
 	}
 	if res.Output.Status == contract.StatusOK && res.Output.NewSessionID != "" {
-		if err := st.SetSession(ctx, string(f), res.Output.NewSessionID); err != nil {
+		if err := sys.Store.SetSession(ctx, string(f), res.Output.NewSessionID); err != nil {
 			return err
 		}
 	}
@@ -125,16 +110,6 @@ func runCommand(ctx context.Context, args []string, out io.Writer) error {
 		return errTurnFailed
 	}
 	return nil
-}
-
-// envDuration reads a Go duration from the environment, falling back to def.
-func envDuration(name string, def time.Duration) time.Duration {
-	if v := os.Getenv(name); v != "" {
-		if d, err := time.ParseDuration(v); err == nil {
-			return d
-		}
-	}
-	return def
 }
 
 // localOnly are the flags of `arizukod run` that only a --local turn honours, with what a
