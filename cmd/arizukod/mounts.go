@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"text/tabwriter"
 
@@ -15,7 +16,10 @@ import (
 // errRejected makes the exit status 1 after the table has been printed.
 var errRejected = errors.New("mounts rejected")
 
-func cmdMounts(ctx context.Context, args []string) error {
+func cmdMounts(ctx context.Context, args []string) error { return runMounts(ctx, args, os.Stdout) }
+
+// runMounts is `arizukod mounts`; the table goes to stdout.
+func runMounts(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("mounts", "--folder F [--data-dir D] [--allowlist FILE]")
 	var lf localFlags
 	lf.register(fs)
@@ -42,7 +46,7 @@ func cmdMounts(ctx context.Context, args []string) error {
 		return err
 	}
 	table := runner.MountTable(f, dirs, runner.NewMountOptions(b.Layout, sys.SkillsDir, sys.WebDir), runner.ExtraMounts(plan.Mounts))
-	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "HOST PATH\tCONTAINER PATH\tMODE\tORIGIN")
 	for _, m := range table {
 		mode := "rw"
@@ -53,14 +57,14 @@ func cmdMounts(ctx context.Context, args []string) error {
 	}
 	tw.Flush()
 	if errors.Is(b.AllowlistErr, mountsec.ErrNoAllowlist) && len(plan.Config.AdditionalMounts) > 0 {
-		fmt.Printf("\nno allowlist at %s: no additional mounts are allowed\n", sys.Config.Allowlist)
+		fmt.Fprintf(stdout, "\nno allowlist at %s: no additional mounts are allowed\n", sys.Config.Allowlist)
 	}
 	if len(plan.Rejected) == 0 {
 		return nil
 	}
-	fmt.Println("\nREJECTED")
+	fmt.Fprintln(stdout, "\nREJECTED")
 	for _, r := range plan.Rejected {
-		fmt.Printf("  %s -> %s: %s\n", safeLine(r.Request.HostPath), safeLine(r.Request.ContainerPath), safeLine(r.Err.Error()))
+		fmt.Fprintf(stdout, "  %s -> %s: %s\n", safeLine(r.Request.HostPath), safeLine(r.Request.ContainerPath), safeLine(r.Err.Error()))
 	}
 	return errRejected
 }
