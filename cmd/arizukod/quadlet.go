@@ -66,6 +66,11 @@ func runQuadlet(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	defer sys.Close()
+	// The units mount the group's directories, which a turn would make, in the data
+	// directory the daemon would make.
+	if err := os.MkdirAll(sys.Layout.DataDir, 0o750); err != nil {
+		return fmt.Errorf("data_dir: %w", err)
+	}
 	if *user == "" {
 		*user = dataDirOwner(sys.Layout.DataDir)
 	} else if !regexp.MustCompile(`^[0-9]+:[0-9]+$`).MatchString(*user) {
