@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -103,56 +104,88 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 	for _, o := range opts {
 		o(&d.opts)
 	}
-	var met *metrics.Metrics // made once the log is: turns, which hear usage, start after
-	sys, err := assembly.New(ctx, cfg, assembly.Options{Mode: assembly.Serve, Logger: log, InfoFunc: d.engineInfo,
-		OnUsage: func(u gateway.Usage) { met.ModelUsage(usageMetrics(u)) }})
+	met, err := d.assemble(ctx, log)
 	if err != nil {
 		return err
 	}
-	defer sys.Close()
-	d.sys.Store(sys)
-	d.log, d.layout, d.engine, d.store, d.runner = sys.Logger, sys.Layout, sys.Engine, sys.Store, sys.Runner
-	log = d.log
-	met = newMetrics(d)
-	// The engine's first answer, all the first /health waits for, is on its way meanwhile.
-	d.pingAhead(ctx)
-	if errors.Is(sys.Builder.AllowlistErr, mountsec.ErrNoAllowlist) {
-		log.Info("no mount allowlist: groups get no additional mounts", "path", cfg.Allowlist)
-	}
-	log.Info("sidecars run as " + string(sys.Sidecars.Mode()))
-	d.queue, err = queue.New(queue.Config{
-		Store: meteredStore{d.store, met}, Runner: d.runner, Turns: currentBuilder(func() *turn.Builder { return d.sys.Load().Builder }),
-		EngineUp: d.up, CheckEngine: d.checkEngine, MaxRunning: cfg.MaxRunning, RetryMax: cfg.RetryMax, RetryBackoff: cfg.RetryBackoff,
-		Prepare: cfg.Prepared, Logger: log, OnChange: d.notifyStatus,
-	})
-	if err != nil {
-		return err
-	}
-	sched := scheduler.New(scheduler.Config{Store: d.store, Location: cfg.Location, Wake: d.queue.Wake, Logger: log})
+	defer d.sys.Load().Close()
 	l, activated, err := listen(passed, cfg.Listen, cfg.SocketMode, cfg.AllowGroup)
 	if err != nil {
 		return err
 	}
-	pl, err := newPeerListener(l, cfg.AllowGroup, log)
+	srv, pl, err := d.server(ctx, l, met)
 	if err != nil {
 		l.Close()
 		return err
 	}
-	handler := api.New(d.store, d.queue, d, log)
+	d.log.Info("arizukod listening", "socket", l.Addr().String(), "socket_activated", activated, "data_dir", cfg.DataDir, "config", cfg.Source)
+	d.serve(ctx, srv, pl, hup)
+	if !activated {
+		os.Remove(cfg.Listen)
+	}
+	return nil
+}
+
+// assemble builds the turn machinery of the configuration (assembly) and the queue over
+// it, and starts asking the engine.
+func (d *Daemon) assemble(ctx context.Context, log *slog.Logger) (*metrics.Metrics, error) {
+	cfg := d.cfg
+	var met *metrics.Metrics // made once the log is: turns, which hear usage, start after
+	sys, err := assembly.New(ctx, cfg, assembly.Options{Mode: assembly.Serve, Logger: log, InfoFunc: d.engineInfo,
+		OnUsage: func(u gateway.Usage) { met.ModelUsage(usageMetrics(u)) }})
+	if err != nil {
+		return nil, err
+	}
+	d.sys.Store(sys)
+	d.log, d.layout, d.engine, d.store, d.runner = sys.Logger, sys.Layout, sys.Engine, sys.Store, sys.Runner
+	met = newMetrics(d)
+	// The engine's first answer, all the first /health waits for, is on its way meanwhile.
+	d.pingAhead(ctx)
+	if errors.Is(sys.Builder.AllowlistErr, mountsec.ErrNoAllowlist) {
+		d.log.Info("no mount allowlist: groups get no additional mounts", "path", cfg.Allowlist)
+	}
+	d.log.Info("sidecars run as " + string(sys.Sidecars.Mode()))
+	d.queue, err = queue.New(queue.Config{
+		Store: meteredStore{d.store, met}, Runner: d.runner, Turns: currentBuilder(func() *turn.Builder { return d.sys.Load().Builder }),
+		EngineUp: d.up, CheckEngine: d.checkEngine, MaxRunning: cfg.MaxRunning, RetryMax: cfg.RetryMax, RetryBackoff: cfg.RetryBackoff,
+		Prepare: cfg.Prepared, Logger: d.log, OnChange: d.notifyStatus,
+	})
+	if err != nil {
+		sys.Close()
+		return nil, err
+	}
+	return met, nil
+}
+
+// server is the API, with the listener that checks its callers' peers on l, and the
+// metrics listener when [metrics] listen names one.
+func (d *Daemon) server(ctx context.Context, l net.Listener, met *metrics.Metrics) (*http.Server, net.Listener, error) {
+	cfg, sys := d.cfg, d.sys.Load()
+	pl, err := newPeerListener(l, cfg.AllowGroup, d.log)
+	if err != nil {
+		return nil, nil, err
+	}
+	handler := api.New(d.store, d.queue, d, d.log)
 	handler.Networks, handler.Location, handler.Layout = cfg.Limits.AllowedNetworks, cfg.Location, d.layout
 	handler.SetDelivery(sys.LeasePolicy())
 	handler.Metrics, handler.Upkeep = met, d
 	d.api = handler
 	if cfg.Metrics.Listen != "" {
 		if _, err := met.Serve(ctx, cfg.Metrics.Listen); err != nil {
-			l.Close()
-			return err
+			return nil, nil, err
 		}
 	}
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	srv.RegisterOnShutdown(handler.Close)
-	log.Info("arizukod listening", "socket", l.Addr().String(), "socket_activated", activated, "data_dir", cfg.DataDir, "config", cfg.Source)
+	return srv, pl, nil
+}
 
+// serve runs the queue, the scheduler, the webhooks' pusher, the watches, the reloads on
+// hup and srv on l until ctx ends (or srv stops), then stops them: running turns are
+// detached.
+func (d *Daemon) serve(ctx context.Context, srv *http.Server, l net.Listener, hup <-chan os.Signal) {
+	sys, log := d.sys.Load(), d.log
+	sched := scheduler.New(scheduler.Config{Store: d.store, Location: d.cfg.Location, Wake: d.queue.Wake, Logger: log})
 	var wg sync.WaitGroup
 	qctx, stopQueue := context.WithCancel(context.WithoutCancel(ctx))
 	d.pushers = &pushers{ctx: ctx}
@@ -170,7 +203,7 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 	go func() { defer wg.Done(); d.queue.Run(qctx) }()
 	go func() { defer wg.Done(); d.watchdog(ctx) }()
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(pl) }()
+	go func() { serveErr <- srv.Serve(l) }()
 
 	select {
 	case <-ctx.Done():
@@ -185,10 +218,6 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 	stopQueue()
 	wg.Wait()
 	d.pushers.wait()
-	if !activated {
-		os.Remove(cfg.Listen)
-	}
-	return nil
 }
 
 // watchEngine pings the engine: every 2 s while it is away or its details are not known
