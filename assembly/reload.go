@@ -2,6 +2,7 @@ package assembly
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -55,6 +56,9 @@ type Changes struct {
 // configuration whose allowlist, env file or webhook secret does not read is refused
 // whole: s stays as it was. Turns already built keep what they were built with.
 func (s *System) Reload(ctx context.Context, cfg *config.Config) (*System, Changes, error) {
+	if s.Model == nil {
+		return nil, Changes{}, errors.New("reload: an offline System runs no turns and has nothing to reload")
+	}
 	var ch Changes
 	for _, k := range restartKeys {
 		if !reflect.DeepEqual(k.get(cfg), k.get(s.Config)) {
