@@ -2,8 +2,8 @@
 // for everything that runs or shows a turn: `arizukod serve` and its reloads (SIGHUP),
 // `run --local`, `prompt`, `mounts`, `quadlet`, and the engine of `doctor` and `image`.
 // A System is those parts ready to use: the data directory's layout, the engine (chosen
-// by ChooseEngine), the secrets and their redaction, the store, the runner with its
-// defaults, the turn builder with its services (sidecars, model gateway), the mount
+// by ChooseEngine), the secrets and their redaction, the store, the runner with the
+// configuration's settings, the turn builder with its services (sidecars, model gateway), the mount
 // allowlist and the webhooks' pusher. What the daemon and a command do with them
 // (listening, the queue, printing) is theirs; so a turn of the daemon and a turn of
 // `run --local` on the same file are the same turn.
