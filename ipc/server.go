@@ -220,9 +220,6 @@ func (s *Server) Stop() error {
 	return s.stopErr
 }
 
-// SocketPath returns the path the server listens on.
-func (s *Server) SocketPath() string { return s.cfg.SocketPath }
-
 func (s *Server) accept() {
 	defer s.wg.Done()
 	for {

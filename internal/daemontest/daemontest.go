@@ -1,7 +1,8 @@
 // Package daemontest runs the real arizukod in tests: it builds the binary once per test
-// process, writes a configuration over a fresh directory under /tmp, starts `arizukod serve`
-// as a subprocess on a real engine of the test host, talks to it over its unix socket and,
-// at cleanup, stops it and checks that no container of its instance is left.
+// process, writes a configuration over a fresh directory in $TMPDIR (else /tmp), starts
+// `arizukod serve` as a subprocess on a real engine of the test host, talks to it over its
+// unix socket and, at cleanup, stops it and checks that no container of its instance is
+// left.
 //
 // It owns only the daemons it starts, their directories and the private Podman services it
 // starts (podman.go). It must not stop, restart or reconfigure the test host's engines,
@@ -54,7 +55,7 @@ var (
 func Binary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
-		binDir, buildErr = os.MkdirTemp("/tmp", "arizukod-bin-")
+		binDir, buildErr = os.MkdirTemp("", "arizukod-bin-")
 		if buildErr != nil {
 			return
 		}
@@ -124,7 +125,7 @@ type Config struct {
 // Daemon is one arizukod of a test, over its own directory.
 type Daemon struct {
 	Config
-	Dir        string // the test's directory under /tmp, mode 0755
+	Dir        string // the test's directory in $TMPDIR, mode 0755
 	DataDir    string
 	Socket     string
 	ConfigPath string
@@ -153,7 +154,7 @@ func New(t testing.TB, cfg Config) *Daemon {
 	if cfg.Claude {
 		image = enginetest.EnsureClaudeImage(t, cfg.Engine, eng)
 	}
-	dir, err := os.MkdirTemp("/tmp", "arizuko-dt-")
+	dir, err := os.MkdirTemp("", "arizuko-dt-")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -66,7 +66,7 @@ func TestJournald(t *testing.T) {
 				t.Errorf("entry %d: %s = %q, want %q", i, k, got, v)
 			}
 		}
-		if !strings.HasSuffix(entries[i]["CODE_FILE"], "logging/journald_test.go") || entries[i]["CODE_LINE"] == "" {
+		if !strings.HasSuffix(entries[i]["CODE_FILE"], "logging/journald_e2e_test.go") || entries[i]["CODE_LINE"] == "" {
 			t.Errorf("entry %d: CODE_FILE %q CODE_LINE %q", i, entries[i]["CODE_FILE"], entries[i]["CODE_LINE"])
 		}
 		for k, v := range entries[i] {

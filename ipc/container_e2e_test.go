@@ -1,8 +1,3 @@
-//go:build remote
-
-// This file drives real containers, so it needs the engine bindings and their build tags
-// (hack/env.sh sets them).
-
 package ipc_test
 
 import (

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/arizuko/arizukod/internal/enginetest"
 	"github.com/arizuko/arizukod/store"
 )
 
@@ -22,19 +23,17 @@ const sdkVersion = "1.32.2"
 // sdkDir is where the SDK is installed once and kept between test runs.
 var sdkDir = filepath.Join("/var/tmp", "arizuko-mcp-sdk-"+sdkVersion)
 
-// needTool skips the test when a program is missing, and fails it when the
-// test host is required (ARIZUKO_REQUIRE_ENGINES=1, as in make test and CI).
+// needTool returns the path of a program the test runs. The test installs the SDK from npm
+// and runs node: it runs with the real-part suite (enginetest.Services), and a missing
+// program fails it where engines are required (enginetest.Missing).
 func needTool(t *testing.T, name string) string {
 	t.Helper()
+	enginetest.Services(t, "the official MCP SDK from npm")
 	p, err := exec.LookPath(name)
-	if err == nil {
-		return p
+	if err != nil {
+		enginetest.Missing(t, "%s is not installed", name)
 	}
-	if os.Getenv("ARIZUKO_REQUIRE_ENGINES") == "1" {
-		t.Fatalf("%s is not installed (ARIZUKO_REQUIRE_ENGINES=1)", name)
-	}
-	t.Skipf("%s is not installed", name)
-	return ""
+	return p
 }
 
 // installSDK installs @modelcontextprotocol/sdk into sdkDir unless it is
