@@ -185,7 +185,7 @@ func (b *Builder) build(ctx context.Context, req Request) (runner.Turn, Plan, gr
 	if dirs, err = b.Layout.Ensure(f, os.Getuid(), os.Getgid()); err != nil {
 		return runner.Turn{}, plan, dirs, err
 	}
-	prompt, err := b.Prompt(ctx, f, req.SenderJID)
+	prompt, err := b.prompt(ctx, f, req.SenderJID, b.turnLog(req))
 	if err != nil {
 		return runner.Turn{}, plan, dirs, err
 	}
@@ -235,8 +235,6 @@ func (p Plan) timeout() time.Duration {
 	return time.Duration(p.Config.Timeout) * time.Millisecond
 }
 
-// containerLimits are the limits and the additional mounts (each checked again on disk)
-// of a turn with plan.
 // turnLog is the builder's logger with the journal fields of req's turn, which every line
 // of a turn carries.
 func (b *Builder) turnLog(req Request) *slog.Logger {
@@ -247,6 +245,8 @@ func (b *Builder) turnLog(req Request) *slog.Logger {
 	return log.With(logging.FieldRunID, req.RunID, logging.FieldFolder, string(req.Folder))
 }
 
+// containerLimits are the limits and the additional mounts (each checked again on disk)
+// of a turn with plan.
 func (b *Builder) containerLimits(plan Plan) (engine.Limits, []engine.Mount, error) {
 	limits, err := b.limits(plan.Config)
 	if err != nil {
@@ -266,6 +266,11 @@ func (b *Builder) containerLimits(plan Plan) (engine.Limits, []engine.Mount, err
 // (memory.AssembleDir), then, with a store (the daemon, `run --local`), the shared global
 // folder (globalSection) and its grants in words (grantsSection).
 func (b *Builder) Prompt(ctx context.Context, f groupfolder.Folder, sender string) (string, error) {
+	return b.prompt(ctx, f, sender, b.Logger)
+}
+
+// prompt is Prompt, logging to log (a turn's lines carry its run).
+func (b *Builder) prompt(ctx context.Context, f groupfolder.Folder, sender string, log *slog.Logger) (string, error) {
 	dir, err := b.Layout.OpenGroup(f)
 	if err != nil {
 		return "", err
@@ -277,7 +282,7 @@ func (b *Builder) Prompt(ctx context.Context, f groupfolder.Folder, sender strin
 	}
 	mem, err := memory.AssembleDir(ctx, dir, memory.Options{
 		Now: now(), Location: b.Location, Sender: sender,
-		DiaryMax: b.DiaryMax, EpisodesMax: b.EpisodesMax, Logger: b.Logger,
+		DiaryMax: b.DiaryMax, EpisodesMax: b.EpisodesMax, Logger: log,
 	})
 	if err != nil || b.Store == nil {
 		return mem, err
