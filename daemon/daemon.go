@@ -182,8 +182,12 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 	defer sidecars.Close()
 	log.Info("sidecars run as " + string(sidecars.Mode()))
 	met := newMetrics(d)
+	ca, err := turn.OpenEgressCA(layout, cfg.Instance)
+	if err != nil {
+		return err
+	}
 	builder.Services = &turn.Services{Store: d.store, Sidecars: sidecars, Model: model, Location: cfg.Location, Logger: log,
-		OnUsage: func(u gateway.Usage) { met.ModelUsage(usageMetrics(u)) }}
+		OnUsage: func(u gateway.Usage) { met.ModelUsage(usageMetrics(u)) }, EgressCA: ca}
 	d.queue, err = queue.New(queue.Config{
 		Store: meteredStore{d.store, met}, Runner: d.runner, Turns: currentBuilder(d.builder.Load), EngineUp: d.up, CheckEngine: d.checkEngine,
 		MaxRunning: cfg.MaxRunning, RetryMax: cfg.RetryMax, RetryBackoff: cfg.RetryBackoff,

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log"
 	"math/big"
 	"net"
@@ -22,10 +23,13 @@ import (
 	"net/http/httputil"
 	"net/netip"
 	"net/url"
+	"os"
 	"regexp"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/arizuko/arizukod/internal/atomicfile"
 )
 
 // The credentials the egress proxy sends for the agent. A group binds a secret (a file of
@@ -111,9 +115,9 @@ func (t *Tokens) Placeholder(container, name string) string {
 	return PlaceholderPrefix + base64.RawURLEncoding.EncodeToString(mac.Sum(nil)[:18])
 }
 
-// CA is the daemon's certificate authority for the egress proxy: made in memory when the
-// daemon starts, its key never written anywhere; the agent's image trusts its
-// certificate (CertPEM), mounted read-only into each container.
+// CA is the daemon's certificate authority for the egress proxy, one per data directory
+// (OpenCA): its key stays in a file the daemon alone reads, never mounted; its
+// certificate (CertPEM) is mounted read-only into each container, whose tools trust it.
 type CA struct {
 	cert *x509.Certificate
 	key  *ecdsa.PrivateKey
@@ -150,6 +154,57 @@ func NewCA(instance string) (*CA, error) {
 	}
 	return &CA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
 		leaves: map[string]*tls.Certificate{}}, nil
+}
+
+// OpenCA reads the CA kept in keyPath (its key and certificate, PEM), making it (0600)
+// when missing or expired, and writes its certificate alone to certPath (0644) for the
+// containers.
+func OpenCA(keyPath, certPath, name string) (*CA, error) {
+	ca, err := readCA(keyPath)
+	if errors.Is(err, fs.ErrNotExist) || err == nil && time.Until(ca.cert.NotAfter) < 30*24*time.Hour {
+		if ca, err = NewCA(name); err != nil {
+			return nil, err
+		}
+		der, err := x509.MarshalECPrivateKey(ca.key)
+		if err != nil {
+			return nil, fmt.Errorf("egress CA: %w", err)
+		}
+		data := append(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), ca.pem...)
+		if err := atomicfile.Write(keyPath, data, 0o600); err != nil {
+			return nil, fmt.Errorf("egress CA: %w", err)
+		}
+	} else if err != nil {
+		return nil, err
+	}
+	if err := atomicfile.Write(certPath, ca.pem, 0o644); err != nil {
+		return nil, fmt.Errorf("egress CA certificate: %w", err)
+	}
+	return ca, nil
+}
+
+func readCA(path string) (*CA, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("egress CA: %w", err)
+	}
+	bad := fmt.Errorf("egress CA %s: not a key and certificate made by arizukod; remove it and a new one is made", path)
+	kb, rest := pem.Decode(data)
+	if kb == nil || kb.Type != "EC PRIVATE KEY" {
+		return nil, bad
+	}
+	cb, _ := pem.Decode(rest)
+	if cb == nil || cb.Type != "CERTIFICATE" {
+		return nil, bad
+	}
+	key, err := x509.ParseECPrivateKey(kb.Bytes)
+	if err != nil {
+		return nil, bad
+	}
+	cert, err := x509.ParseCertificate(cb.Bytes)
+	if err != nil || !cert.IsCA || !key.PublicKey.Equal(cert.PublicKey) {
+		return nil, bad
+	}
+	return &CA{cert: cert, key: key, pem: pem.EncodeToMemory(cb), leaves: map[string]*tls.Certificate{}}, nil
 }
 
 // CertPEM is the CA's certificate (its public part only).

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -215,5 +216,33 @@ func TestCheckBinding(t *testing.T) {
 		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
 			t.Errorf("%s %s: %v, want %q", tc.host, tc.send, err, tc.want)
 		}
+	}
+}
+
+// TestOpenCA: the CA is made once and kept; its certificate file holds no key.
+func TestOpenCA(t *testing.T) {
+	dir := t.TempDir()
+	key, cert := filepath.Join(dir, "ca.key"), filepath.Join(dir, "ca.pem")
+	a, err := OpenCA(key, cert, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := OpenCA(key, cert, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(a.CertPEM()) != string(b.CertPEM()) {
+		t.Error("a second open made another CA")
+	}
+	pemFile, _ := os.ReadFile(cert)
+	if string(pemFile) != string(a.CertPEM()) || strings.Contains(string(pemFile), "PRIVATE") {
+		t.Errorf("the certificate file holds %q", pemFile)
+	}
+	if fi, err := os.Stat(key); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("the key file: %v %v", fi.Mode(), err)
+	}
+	os.WriteFile(key, []byte("junk"), 0o600)
+	if _, err := OpenCA(key, cert, "test"); err == nil || !strings.Contains(err.Error(), "remove it") {
+		t.Errorf("a broken key file: %v", err)
 	}
 }

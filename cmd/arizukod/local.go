@@ -165,5 +165,10 @@ func (l *localFlags) services(ctx context.Context, b *turn.Builder, f groupfolde
 	if err != nil {
 		return nil, nil, err
 	}
-	return &turn.Services{Store: st, Sidecars: sidecars, Model: model, Location: cfg.Location, Logger: log}, sidecars.Close, nil
+	ca, err := turn.OpenEgressCA(b.Layout, cfg.Instance)
+	if err != nil {
+		sidecars.Close()
+		return nil, nil, err
+	}
+	return &turn.Services{Store: st, Sidecars: sidecars, Model: model, Location: cfg.Location, Logger: log, EgressCA: ca}, sidecars.Close, nil
 }
