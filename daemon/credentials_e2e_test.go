@@ -1,0 +1,164 @@
+package daemon_test
+
+import (
+	"bytes"
+	"encoding/pem"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/arizuko/arizukod/internal/daemontest"
+	"github.com/arizuko/arizukod/internal/enginetest"
+)
+
+// authLog keeps every Authorization header a test server got.
+type authLog struct {
+	mu   sync.Mutex
+	seen []string
+}
+
+func (l *authLog) add(v string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.seen = append(l.seen, v)
+}
+
+func (l *authLog) all() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.seen, "\n")
+}
+
+// tokenServer is a loopback HTTPS server with its own test CA (written to caFile, which
+// the daemon trusts by SSL_CERT_FILE) that answers 200 only to "Authorization: Bearer
+// secret" (or Basic with secret as the password), and 401 otherwise.
+func tokenServer(t *testing.T, secret string, next http.Handler) (*httptest.Server, *authLog, string) {
+	t.Helper()
+	log := &authLog{}
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		log.add(r.Header.Get("Authorization"))
+		_, pass, basic := r.BasicAuth()
+		if r.Header.Get("Authorization") != "Bearer "+secret && !(basic && pass == secret) {
+			w.Header().Set("WWW-Authenticate", `Basic realm="test"`)
+			http.Error(w, "no token", http.StatusUnauthorized)
+			return
+		}
+		if next != nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		fmt.Fprint(w, "token ok")
+	}))
+	t.Cleanup(srv.Close)
+	caFile := filepath.Join(t.TempDir(), "test-ca.pem")
+	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return srv, log, caFile
+}
+
+// secretNowhere fails when secret is in any file of the daemon's directory (its data
+// directory with the store and the groups' logs, its stderr) or in its journal.
+func secretNowhere(t *testing.T, d *daemontest.Daemon, secret string) {
+	t.Helper()
+	for _, root := range []string{d.Dir, d.DataDir} {
+		filepath.WalkDir(root, func(p string, e fs.DirEntry, err error) error {
+			if err != nil || !e.Type().IsRegular() {
+				return nil
+			}
+			if b, err := os.ReadFile(p); err == nil && bytes.Contains(b, []byte(secret)) {
+				t.Errorf("the secret is in %s", p)
+			}
+			return nil
+		})
+	}
+	es, err := daemontest.Journal("_PID=" + strconv.Itoa(d.Pid()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range es {
+		for k, v := range e {
+			if strings.Contains(v, secret) {
+				t.Errorf("the secret is in the journal: %s of %q", k, e["MESSAGE"])
+			}
+		}
+	}
+}
+
+// TestEgressCredentials runs turns of the example agent, with network none, that reach a
+// loopback HTTPS server only through the egress proxy: the group's container holds a
+// placeholder of GH_TOKEN, the proxy sends the real token to the bound host only (which
+// checks it), refuses the placeholder sent anywhere else, and a group without the
+// binding cannot use it. The token is in no container file or variable, no file of the
+// daemon, and not in its journal.
+func TestEgressCredentials(t *testing.T) {
+	for _, e := range enginetest.Rootful(t) {
+		t.Run(e.Name, func(t *testing.T) { testEgressCredentials(t, e) })
+	}
+}
+
+func testEgressCredentials(t *testing.T, e enginetest.Engine) {
+	daemontest.JournalOn(t)
+	secret := "ghp_" + daemontest.RandHex(16)
+	bound, boundLog, caFile := tokenServer(t, secret, nil)
+	boundAddr := strings.TrimPrefix(bound.URL, "https://")
+	var plainLog authLog
+	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		plainLog.add(r.Header.Get("Authorization"))
+	}))
+	defer plain.Close()
+	plainAddr := strings.TrimPrefix(plain.URL, "http://")
+
+	creds := t.TempDir()
+	if err := os.WriteFile(filepath.Join(creds, "github"), []byte(secret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// The daemon verifies the bound host against the test's CA, by SSL_CERT_FILE.
+	d := daemontest.New(t, daemontest.Config{Engine: e, Env: []string{"SSL_CERT_FILE=" + caFile},
+		TOML: fmt.Sprintf("[model]\ncredentials_dir = %q\n", creds)})
+	d.Start(t)
+	d.PutGroup(t, "main", fmt.Sprintf(`{"egress": [%q, %q], "credentials": [{"env": "GH_TOKEN", "credential": "github", "hosts": [%q], "send": "bearer"}]}`,
+		boundAddr, plainAddr, boundAddr))
+	d.PutGroup(t, "other", fmt.Sprintf(`{"egress": [%q]}`, boundAddr))
+
+	// The bound host gets the real token in place of the placeholder.
+	if a := agentAnswer(t, d.Turn(t, "main", "fetch-auth GH_TOKEN "+bound.URL+"/user")); a["status"] != float64(200) || a["body"] != "token ok" {
+		t.Errorf("the bound host: %v", a)
+	}
+	if got := boundLog.all(); got != "Bearer "+secret {
+		t.Errorf("the bound host saw %q", got)
+	}
+	// The container has a placeholder, and the token nowhere: no variable, no file.
+	if a := agentAnswer(t, d.Turn(t, "main", "scan arizuko-placeholder-")); fmt.Sprint(a["hits"]) != "[env:GH_TOKEN]" {
+		t.Errorf("the placeholder in the container: %v", a["hits"])
+	}
+	if a := agentAnswer(t, d.Turn(t, "main", "scan "+secret)); a["hits"] != nil {
+		t.Errorf("the token is inside the container: %v", a["hits"])
+	}
+	// The placeholder sent to another host is refused, and logged; that host sees nothing.
+	if a := agentAnswer(t, d.Turn(t, "main", "fetch-auth GH_TOKEN "+plain.URL+"/steal")); a["status"] != float64(403) || !strings.Contains(fmt.Sprint(a["body"]), "placeholder of GH_TOKEN") {
+		t.Errorf("the placeholder to another host: %v", a)
+	}
+	if got := plainLog.all(); got != "" {
+		t.Errorf("another host saw %q", got)
+	}
+	daemontest.WaitJournal(t, 5*time.Second, daemontest.HasMessage("egress refused a credential placeholder sent to a host it is not bound to"), "_PID="+strconv.Itoa(d.Pid()))
+	// A group without the binding has the host as a plain tunnel: its agent's TLS is to
+	// the host itself, and its request carries no token.
+	n := len(boundLog.all())
+	if a := agentAnswer(t, d.Turn(t, "other", "fetch-auth GH_TOKEN "+bound.URL+"/user")); a["status"] == float64(200) {
+		t.Errorf("a group without the binding: %v", a)
+	}
+	if got := boundLog.all()[n:]; strings.Contains(got, secret) {
+		t.Errorf("a turn without the binding sent the token: %q", got)
+	}
+	secretNowhere(t, d, secret)
+}
