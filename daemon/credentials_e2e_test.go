@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io/fs"
 	"net/http"
+	"net/http/cgi"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/arizuko/arizukod/internal/daemontest"
 	"github.com/arizuko/arizukod/internal/enginetest"
+	"github.com/arizuko/arizukod/internal/fakemodel"
 )
 
 // authLog keeps every Authorization header a test server got.
@@ -159,6 +162,84 @@ func testEgressCredentials(t *testing.T, e enginetest.Engine) {
 	}
 	if got := boundLog.all()[n:]; strings.Contains(got, secret) {
 		t.Errorf("a turn without the binding sent the token: %q", got)
+	}
+	secretNowhere(t, d, secret)
+}
+
+// gitServer serves the bare repositories under root by `git http-backend` (git's smart
+// HTTP), and answers "token ok" to any other path.
+func gitServer(t *testing.T) (http.Handler, string) {
+	t.Helper()
+	git, err := exec.LookPath("git")
+	if err != nil {
+		enginetest.Missing(t, "git: %v", err)
+	}
+	root := t.TempDir()
+	work := filepath.Join(t.TempDir(), "work")
+	for _, args := range [][]string{
+		{"init", "-q", "--bare", filepath.Join(root, "repo.git")},
+		{"init", "-q", work},
+		{"-C", work, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "--allow-empty", "-m", "hello from the bound host"},
+		{"-C", work, "push", "-q", filepath.Join(root, "repo.git"), "HEAD:refs/heads/main"},
+		{"-C", filepath.Join(root, "repo.git"), "symbolic-ref", "HEAD", "refs/heads/main"},
+	} {
+		if out, err := exec.Command(git, args...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v: %s", args, err, out)
+		}
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/repo.git/", &cgi.Handler{Path: git, Args: []string{"http-backend"},
+		Env: []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1"}})
+	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "token ok") })
+	return mux, root
+}
+
+// TestClaudeEgressCredentials runs Claude Code in the Claude image, whose Bash tool runs
+// curl and `git clone` over HTTPS with the placeholder of GIT_TOKEN as the password, through
+// the egress proxy, to a loopback git server that wants the real token: both get in, and
+// the token is in no file of the daemon (the session's transcripts included) nor its
+// journal.
+func TestClaudeEgressCredentials(t *testing.T) {
+	for _, e := range enginetest.Rootful(t) {
+		t.Run(e.Name, func(t *testing.T) { testClaudeEgressCredentials(t, e) })
+	}
+}
+
+func testClaudeEgressCredentials(t *testing.T, e enginetest.Engine) {
+	daemontest.JournalOn(t)
+	secret := "ghp_" + daemontest.RandHex(16)
+	repo, _ := gitServer(t)
+	srv, srvLog, caFile := tokenServer(t, secret, repo)
+	addr := strings.TrimPrefix(srv.URL, "https://")
+	command := fmt.Sprintf("export NO_PROXY= no_proxy=; curl -sS -u x-access-token:$GIT_TOKEN %s/api/user; echo; "+
+		"git clone -q https://x-access-token:$GIT_TOKEN@%s/repo.git /tmp/repo && git -C /tmp/repo log --format=%%s", srv.URL, addr)
+	fake := fakemodel.Start()
+	defer fake.Close()
+	fake.Reply = func(r fakemodel.Request) fakemodel.Reply {
+		if res, ok := r.ToolResult(); ok {
+			return fakemodel.Reply{Text: "tool said: " + res}
+		}
+		return fakemodel.Reply{ToolUse: &fakemodel.ToolUse{Name: "Bash",
+			Input: map[string]any{"command": command, "description": "fetch with the token"}}}
+	}
+	creds := t.TempDir()
+	if err := os.WriteFile(filepath.Join(creds, "git"), []byte(secret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := daemontest.New(t, daemontest.Config{Engine: e, Claude: true, RunTimeout: "3m",
+		EnvFile: "ANTHROPIC_API_KEY=sk-ant-test-" + daemontest.RandHex(16) + "\n",
+		Env:     []string{"SSL_CERT_FILE=" + caFile},
+		TOML:    fmt.Sprintf("[model]\nupstream = %q\ncredentials_dir = %q\n", fake.URL, creds)})
+	d.Start(t)
+	d.PutGroup(t, "main", fmt.Sprintf(`{"egress": [%q], "credentials": [{"env": "GIT_TOKEN", "credential": "git", "hosts": [%q], "send": "basic"}]}`, addr, addr))
+	start := time.Now()
+	r := d.Turn(t, "main", "clone it")
+	t.Logf("%s: curl and git clone through the proxy in a Claude Code turn of %s: %q", e.Name, time.Since(start).Round(time.Millisecond), r.Result)
+	if r.Status != "ok" || !strings.Contains(r.Result, "token ok") || !strings.Contains(r.Result, "hello from the bound host") {
+		t.Errorf("curl and git clone through the proxy: %s %q %q", r.Status, r.Result, r.Error)
+	}
+	if got := srvLog.all(); !strings.Contains(got, "Basic ") || strings.Contains(got, "arizuko-placeholder-") {
+		t.Errorf("the git server saw:\n%s", got)
 	}
 	secretNowhere(t, d, secret)
 }
