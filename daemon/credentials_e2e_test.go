@@ -212,7 +212,11 @@ func testClaudeEgressCredentials(t *testing.T, e enginetest.Engine) {
 	srv, srvLog, caFile := tokenServer(t, secret, repo)
 	addr := strings.TrimPrefix(srv.URL, "https://")
 	command := fmt.Sprintf("export NO_PROXY= no_proxy=; curl -sS -u x-access-token:$GIT_TOKEN %s/api/user; echo; "+
-		"git clone -q https://x-access-token:$GIT_TOKEN@%s/repo.git /tmp/repo && git -C /tmp/repo log --format=%%s", srv.URL, addr)
+		"git clone -q https://x-access-token:$GIT_TOKEN@%s/repo.git /tmp/repo && git -C /tmp/repo log --format=%%s; "+
+		// Where a token (ghp_...) could be in the container: every process's environment
+		// and command line, and the files (the pattern does not match itself).
+		"scan() { (cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline; grep -rsh . /workspace /root /tmp /etc) 2>/dev/null | tr '\\0' '\\n' | grep -c \"$1\"; }; "+
+		"echo secret-lines=$(scan 'gh[p]_') placeholder-lines=$(scan 'GIT_TOKEN=arizuko-placeholde[r]-')", srv.URL, addr)
 	fake := fakemodel.Start()
 	defer fake.Close()
 	fake.Reply = func(r fakemodel.Request) fakemodel.Reply {
@@ -235,7 +239,7 @@ func testClaudeEgressCredentials(t *testing.T, e enginetest.Engine) {
 	start := time.Now()
 	r := d.Turn(t, "main", "clone it")
 	t.Logf("%s: curl and git clone through the proxy in a Claude Code turn of %s: %q", e.Name, time.Since(start).Round(time.Millisecond), r.Result)
-	if r.Status != "ok" || !strings.Contains(r.Result, "token ok") || !strings.Contains(r.Result, "hello from the bound host") {
+	if r.Status != "ok" || !strings.Contains(r.Result, "token ok") || !strings.Contains(r.Result, "hello from the bound host") || !strings.Contains(r.Result, "secret-lines=0 ") || strings.Contains(r.Result, "placeholder-lines=0") {
 		t.Errorf("curl and git clone through the proxy: %s %q %q", r.Status, r.Result, r.Error)
 	}
 	if got := srvLog.all(); !strings.Contains(got, "Basic ") || strings.Contains(got, "arizuko-placeholder-") {

@@ -123,11 +123,14 @@ type Egress struct {
 	named    map[string]bool // destinations recorded by name: whether a refusal was logged
 	refused  int             // refusals of the turn
 	unlogged int             // refusals not logged one by one
+	// placeholderLogged are the destinations a placeholder was refused to and logged, at
+	// most maxDestinations.
+	placeholderLogged map[string]bool
 }
 
 // StartEgress listens on cfg.SocketPath and serves until Stop.
 func StartEgress(cfg EgressConfig) (*Egress, error) {
-	e := &Egress{cfg: cfg, done: make(chan struct{}), named: map[string]bool{}}
+	e := &Egress{cfg: cfg, done: make(chan struct{}), named: map[string]bool{}, placeholderLogged: map[string]bool{}}
 	for _, a := range cfg.Allow {
 		r, err := parseEgress(a)
 		if err != nil {

@@ -387,10 +387,29 @@ func containsBinding(bs []Binding, name string) bool {
 // refusePlaceholder refuses a request that carries placeholders to a destination their
 // secret is not bound to, logging which (never a value).
 func (e *Egress) refusePlaceholder(w http.ResponseWriter, target string, names []string) {
-	e.cfg.Logger.Warn("egress refused a credential placeholder sent to a host it is not bound to",
-		"target", destinationName(target), "credentials", strings.Join(names, ","))
+	key := destinationName(target) + " " + strings.Join(names, ",")
+	e.mu.Lock()
+	first := !e.placeholderLogged[key] && len(e.placeholderLogged) < maxDestinations
+	if first {
+		e.placeholderLogged[key] = true
+	}
+	e.mu.Unlock()
+	if first {
+		e.cfg.Logger.Warn("egress refused a credential placeholder sent to a host it is not bound to",
+			"target", destinationName(target), "credentials", strings.Join(names, ","))
+	}
 	e.refuse(w, target, errRefused{fmt.Sprintf("the placeholder of %s is not sent to %s: its secret is bound to other hosts (containerConfig.credentials)",
 		strings.Join(names, ", "), destinationName(target))})
+}
+
+// sameHost reports whether a request's Host header names host:port (the port may be left
+// out when it is 443).
+func sameHost(hostHeader, host, port string) bool {
+	h, p, err := net.SplitHostPort(hostHeader)
+	if err != nil {
+		h, p = strings.Trim(hostHeader, "[]"), "443"
+	}
+	return strings.EqualFold(strings.TrimSuffix(h, "."), strings.TrimSuffix(host, ".")) && p == port
 }
 
 // upstreamURL is the https URL of target for an intercepted request's path.
@@ -496,6 +515,12 @@ func (e *Egress) forwardBound(w http.ResponseWriter, r *http.Request, target str
 	bound := bindingsFor(all, host, port)
 	if names := foreignPlaceholders(r, all, bound); len(names) > 0 {
 		e.refusePlaceholder(w, target, names)
+		return
+	}
+	// The secret goes to the host the CONNECT named, not to another one the same server
+	// answers for.
+	if !sameHost(r.Host, host, port) {
+		e.refuse(w, target, errRefused{fmt.Sprintf("Host %q inside a CONNECT to %s", destinationName(r.Host), destinationName(target))})
 		return
 	}
 	out := r.Clone(r.Context())

@@ -109,6 +109,9 @@ func TestEgressSendsBoundSecret(t *testing.T) {
 		if auth != "" {
 			req.Header.Set("Authorization", auth)
 		}
+		if strings.HasSuffix(u, "/vhost") {
+			req.Host = "example.com"
+		}
 		resp, err := client.Do(req)
 		if err != nil {
 			t.Fatalf("GET %s: %v", u, err)
@@ -132,6 +135,7 @@ func TestEgressSendsBoundSecret(t *testing.T) {
 		{"a placeholder bound elsewhere is refused", boundSrv.URL + "/d", "token " + PlaceholderPrefix + "other", 403, "OTHER_TOKEN"},
 		{"a placeholder over plain HTTP is refused", plainSrv.URL + "/e", "Bearer " + ph, 403, "GH_TOKEN"},
 		{"an unbound host is a plain tunnel", otherSrv.URL + "/f", "Bearer " + ph, 200, "other"},
+		{"another Host inside a bound host's CONNECT is refused", boundSrv.URL + "/vhost", "Bearer " + ph, 403, "Host \"example.com\""},
 	} {
 		code, body := get(tc.url, tc.auth)
 		if code != tc.code || !strings.Contains(body, tc.body) {
@@ -145,8 +149,8 @@ func TestEgressSendsBoundSecret(t *testing.T) {
 		t.Errorf("another host saw:\n%s", got)
 	}
 	refusedMu.Lock()
-	if len(refused) != 2 {
-		t.Errorf("refusals recorded: %v, want the two placeholders sent elsewhere", refused)
+	if len(refused) != 3 {
+		t.Errorf("refusals recorded: %v, want the two placeholders sent elsewhere and the other Host", refused)
 	}
 	refusedMu.Unlock()
 }
