@@ -146,6 +146,16 @@ func testEgressCredentials(t *testing.T, e enginetest.Engine) {
 	if a := agentAnswer(t, d.Turn(t, "main", "scan "+secret)); a["hits"] != nil {
 		t.Errorf("the token is inside the container: %v", a["hits"])
 	}
+	// The CA's certificate is there, read-only; its key is not, and stays the daemon's.
+	if a := agentAnswer(t, d.Turn(t, "main", "scan BEGIN CERTIFICATE")); fmt.Sprint(a["hits"]) != "[/etc/arizuko/egress-ca.pem]" {
+		t.Errorf("certificates in the container: %v", a["hits"])
+	}
+	if a := agentAnswer(t, d.Turn(t, "main", "scan PRIVATE KEY")); a["hits"] != nil {
+		t.Errorf("a private key is inside the container: %v", a["hits"])
+	}
+	if fi, err := os.Stat(filepath.Join(d.DataDir, "egress-ca.key")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("the CA key file: %v", err)
+	}
 	// The placeholder sent to another host is refused, and logged; that host sees nothing.
 	if a := agentAnswer(t, d.Turn(t, "main", "fetch-auth GH_TOKEN "+plain.URL+"/steal")); a["status"] != float64(403) || !strings.Contains(fmt.Sprint(a["body"]), "placeholder of GH_TOKEN") {
 		t.Errorf("the placeholder to another host: %v", a)

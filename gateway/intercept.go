@@ -106,6 +106,11 @@ type Binding struct {
 	Secret, Placeholder string
 }
 
+// String names the binding without its secret.
+func (b Binding) String() string {
+	return fmt.Sprintf("%s to %s (%s)", b.Name, strings.Join(b.Hosts, ","), b.Send)
+}
+
 // Placeholder is the placeholder of the variable name in the agent container named
 // container: a MAC under the token secret, so that the container's environment can be
 // minted before its turn (a prepared container) and means nothing elsewhere.

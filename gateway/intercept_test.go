@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -197,6 +198,15 @@ func TestEgressVerifiesBoundHost(t *testing.T) {
 	}
 	if got.all() != "" {
 		t.Errorf("the untrusted host saw %q", got.all())
+	}
+}
+
+func TestBindingString(t *testing.T) {
+	b := Binding{Name: "T", Hosts: []string{"a.example:443"}, Send: SendBearer, Secret: "s3cret-value", Placeholder: "p"}
+	for _, got := range []string{fmt.Sprint(b), fmt.Sprintf("%v %+v %s", b, b, b)} {
+		if strings.Contains(got, "s3cret") {
+			t.Errorf("a binding prints its secret: %s", got)
+		}
 	}
 }
 
