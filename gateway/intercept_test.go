@@ -260,3 +260,52 @@ func TestOpenCA(t *testing.T) {
 		t.Errorf("a broken key file: %v", err)
 	}
 }
+
+// BenchmarkEgressRequest measures one HTTPS request over a new connection through the
+// proxy: a plain tunnel, and a bound host the proxy intercepts (two TLS handshakes).
+func BenchmarkEgressRequest(b *testing.B) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }))
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "https://")
+	ca, err := NewCA("bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	upstream := x509.NewCertPool()
+	upstream.AddCert(srv.Certificate())
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(ca.CertPEM())
+	roots.AddCert(srv.Certificate())
+	for _, bound := range []bool{false, true} {
+		name := "tunnel"
+		cfg := EgressConfig{SocketPath: filepath.Join(b.TempDir(), "egress.sock"), Allow: []string{addr}, CA: ca, UpstreamRoots: upstream}
+		if bound {
+			name = "intercepted"
+			cfg.Bindings = []Binding{{Name: "T", Hosts: []string{addr}, Send: SendBearer, Secret: "s3cret-value-123456"}}
+		}
+		b.Run(name, func(b *testing.B) {
+			e, err := StartEgress(cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer e.Stop()
+			e.SetPlaceholders(map[string]string{"T": PlaceholderPrefix + "t"})
+			proxy, _ := url.Parse("http://egress")
+			for b.Loop() {
+				tr := &http.Transport{Proxy: http.ProxyURL(proxy), DisableKeepAlives: true,
+					DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+						return (&net.Dialer{}).DialContext(ctx, "unix", cfg.SocketPath)
+					},
+					TLSClientConfig: &tls.Config{RootCAs: roots}}
+				req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
+				req.Header.Set("Authorization", "Bearer "+PlaceholderPrefix+"t")
+				resp, err := (&http.Client{Transport: tr}).Do(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		})
+	}
+}
