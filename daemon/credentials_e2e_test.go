@@ -173,6 +173,13 @@ func testEgressCredentials(t *testing.T, e enginetest.Engine) {
 	if got := boundLog.all()[n:]; strings.Contains(got, secret) {
 		t.Errorf("a turn without the binding sent the token: %q", got)
 	}
+	// A binding whose file is missing fails the turn, saying which.
+	d.PutGroup(t, "missing", fmt.Sprintf(`{"egress": [%q], "credentials": [{"env": "GH_TOKEN", "credential": "nothere", "hosts": [%q], "send": "bearer"}]}`, boundAddr, boundAddr))
+	r := d.Turn(t, "missing", "noop")
+	t.Logf("a binding without its file: %s %s %q", r.State, r.Status, r.Error)
+	if r.Status == "ok" || !strings.Contains(r.Error, "containerConfig.credentials (GH_TOKEN)") || !strings.Contains(r.Error, "nothere") {
+		t.Errorf("a binding without its file: %s %s %q", r.State, r.Status, r.Error)
+	}
 	secretNowhere(t, d, secret)
 }
 
