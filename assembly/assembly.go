@@ -164,8 +164,14 @@ func New(ctx context.Context, cfg *config.Config, o Options) (_ *System, err err
 		Networks: cfg.Limits.AllowedNetworks, Logger: s.Logger, Secret: s.Secrets.learn}); err != nil {
 		return nil, err
 	}
+	// The CA of the egress proxy's bound hosts: its key stays in the data dir, the same for
+	// the daemon and run --local on it.
+	ca, err := turn.OpenEgressCA(s.Layout, cfg.Instance)
+	if err != nil {
+		return nil, err
+	}
 	s.Builder.Services = &turn.Services{Store: s.Store, Sidecars: s.Sidecars, Model: s.Model, Location: cfg.Location,
-		Logger: s.Logger, OnUsage: o.OnUsage}
+		Logger: s.Logger, OnUsage: o.OnUsage, EgressCA: ca}
 	return s, nil
 }
 

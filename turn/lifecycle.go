@@ -136,7 +136,8 @@ func (b *Builder) Prepare(ctx context.Context, f groupfolder.Folder, r Preparer)
 	}
 	t := runner.Turn{Folder: f, Limits: limits, ExtraMounts: extra, Timeout: plan.timeout()}
 	if b.Services != nil {
-		t.Env, t.ContainerEnv = serviceEnv(), b.Services.Model.ContainerEnv
+		creds := plan.Config.Credentials
+		t.Env, t.ContainerEnv = b.Services.env(creds), b.Services.Model.containerEnv(creds)
 	}
 	return r.Prepare(ctx, t)
 }

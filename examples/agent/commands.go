@@ -54,6 +54,7 @@ func init() {
 		"model-burst": modelBurstCommand,
 		"model-retry": modelRetryCommand,
 		"fetch":       fetchCommand,
+		"fetch-auth":  fetchAuthCommand,
 		"token":       tokenCommand,
 		"scan":        scanCommand,
 		"messages":    messagesCommand,

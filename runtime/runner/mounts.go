@@ -16,18 +16,29 @@ type MountOptions struct {
 	SkillsDir string
 	WebDir    string
 	EnvFile   string
+	// EgressCA is the certificate of the egress proxy's CA (never its key).
+	EgressCA string
 }
 
 // NewMountOptions are the mount options of a data directory: the skills and web
-// directories given, and the filtered env file when the layout has one.
+// directories given, and the filtered env file and the egress CA's certificate when the
+// layout has them.
 func NewMountOptions(l groupfolder.Layout, skillsDir, webDir string) MountOptions {
 	o := MountOptions{SkillsDir: skillsDir, WebDir: webDir}
-	if env, err := l.EnvFile(); err == nil {
-		if fi, err := os.Stat(env); err == nil && fi.Mode().IsRegular() {
-			o.EnvFile = env
-		}
-	}
+	o.EnvFile = regularFile(l.EnvFile())
+	o.EgressCA = regularFile(l.EgressCAFile())
 	return o
+}
+
+// regularFile is path when it names a regular file, else "".
+func regularFile(path string, err error) string {
+	if err != nil {
+		return ""
+	}
+	if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() {
+		return path
+	}
+	return ""
 }
 
 // ExtraMounts are a group's validated additional mounts as mounts of its turns.
@@ -59,6 +70,9 @@ func MountTable(f groupfolder.Folder, d groupfolder.Dirs, o MountOptions, extra 
 	}
 	if o.EnvFile != "" {
 		m = append(m, engine.Mount{Source: o.EnvFile, Target: "/workspace/env-dir/env", ReadOnly: true, Origin: "env"})
+	}
+	if o.EgressCA != "" {
+		m = append(m, engine.Mount{Source: o.EgressCA, Target: contract.EgressCAFile, ReadOnly: true, Origin: "egress-ca"})
 	}
 	for _, e := range extra {
 		e.Origin = "extra"
