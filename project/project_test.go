@@ -110,7 +110,9 @@ func TestSetBadInput(t *testing.T) {
 			setup: func(t *testing.T, fx *fixture) { os.Mkdir(filepath.Join(fx.repo, "sub"), 0o755) }, want: ErrNotRepository},
 		{name: "the .git directory", folder: "main", path: func(fx *fixture) string { return filepath.Join(fx.repo, ".git") }, want: ErrNotRepository, says: "work tree above it"},
 		{name: "a linked worktree", folder: "main", path: func(fx *fixture) string { return filepath.Join(fx.root, "wt") },
-			setup: func(t *testing.T, fx *fixture) { run(t, fx.repo, "worktree", "add", "-q", "-b", "wt", filepath.Join(fx.root, "wt")) }, want: ErrNotRepository, says: "linked worktree"},
+			setup: func(t *testing.T, fx *fixture) {
+				run(t, fx.repo, "worktree", "add", "-q", "-b", "wt", filepath.Join(fx.root, "wt"))
+			}, want: ErrNotRepository, says: "linked worktree"},
 		{name: "an empty repository", folder: "main", path: func(fx *fixture) string { return filepath.Join(fx.root, "empty") },
 			setup: func(t *testing.T, fx *fixture) {
 				os.Mkdir(filepath.Join(fx.root, "empty"), 0o755)
