@@ -29,6 +29,7 @@ import (
 	"github.com/arizuko/arizukod/groupfolder"
 	"github.com/arizuko/arizukod/logging"
 	"github.com/arizuko/arizukod/mountsec"
+	"github.com/arizuko/arizukod/project"
 	"github.com/arizuko/arizukod/queue"
 	"github.com/arizuko/arizukod/retention"
 	"github.com/arizuko/arizukod/runtime/detect"
@@ -172,6 +173,11 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 		Limits:   cfg.Limits.Limits,
 		DiaryMax: cfg.Memory.DiaryMax, EpisodesMax: cfg.Memory.EpisodesMax, Logger: log,
 	}
+	projectsDir, err := layout.ProjectsDir()
+	if err != nil {
+		return err
+	}
+	builder.Projects = &project.Manager{Dir: projectsDir, Store: d.store, Allowlist: allow, Logger: log}
 	d.builder.Store(builder)
 	sidecars, err := sidecar.New(ctx, sidecar.Options{Engine: d.engine, InfoFunc: d.engineInfo, Layout: layout,
 		Instance: cfg.Instance, StopGrace: cfg.StopGrace, Networks: cfg.Limits.AllowedNetworks, Logger: log,

@@ -95,6 +95,9 @@ func (b *Builder) Run(ctx context.Context, req Request, r Runner, w Watch) (runn
 	} else {
 		res, err = r.Run(rctx, t)
 	}
+	if res.Failure != runner.FailDetached {
+		b.importProject(ctx, req.Folder)
+	}
 	if err != nil {
 		return res, fmt.Errorf("run: %w", err)
 	}
@@ -102,6 +105,22 @@ func (b *Builder) Run(ctx context.Context, req Request, r Runner, w Watch) (runn
 		res = modelFailure(res, context.Cause(rctx))
 	}
 	return res, nil
+}
+
+// importProject takes what the agent committed in the group's project into the
+// operator's repository, once its container is gone. A failure is logged: the turn's
+// result stands, and the next turn's end tries again.
+func (b *Builder) importProject(ctx context.Context, f groupfolder.Folder) {
+	if b.Projects == nil {
+		return
+	}
+	if err := b.Projects.Import(context.WithoutCancel(ctx), f); err != nil {
+		log := b.Logger
+		if log == nil {
+			log = slog.Default()
+		}
+		log.Error("project: the group's branch was not imported", "folder", string(f), "err", err)
+	}
 }
 
 // modelFailure is the result of a turn the model gateway gave up (its container was

@@ -30,6 +30,7 @@ import (
 	"github.com/arizuko/arizukod/ipc/policy"
 	"github.com/arizuko/arizukod/memory"
 	"github.com/arizuko/arizukod/mountsec"
+	"github.com/arizuko/arizukod/project"
 	"github.com/arizuko/arizukod/runtime/engine"
 	"github.com/arizuko/arizukod/runtime/runner"
 	"github.com/arizuko/arizukod/session"
@@ -74,6 +75,9 @@ type Builder struct {
 	Logger      *slog.Logger
 	// Services are started around each turn Run runs; nil starts none.
 	Services *Services
+	// Projects gives a group with a project its repository at /workspace/project and takes
+	// its branch back after each turn; nil gives none.
+	Projects *project.Manager
 }
 
 // Request is one turn to build.
@@ -184,6 +188,12 @@ func (b *Builder) build(ctx context.Context, req Request) (runner.Turn, Plan, gr
 	if dirs, err = b.Layout.Ensure(f, os.Getuid(), os.Getgid()); err != nil {
 		return runner.Turn{}, plan, dirs, err
 	}
+	var projectMounts []engine.Mount
+	if b.Projects != nil {
+		if projectMounts, err = b.Projects.Mounts(ctx, f); err != nil {
+			return runner.Turn{}, plan, dirs, err
+		}
+	}
 	prompt, err := b.Prompt(ctx, f, req.SenderJID)
 	if err != nil {
 		return runner.Turn{}, plan, dirs, err
@@ -223,9 +233,10 @@ func (b *Builder) build(ctx context.Context, req Request) (runner.Turn, Plan, gr
 			SenderJID:    req.SenderJID,
 			ChatJID:      cmp.Or(req.ChatJID, contract.ReplyChat(req.Messages)),
 		},
-		Limits:      limits,
-		ExtraMounts: extra,
-		Timeout:     timeout,
+		Limits:        limits,
+		ProjectMounts: projectMounts,
+		ExtraMounts:   extra,
+		Timeout:       timeout,
 	}, plan, dirs, nil
 }
 

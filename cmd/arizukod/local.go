@@ -15,6 +15,7 @@ import (
 	"github.com/arizuko/arizukod/config"
 	"github.com/arizuko/arizukod/groupfolder"
 	"github.com/arizuko/arizukod/mountsec"
+	"github.com/arizuko/arizukod/project"
 	"github.com/arizuko/arizukod/runtime/engine"
 	"github.com/arizuko/arizukod/runtime/runner"
 	"github.com/arizuko/arizukod/sidecar"
@@ -103,8 +104,14 @@ func (l *localFlags) open(ctx context.Context) (*turn.Builder, *store.Store, err
 	if l.skillsDir != "" {
 		skills = os.DirFS(l.skillsDir)
 	}
+	projectsDir, err := layout.ProjectsDir()
+	if err != nil {
+		st.Close()
+		return nil, nil, err
+	}
 	return &turn.Builder{Layout: layout, Store: st, Allowlist: allow, AllowlistErr: allowErr, Skills: skills, Location: cfg.Location,
-		Networks: cfg.Limits.AllowedNetworks, Limits: cfg.Limits.Limits}, st, nil
+		Networks: cfg.Limits.AllowedNetworks, Limits: cfg.Limits.Limits,
+		Projects: &project.Manager{Dir: projectsDir, Store: st, Allowlist: allow}}, st, nil
 }
 
 // runner is the runner the daemon would have for the data directory open opened, on eng:

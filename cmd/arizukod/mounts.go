@@ -9,6 +9,7 @@ import (
 
 	"github.com/arizuko/arizukod/groupfolder"
 	"github.com/arizuko/arizukod/mountsec"
+	"github.com/arizuko/arizukod/runtime/engine"
 	"github.com/arizuko/arizukod/runtime/runner"
 )
 
@@ -40,7 +41,13 @@ func cmdMounts(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	table := runner.MountTable(f, dirs, runner.NewMountOptions(b.Layout, lf.skillsDir, existingDir(lf.cfg.WebDir)), runner.ExtraMounts(plan.Mounts))
+	var project []engine.Mount
+	if b.Projects != nil {
+		if project, err = b.Projects.Mounts(ctx, f); err != nil {
+			return err
+		}
+	}
+	table := runner.MountTable(f, dirs, runner.NewMountOptions(b.Layout, lf.skillsDir, existingDir(lf.cfg.WebDir)), project, runner.ExtraMounts(plan.Mounts))
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "HOST PATH\tCONTAINER PATH\tMODE\tORIGIN")
 	for _, m := range table {

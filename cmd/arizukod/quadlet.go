@@ -167,7 +167,7 @@ func quadletAgentSpec(ctx context.Context, b *turn.Builder, f groupfolder.Folder
 	if err != nil {
 		return engine.Spec{}, err
 	}
-	mounts := runner.MountTable(f, dirs, runner.NewMountOptions(b.Layout, o.skillsDir, existingDir(o.cfg.WebDir)), t.ExtraMounts)
+	mounts := runner.MountTable(f, dirs, runner.NewMountOptions(b.Layout, o.skillsDir, existingDir(o.cfg.WebDir)), t.ProjectMounts, t.ExtraMounts)
 	name := "arizuko-" + f.ContainerSlug() + "-" + quadletRunID
 	return runner.AgentSpec(t, name, mounts, cmp.Or(t.Timeout, o.cfg.RunTimeout),
 		runner.AgentOptions{Image: o.cfg.Image, Instance: o.cfg.Instance, User: o.user}), nil
