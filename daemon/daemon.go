@@ -226,6 +226,7 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 	d.api = handler
 	handler.Metrics = met
 	handler.Upkeep = d
+	handler.Projects = projects{d.builder.Load}
 	if cfg.Metrics.Listen != "" {
 		if _, err := met.Serve(ctx, cfg.Metrics.Listen); err != nil {
 			l.Close()

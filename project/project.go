@@ -32,9 +32,13 @@ var (
 	ErrNoGroup       = errors.New("no such group")
 	ErrNoProject     = errors.New("the group has no project")
 	ErrNotRepository = errors.New("not a git repository")
+	// ErrBadRepository: the path is refused (the allowlist, no commit, borrowed objects).
+	ErrBadRepository = errors.New("repository refused")
 	ErrBranchTaken   = errors.New("the branch exists and is not the group's")
 	ErrDirty         = errors.New("the group's worktree has uncommitted changes")
 	ErrLocked        = errors.New("locked by a git process")
+	// ErrBusy: a turn of the group is running, in the repository Set or Clear would change.
+	ErrBusy = errors.New("a turn of the group is running")
 	// ErrUntrusted: the group's .git holds what the daemon's git must not read (a link,
 	// a special file, a commondir or .git of its own); nothing is imported from it.
 	ErrUntrusted = errors.New("the group's git directory is not one the daemon reads")
@@ -50,6 +54,7 @@ type Store interface {
 	GetProject(ctx context.Context, folder string) (store.Project, error)
 	ClearProject(ctx context.Context, folder string) error
 	BranchOwner(ctx context.Context, repo, branch string) (string, error)
+	RunningRuns(ctx context.Context, folder string) ([]string, error)
 }
 
 // Manager gives groups their projects. Its fields are set once.
@@ -109,7 +114,7 @@ func (m *Manager) log() *slog.Logger {
 func (m *Manager) open(ctx context.Context, path string) (repo, error) {
 	mt, err := m.Allowlist.Validate(mountsec.MountRequest{HostPath: path, ContainerPath: "project"}, false)
 	if err != nil {
-		return repo{}, fmt.Errorf("path: %w", err)
+		return repo{}, fmt.Errorf("path: %w: %w", ErrBadRepository, err)
 	}
 	real := mt.HostPath
 	if fi, err := os.Stat(real); err != nil || !fi.IsDir() {
@@ -142,7 +147,7 @@ func (m *Manager) open(ctx context.Context, path string) (repo, error) {
 		}
 	}
 	if _, err := os.Lstat(filepath.Join(r.common, "objects", "info", "alternates")); err == nil {
-		return repo{}, fmt.Errorf("path %s: its objects are borrowed from another repository (objects/info/alternates), which a turn could not see", real)
+		return repo{}, fmt.Errorf("path %s: %w: its objects are borrowed from another repository (objects/info/alternates), which a turn could not see", real, ErrBadRepository)
 	}
 	if r.format, err = git(ctx, real, []string{ceiling}, "rev-parse", "--show-object-format"); err != nil {
 		return repo{}, err
@@ -169,7 +174,7 @@ func (r repo) tip(ctx context.Context, branch string) (string, error) {
 func (r repo) head(ctx context.Context) (string, error) {
 	out, err := r.git(ctx, "rev-parse", "--verify", "-q", "HEAD^{commit}")
 	if err != nil || out == "" {
-		return "", fmt.Errorf("path %s: HEAD names no commit to branch from; commit something first", r.path)
+		return "", fmt.Errorf("path %s: %w: HEAD names no commit to branch from; commit something first", r.path, ErrBadRepository)
 	}
 	return out, nil
 }
@@ -213,6 +218,9 @@ func (m *Manager) Set(ctx context.Context, folder, path string) (Info, error) {
 	if _, err := m.Store.GetGroup(ctx, folder); errors.Is(err, store.ErrNotFound) {
 		return Info{}, fmt.Errorf("group %s: %w; register it first (arizukod groups add %s)", f, ErrNoGroup, f)
 	} else if err != nil {
+		return Info{}, err
+	}
+	if err := m.idle(ctx, f); err != nil {
 		return Info{}, err
 	}
 	r, err := m.open(ctx, path)
@@ -293,6 +301,9 @@ func (m *Manager) Clear(ctx context.Context, folder string, discard bool) (Info,
 	if err != nil {
 		return Info{}, err
 	}
+	if err := m.idle(ctx, f); err != nil {
+		return Info{}, err
+	}
 	if err := m.retire(ctx, f, p.Repo, discard); err != nil {
 		return Info{}, err
 	}
@@ -300,6 +311,18 @@ func (m *Manager) Clear(ctx context.Context, folder string, discard bool) (Info,
 		return Info{}, err
 	}
 	return Info{Folder: folder, Repo: p.Repo, Branch: Branch(f), Target: Target}, nil
+}
+
+// idle is ErrBusy while a turn of f runs: its container has the repository mounted.
+func (m *Manager) idle(ctx context.Context, f groupfolder.Folder) error {
+	ids, err := m.Store.RunningRuns(ctx, string(f))
+	if err != nil {
+		return err
+	}
+	if len(ids) > 0 {
+		return fmt.Errorf("group %s: %w (%s); try again once it ends", f, ErrBusy, strings.Join(ids, ", "))
+	}
+	return nil
 }
 
 // retire takes f's commits into the repository at repoPath, checks that its worktree

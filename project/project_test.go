@@ -117,7 +117,7 @@ func TestSetBadInput(t *testing.T) {
 			setup: func(t *testing.T, fx *fixture) {
 				os.Mkdir(filepath.Join(fx.root, "empty"), 0o755)
 				run(t, filepath.Join(fx.root, "empty"), "init", "-q")
-			}, says: "no commit"},
+			}, want: ErrBadRepository, says: "no commit"},
 		{name: "a branch that is not the group's", folder: "main/research", path: func(fx *fixture) string { return fx.repo },
 			setup: func(t *testing.T, fx *fixture) { run(t, fx.repo, "branch", "arizuko/main/research") }, want: ErrBranchTaken},
 		{name: "another group's branch", folder: "other", path: func(fx *fixture) string { return fx.repo },
@@ -136,7 +136,7 @@ func TestSetBadInput(t *testing.T) {
 				os.WriteFile(filepath.Join(fx.repo, ".git/refs/heads/arizuko/main.lock"), nil, 0o644)
 			}, want: ErrLocked},
 		{name: "borrowed objects", folder: "main", path: func(fx *fixture) string { return filepath.Join(fx.root, "shared") },
-			setup: func(t *testing.T, fx *fixture) { run(t, fx.root, "clone", "-q", "--shared", fx.repo, "shared") }, says: "borrowed"},
+			setup: func(t *testing.T, fx *fixture) { run(t, fx.root, "clone", "-q", "--shared", fx.repo, "shared") }, want: ErrBadRepository, says: "borrowed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fx := newFixture(t)

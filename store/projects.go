@@ -87,3 +87,12 @@ func (s *Store) BranchOwner(ctx context.Context, repo, branch string) (string, e
 	}
 	return folder, nil
 }
+
+// RunningRuns are the ids of folder's runs that are running now.
+func (s *Store) RunningRuns(ctx context.Context, folder string) ([]string, error) {
+	ids, err := queryColumn[string](ctx, s.db, `SELECT id FROM runs WHERE folder = ? AND state = 'running' ORDER BY seq`, folder)
+	if err != nil {
+		return nil, fmt.Errorf("store: running runs of %q: %w", folder, err)
+	}
+	return ids, nil
+}
