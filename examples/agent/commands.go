@@ -58,6 +58,7 @@ func init() {
 		"scan":        scanCommand,
 		"messages":    messagesCommand,
 		"plant":       plant,
+		"project":     projectCommand,
 	}
 }
 
