@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strings"
 
 	"github.com/arizuko/arizukod/api"
 	"github.com/arizuko/arizukod/project"
@@ -19,13 +20,16 @@ func cmdGroupsProject(ctx context.Context, args []string) error {
 	socket := socketFlag(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
 	discard := fs.Bool("discard", false, "clear: drop what the group's worktree holds uncommitted (and its commits, if they cannot be taken into the repository)")
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		return unknownVerb(fs, "")
+	}
 	verb, folder, rest, err := verbOperand(fs, args, "set", "show", "clear")
 	if err != nil {
 		return err
 	}
 	var path string
 	if verb == "set" {
-		if len(rest) == 0 || len(rest[0]) > 0 && rest[0][0] == '-' {
+		if len(rest) == 0 || strings.HasPrefix(rest[0], "-") {
 			fmt.Fprintln(fs.Output(), "arizukod groups project set: give the repository's path after the folder")
 			fs.Usage()
 			return errUsage
