@@ -450,10 +450,10 @@ func (m *Manager) ensure(ctx context.Context, f groupfolder.Folder, r repo) (pat
 	if err := os.MkdirAll(p.base, 0o700); err != nil {
 		return p, err
 	}
-	if err := atomicfile.Write(p.config, []byte(configText(f, r)), 0o644); err != nil {
+	if err := writeChanged(p.config, configText(f, r)); err != nil {
 		return p, err
 	}
-	if err := atomicfile.Write(p.alternates, []byte(ObjectsTarget+"\n"), 0o644); err != nil {
+	if err := writeChanged(p.alternates, ObjectsTarget+"\n"); err != nil {
 		return p, err
 	}
 	if err := os.Mkdir(p.tree, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
@@ -470,6 +470,15 @@ func (m *Manager) ensure(ctx context.Context, f groupfolder.Folder, r repo) (pat
 		return p, err
 	}
 	return p, m.create(ctx, f, r, p, d)
+}
+
+// writeChanged writes the daemon's file at path unless it holds text already: a file kept
+// keeps its inode, so a container prepared ahead of the turn still matches its spec.
+func writeChanged(path, text string) error {
+	if b, err := os.ReadFile(path); err == nil && string(b) == text {
+		return nil
+	}
+	return atomicfile.Write(path, []byte(text), 0o644)
 }
 
 // create makes f's repository in the empty p.tree and checks its branch out.
@@ -518,7 +527,7 @@ func writeHostFiles(d *agentdir.Dir, f groupfolder.Folder, r repo) error {
 		return fmt.Errorf("%w: %v", ErrUntrusted, err)
 	}
 	defer g.Close()
-	if err := g.WriteFile("config", []byte(configText(f, r)), 0o644, nil); err != nil {
+	if err := writeChangedIn(g, "config", configText(f, r)); err != nil {
 		return err
 	}
 	for _, dir := range []string{"objects", "objects/info"} {
@@ -526,7 +535,18 @@ func writeHostFiles(d *agentdir.Dir, f groupfolder.Folder, r repo) error {
 			return fmt.Errorf("%w: %v", ErrUntrusted, err)
 		}
 	}
-	return g.WriteFile("objects/info/alternates", []byte(filepath.Join(r.common, "objects")+"\n"), 0o644, nil)
+	return writeChangedIn(g, "objects/info/alternates", filepath.Join(r.common, "objects")+"\n")
+}
+
+// writeChangedIn writes rel in g unless it holds text already. The container's read-only
+// binds of the daemon's files are attached to these files: replacing one that is right
+// would leave a container made before (one prepared ahead of its turn) bound to the file
+// replaced, and the agent free to write the new one.
+func writeChangedIn(g *agentdir.Dir, rel, text string) error {
+	if b, err := g.ReadFile(rel, int64(len(text))+1); err == nil && string(b) == text {
+		return nil
+	}
+	return g.WriteFile(rel, []byte(text), 0o644, nil)
 }
 
 // checkGitDir makes f's .git one the daemon's git may read, once no agent runs: no link,

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/arizuko/arizukod/groupfolder"
@@ -197,9 +198,30 @@ func TestSetImportClear(t *testing.T) {
 	if none, err := fx.m.Mounts(ctx, "other"); err != nil || none != nil {
 		t.Fatalf("a group without a project got %v, %v", none, err)
 	}
+	inodes := func() string {
+		var out []string
+		p := fx.m.paths("main/research")
+		for _, f := range []string{p.config, p.alternates, filepath.Join(p.gitDir, "config"), filepath.Join(p.gitDir, "objects/info/alternates")} {
+			fi, err := os.Stat(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, fmt.Sprint(fi.Sys().(*syscall.Stat_t).Ino))
+		}
+		return strings.Join(out, " ")
+	}
+	before := inodes()
 	head := commitInTree(t, fx, "main/research", "notes.txt")
 	if err := fx.m.Import(ctx, "main/research"); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := fx.m.Mounts(ctx, "main/research"); err != nil {
+		t.Fatal(err)
+	}
+	// A container made before (prepared ahead) has its read-only binds on these files:
+	// the daemon must not replace them when they are right.
+	if after := inodes(); after != before {
+		t.Errorf("the daemon's files were replaced though unchanged: inodes %s, then %s", before, after)
 	}
 	if got := run(t, fx.repo, "rev-parse", "arizuko/main/research"); got != head {
 		t.Fatalf("branch at %s, want %s", got, head)

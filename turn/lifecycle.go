@@ -158,6 +158,11 @@ func (b *Builder) Prepare(ctx context.Context, f groupfolder.Folder, r Preparer)
 		return err
 	}
 	t := runner.Turn{Folder: f, Limits: limits, ExtraMounts: extra, Timeout: plan.timeout()}
+	if b.Projects != nil {
+		if t.ProjectMounts, err = b.Projects.Mounts(ctx, f); err != nil {
+			return err
+		}
+	}
 	if b.Services != nil {
 		t.Env, t.ContainerEnv = serviceEnv(), b.Services.Model.ContainerEnv
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/arizuko/arizukod/internal/enginetest"
 	"github.com/arizuko/arizukod/mountsec"
 	"github.com/arizuko/arizukod/project"
+	"github.com/arizuko/arizukod/runtime/engine"
 	"github.com/arizuko/arizukod/runtime/runner"
 	"github.com/arizuko/arizukod/store"
 	"github.com/arizuko/arizukod/turn"
@@ -157,11 +158,66 @@ func TestProjectHostileAgent(t *testing.T) {
 			}
 			hostGit(t, fx.repo, "fsck", "--no-progress")
 
+			// On Podman the group's next container is prepared ahead with its project
+			// mounted, and its turn uses it: the agent commits again on top of its first.
+			if _, ok := eng.(engine.Preparer); ok {
+				testProjectPrepared(t, fx, eng, info, image, marker, got["hash"])
+			}
+
 			// A group without a project has no worktree.
 			res, err = fx.builder.Run(ctx, turn.Request{RunID: "p2", Folder: "plain", Messages: []contract.Message{{Content: "read project/README"}}}, r, turn.Watch{})
 			if err != nil || res.Output.Status != contract.StatusError || !strings.Contains(res.Output.Error, "no such file") {
 				t.Fatalf("a group without a project read /workspace/project/README: %v %+v", err, res.Output)
 			}
 		})
+	}
+}
+
+func testProjectPrepared(t *testing.T, fx *projectFixture, eng engine.Engine, info engine.Info, image, marker, parent string) {
+	ctx := context.Background()
+	r, err := runner.New(runner.Config{Engine: eng, Info: info, Layout: fx.layout, Image: image, Instance: "projectp-" + filepath.Base(filepath.Dir(fx.repo)), Timeout: time.Minute, Prepared: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	wctx, stop := context.WithCancel(ctx)
+	watched := make(chan struct{})
+	go func() { defer close(watched); r.WatchImages(wctx) }()
+	defer func() { stop(); <-watched }()
+	var name string
+	for deadline := time.Now().Add(30 * time.Second); name == "" && time.Now().Before(deadline); {
+		if err := fx.builder.Prepare(ctx, "main/research", r); err != nil {
+			t.Fatal(err)
+		}
+		if name = r.Prepared()["main/research"]; name == "" {
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	if name == "" {
+		t.Fatal("no container was prepared for main/research")
+	}
+	var used string
+	res, err := fx.builder.Run(ctx, turn.Request{RunID: "p3", Folder: "main/research", Messages: []contract.Message{{Content: "project " + marker}}}, r,
+		turn.Watch{OnCreated: func(n, _ string) { used = n }})
+	if err != nil || res.Output.Status != contract.StatusOK {
+		t.Fatalf("run: %v %+v", err, res)
+	}
+	if used != name {
+		t.Errorf("the turn ran in %s, not the container prepared for it (%s)", used, name)
+	}
+	var got map[string]string
+	if err := json.Unmarshal([]byte(res.Output.Result), &got); err != nil || got["commit"] != "ok" {
+		t.Fatalf("second commit: %v %v", got, err)
+	}
+	for _, attempt := range []string{"write config", "rename over config", "write alternates", "write repository objects", "remove repository objects"} {
+		if got[attempt] == "ok" {
+			t.Errorf("%s: succeeded inside the prepared container", attempt)
+		}
+	}
+	if tip := hostGit(t, fx.repo, "rev-parse", "arizuko/main/research"); tip != got["hash"] {
+		t.Fatalf("arizuko/main/research at %s, want %s", tip, got["hash"])
+	}
+	if p := hostGit(t, fx.repo, "rev-parse", "arizuko/main/research^"); p != parent {
+		t.Errorf("the second commit's parent is %s, want the first %s", p, parent)
 	}
 }

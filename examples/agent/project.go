@@ -87,6 +87,9 @@ func writeObject(gitDir, kind string, body []byte) (string, error) {
 	w.Write(raw)
 	w.Close()
 	dir := filepath.Join(gitDir, "objects", id[:2])
+	if _, err := os.Stat(filepath.Join(dir, id[2:])); err == nil {
+		return id, nil // objects are read-only and named by their content: it is there
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
