@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -81,7 +82,7 @@ func newProjectFixture(t *testing.T, groups ...string) *projectFixture {
 	}
 	projects, _ := fx.layout.ProjectsDir()
 	fx.builder = &turn.Builder{Layout: fx.layout, Store: fx.st, Allowlist: allow,
-		Projects: &project.Manager{Dir: projects, Store: fx.st, Allowlist: allow}}
+		Projects: &project.Manager{Dir: projects, Store: fx.st, Allowlist: allow, Logger: slog.New(slog.DiscardHandler)}}
 	return fx
 }
 
@@ -219,5 +220,27 @@ func testProjectPrepared(t *testing.T, fx *projectFixture, eng engine.Engine, in
 	}
 	if p := hostGit(t, fx.repo, "rev-parse", "arizuko/main/research^"); p != parent {
 		t.Errorf("the second commit's parent is %s, want the first %s", p, parent)
+	}
+}
+
+// TestProjectPrompt: the system prompt of a group with a project names its checkout and
+// branch; a group without one hears nothing of it.
+func TestProjectPrompt(t *testing.T) {
+	fx := newProjectFixture(t, "main", "plain")
+	ctx := context.Background()
+	if _, err := fx.builder.Projects.Set(ctx, "main", fx.repo); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []groupfolder.Folder{"main", "plain"} {
+		if _, err := fx.layout.Ensure(f, os.Getuid(), os.Getgid()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, err := fx.builder.Prompt(ctx, "main", "")
+	if err != nil || !strings.Contains(p, `<project path="/workspace/project" branch="arizuko/main">`) {
+		t.Errorf("prompt of main (%v):\n%s", err, p)
+	}
+	if p, err := fx.builder.Prompt(ctx, "plain", ""); err != nil || strings.Contains(p, "<project") {
+		t.Errorf("prompt of plain (%v):\n%s", err, p)
 	}
 }

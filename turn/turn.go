@@ -286,7 +286,31 @@ func (b *Builder) Prompt(ctx context.Context, f groupfolder.Folder, sender strin
 	if err != nil {
 		return "", err
 	}
-	return mem + globalSection(f) + grantsSection(f, grants), nil
+	proj, err := b.projectSection(ctx, f)
+	if err != nil {
+		return "", err
+	}
+	return mem + globalSection(f) + proj + grantsSection(f, grants), nil
+}
+
+// projectSection says, for a group with a project, where its checkout is and where its
+// commits go; "" for a group without one.
+func (b *Builder) projectSection(ctx context.Context, f groupfolder.Folder) (string, error) {
+	if b.Projects == nil {
+		return "", nil
+	}
+	info, err := b.Projects.Get(ctx, string(f))
+	if errors.Is(err, project.ErrNoProject) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return memory.Section("project", []string{"path", project.Target, "branch", info.Branch},
+		fmt.Sprintf("%s is a checkout of the operator's git repository, on your group's branch %s. Work and commit there with git; "+
+			"when your turn ends, your commits on %s reach the operator's repository, who merges them. "+
+			"Other branches, the repository's config and hooks are not yours: what you change of them stays in your checkout.\n",
+			project.Target, info.Branch, info.Branch)), nil
 }
 
 // globalSection says that /workspace/global exists (seed 003's groups/global): the root
