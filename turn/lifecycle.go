@@ -107,6 +107,10 @@ func (b *Builder) Run(ctx context.Context, req Request, r Runner, w Watch) (runn
 	return res, nil
 }
 
+// importTimeout bounds taking a turn's commits into the project's repository: a local
+// fetch, which a daemon that stops still finishes.
+const importTimeout = 2 * time.Minute
+
 // importProject takes what the agent committed in the group's project into the
 // operator's repository, once its container is gone. A failure is logged: the turn's
 // result stands, and the next turn's end tries again.
@@ -114,7 +118,9 @@ func (b *Builder) importProject(ctx context.Context, f groupfolder.Folder) {
 	if b.Projects == nil {
 		return
 	}
-	if err := b.Projects.Import(context.WithoutCancel(ctx), f); err != nil {
+	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), importTimeout)
+	defer cancel()
+	if err := b.Projects.Import(ictx, f); err != nil {
 		log := b.Logger
 		if log == nil {
 			log = slog.Default()
