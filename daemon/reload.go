@@ -189,9 +189,11 @@ func (d *Daemon) apply(ctx context.Context) (changed, restart []string, err erro
 	}
 	b := *d.builder.Load()
 	b.Allowlist, b.AllowlistErr = allow, allowErr
-	projects := *b.Projects
-	projects.Allowlist = allow
-	b.Projects = &projects
+	if b.Projects != nil {
+		projects := *b.Projects
+		projects.Allowlist = allow
+		b.Projects = &projects
+	}
 	b.Limits = cfg.Limits.Limits
 	b.DiaryMax, b.EpisodesMax = cfg.Memory.DiaryMax, cfg.Memory.EpisodesMax
 	services := *b.Services
