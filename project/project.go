@@ -392,6 +392,9 @@ func (m *Manager) Mounts(ctx context.Context, f groupfolder.Folder) ([]engine.Mo
 		return nil, fmt.Errorf("project of %s: %w", f, err)
 	}
 	p, err := m.ensure(ctx, f, r)
+	if errors.Is(err, ErrUntrusted) {
+		return nil, fmt.Errorf("project of %s: %w (`arizukod groups project clear %s --discard` and `set` again start it afresh from its branch)", f, err, f)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("project of %s: %w", f, err)
 	}

@@ -322,3 +322,38 @@ func TestImportRewritesConfigAndAlternates(t *testing.T) {
 		t.Fatalf("config not rewritten: %s", got)
 	}
 }
+
+// TestMountsRefuseLinkedGitDir: a .git the agent swapped for a link fails the next turn
+// closed, saying how to start afresh; clearing with discard and setting again does.
+func TestMountsRefuseLinkedGitDir(t *testing.T) {
+	fx := newFixture(t)
+	ctx := context.Background()
+	if _, err := fx.m.Set(ctx, "main", fx.repo); err != nil {
+		t.Fatal(err)
+	}
+	p := fx.m.paths("main")
+	if err := os.Rename(p.gitDir, p.gitDir+"-moved"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(fx.repo, ".git"), p.gitDir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fx.m.Mounts(ctx, "main"); !errors.Is(err, ErrUntrusted) || !strings.Contains(err.Error(), "--discard") {
+		t.Fatalf("mounts of a linked .git: %v", err)
+	}
+	if _, err := fx.m.Clear(ctx, "main", false); !errors.Is(err, ErrUntrusted) {
+		t.Fatalf("clear of a linked .git: %v", err)
+	}
+	if _, err := fx.m.Clear(ctx, "main", true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(fx.repo, ".git", "config")); err != nil {
+		t.Fatalf("clearing removed what the link pointed to: %v", err)
+	}
+	if _, err := fx.m.Set(ctx, "main", fx.repo); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fx.m.Mounts(ctx, "main"); err != nil {
+		t.Fatal(err)
+	}
+}
