@@ -468,11 +468,59 @@ func (m *Manager) ensure(ctx context.Context, f groupfolder.Folder, r repo) (pat
 	}
 	defer d.Close()
 	if _, err := d.Lstat(".git"); err == nil {
-		return p, writeHostFiles(d, f, r)
-	} else if !errors.Is(err, fs.ErrNotExist) {
+		err = writeHostFiles(d, f, r)
+	} else if errors.Is(err, fs.ErrNotExist) {
+		err = m.create(ctx, f, r, p, d)
+	}
+	if err != nil {
 		return p, err
 	}
-	return p, m.create(ctx, f, r, p, d)
+	return p, writeOrigin(ctx, d, f, r)
+}
+
+// maxOriginRefs bounds the repository's branches shown to a group.
+const maxOriginRefs = 1000
+
+// writeOrigin shows the repository's branches in f's repository as they are now, as
+// refs/remotes/origin/<branch> (its own branch is its local one): the agent can diff against
+// or rebase on origin/main. They are the agent's to change; nothing takes them back.
+func writeOrigin(ctx context.Context, d *agentdir.Dir, f groupfolder.Folder, r repo) error {
+	out, err := r.git(ctx, "for-each-ref", "--count="+fmt.Sprint(maxOriginRefs), "--format=%(objectname) %(refname)", "refs/heads/")
+	if err != nil {
+		return err
+	}
+	g, err := d.Dir(".git")
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrUntrusted, err)
+	}
+	defer g.Close()
+	for _, dir := range []string{"refs", "refs/remotes", "refs/remotes/origin"} {
+		if err := g.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("%w: %v", ErrUntrusted, err)
+		}
+	}
+	if err := g.Clear("refs/remotes/origin"); err != nil {
+		return fmt.Errorf("%w: %v", ErrUntrusted, err)
+	}
+	for _, line := range strings.Split(out, "\n") {
+		hash, ref, ok := strings.Cut(line, " ")
+		name := strings.TrimPrefix(ref, "refs/heads/")
+		if !ok || name == Branch(f) {
+			continue
+		}
+		rel := "refs/remotes/origin/" + name
+		for i := len("refs/remotes/origin/"); i < len(rel); i++ {
+			if rel[i] == '/' {
+				if err := g.Mkdir(rel[:i], 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+					return fmt.Errorf("%w: %v", ErrUntrusted, err)
+				}
+			}
+		}
+		if err := g.WriteFile(rel, []byte(hash+"\n"), 0o644, nil); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // writeChanged writes the daemon's file at path unless it holds text already: a file kept

@@ -211,6 +211,15 @@ func TestSetImportClear(t *testing.T) {
 		return strings.Join(out, " ")
 	}
 	before := inodes()
+	// The repository's other branches are origin/<branch> in the group's checkout.
+	run(t, fx.repo, "branch", "feature/x")
+	if _, err := fx.m.Mounts(ctx, "main/research"); err != nil {
+		t.Fatal(err)
+	}
+	p0 := fx.m.paths("main/research")
+	if got, want := run(t, p0.tree, "rev-parse", "origin/main", "origin/feature/x"), run(t, fx.repo, "rev-parse", "main", "feature/x"); got != want {
+		t.Errorf("origin refs %q, want %q", got, want)
+	}
 	head := commitInTree(t, fx, "main/research", "notes.txt")
 	if err := fx.m.Import(ctx, "main/research"); err != nil {
 		t.Fatal(err)

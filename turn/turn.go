@@ -307,7 +307,7 @@ func (b *Builder) projectSection(ctx context.Context, f groupfolder.Folder) (str
 		return "", err
 	}
 	return memory.Section("project", []string{"path", project.Target, "branch", info.Branch},
-		fmt.Sprintf("%s is a checkout of the operator's git repository, on your group's branch %s. Work and commit there with git; "+
+		fmt.Sprintf("%s is a checkout of the operator's git repository, on your group's branch %s; the repository's other branches, as they were when your turn began, are origin/<branch>. Work and commit there with git; "+
 			"when your turn ends, your commits on %s reach the operator's repository, who merges them. "+
 			"Other branches, the repository's config and hooks are not yours: what you change of them stays in your checkout.\n",
 			project.Target, info.Branch, info.Branch)), nil
