@@ -155,7 +155,7 @@ func (m *Manager) open(ctx context.Context, path string) (repo, error) {
 	return r, nil
 }
 
-// gitIn runs git on the operator's repository r.
+// git runs git on the operator's repository r, by its common directory.
 func (r repo) git(ctx context.Context, args ...string) (string, error) {
 	return git(ctx, "", nil, append([]string{"--git-dir=" + r.common}, args...)...)
 }
@@ -245,14 +245,9 @@ func (m *Manager) Set(ctx context.Context, folder, path string) (Info, error) {
 		}
 	}
 	old, err := m.Store.GetProject(ctx, folder)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-	case err != nil:
+	switching := err == nil && old.Repo != r.path
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return Info{}, err
-	case old.Repo != r.path:
-		if err := m.retire(ctx, f, old.Repo, false); err != nil {
-			return Info{}, fmt.Errorf("replace the project of %s: %w", f, err)
-		}
 	}
 	info := Info{Folder: folder, Repo: r.path, Branch: branch, Target: Target}
 	if tip == "" {
@@ -261,24 +256,36 @@ func (m *Manager) Set(ctx context.Context, folder, path string) (Info, error) {
 			return Info{}, err
 		}
 		if _, err := r.git(ctx, "update-ref", "-m", "arizukod: branch of group "+folder, "refs/heads/"+branch, head, ""); err != nil {
-			if strings.Contains(err.Error(), ".lock") {
+			switch msg := err.Error(); {
+			case strings.Contains(msg, "exists; cannot create"):
+				return Info{}, fmt.Errorf("branch %s of %s: %w; a group and a group below it cannot both have a branch in one repository (git keeps a branch as a file, arizuko/<folder> as a directory of its children's)", branch, r.path, err)
+			case strings.Contains(msg, ".lock"):
 				return Info{}, fmt.Errorf("branch %s of %s: %w: %v", branch, r.path, ErrLocked, err)
 			}
 			return Info{}, fmt.Errorf("branch %s of %s: %w", branch, r.path, err)
 		}
 		info.Created = true
 	}
-	created := ""
-	if info.Created {
-		created = branch
-	}
-	if err := m.Store.SetProject(ctx, folder, r.path, created); err != nil {
+	// undo takes back the branch Set made, when what follows fails.
+	undo := func(err error) error {
 		if info.Created {
 			if _, derr := r.git(ctx, "update-ref", "-d", "refs/heads/"+branch); derr != nil {
 				err = errors.Join(err, derr)
 			}
 		}
-		return Info{}, err
+		return err
+	}
+	if switching {
+		if err := m.retire(ctx, f, old.Repo, false); err != nil {
+			return Info{}, undo(fmt.Errorf("replace the project of %s: %w", f, err))
+		}
+	}
+	created := ""
+	if info.Created {
+		created = branch
+	}
+	if err := m.Store.SetProject(ctx, folder, r.path, created); err != nil {
+		return Info{}, undo(err)
 	}
 	if _, err := m.ensure(ctx, f, r); err != nil {
 		return info, fmt.Errorf("project of %s is set, but its repository could not be made (the next turn tries again): %w", f, err)

@@ -86,6 +86,9 @@ func newFixture(t testing.TB) *fixture {
 func (fx *fixture) state(t *testing.T, folder string) string {
 	t.Helper()
 	refs := run(t, fx.repo, "for-each-ref", "--format=%(refname) %(objectname)")
+	if second := filepath.Join(fx.root, "second"); fileExists(second) {
+		refs += "\n" + run(t, second, "for-each-ref", "--format=%(refname) %(objectname)")
+	}
 	p, err := fx.st.GetProject(context.Background(), folder)
 	entries, _ := os.ReadDir(fx.m.Dir)
 	return fmt.Sprintf("%s\nproject %q %v\ndirs %d", refs, p.Repo, err, len(entries))
@@ -136,6 +139,20 @@ func TestSetBadInput(t *testing.T) {
 				os.MkdirAll(filepath.Join(fx.repo, ".git/refs/heads/arizuko"), 0o755)
 				os.WriteFile(filepath.Join(fx.repo, ".git/refs/heads/arizuko/main.lock"), nil, 0o644)
 			}, want: ErrLocked},
+		{name: "a branch below the group's", folder: "main", path: func(fx *fixture) string { return fx.repo },
+			setup: func(t *testing.T, fx *fixture) {
+				if _, err := fx.m.Set(context.Background(), "main/research", fx.repo); err != nil {
+					t.Fatal(err)
+				}
+			}, says: "cannot both have a branch"},
+		{name: "replacing a project with uncommitted work", folder: "other", path: func(fx *fixture) string { return filepath.Join(fx.root, "second") },
+			setup: func(t *testing.T, fx *fixture) {
+				newRepo(t, filepath.Join(fx.root, "second"))
+				if _, err := fx.m.Set(context.Background(), "other", fx.repo); err != nil {
+					t.Fatal(err)
+				}
+				os.WriteFile(filepath.Join(fx.m.paths("other").tree, "draft"), []byte("wip"), 0o644)
+			}, want: ErrDirty},
 		{name: "borrowed objects", folder: "main", path: func(fx *fixture) string { return filepath.Join(fx.root, "shared") },
 			setup: func(t *testing.T, fx *fixture) { run(t, fx.root, "clone", "-q", "--shared", fx.repo, "shared") }, want: ErrBadRepository, says: "borrowed"},
 	} {
@@ -365,4 +382,9 @@ func TestMountsRefuseLinkedGitDir(t *testing.T) {
 	if _, err := fx.m.Mounts(ctx, "main"); err != nil {
 		t.Fatal(err)
 	}
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }
