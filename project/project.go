@@ -432,8 +432,11 @@ func (m *Manager) Import(ctx context.Context, f groupfolder.Folder) error {
 
 func (m *Manager) importTree(ctx context.Context, f groupfolder.Folder, r repo) error {
 	p := m.paths(f)
-	if _, err := os.Lstat(p.gitDir); errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Lstat(p.tree); errors.Is(err, fs.ErrNotExist) {
 		return nil
+	}
+	if _, err := os.Lstat(p.gitDir); errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("import the branch of %s: %w: its checkout has no .git (the agent moved or removed it); nothing is imported, and the next turn starts from the branch", f, ErrUntrusted)
 	}
 	if _, err := checkGitDir(f, p, r); err != nil {
 		return fmt.Errorf("import the branch of %s: %w", f, err)

@@ -304,6 +304,7 @@ func TestImportRefusesUntrustedGitDir(t *testing.T) {
 		"commondir": func(g string) error { return os.WriteFile(filepath.Join(g, "commondir"), []byte("/tmp\n"), 0o644) },
 		"nested":    func(g string) error { return os.Mkdir(filepath.Join(g, ".git"), 0o755) },
 		"fifo":      func(g string) error { return exec.Command("mkfifo", filepath.Join(g, "objects/fifo")).Run() },
+		"removed":   func(g string) error { return os.Rename(g, g+"-elsewhere") },
 	} {
 		t.Run(name, func(t *testing.T) {
 			fx := newFixture(t)
