@@ -165,6 +165,24 @@ func TestProjectHostileAgent(t *testing.T) {
 				testProjectPrepared(t, fx, eng, info, image, marker, got["hash"])
 			}
 
+			// The agent moves its .git away and puts one of its own in its place: the host's git
+			// reads nothing of it but the daemon's config, runs none of its commands, and the
+			// repository stays as it was.
+			refsBefore = hostGit(t, fx.repo, "for-each-ref", "--format=%(refname) %(objectname)")
+			res, err = fx.builder.Run(ctx, turn.Request{RunID: "p4", Folder: "main/research", Messages: []contract.Message{{Content: "projectswap " + marker}}}, r, turn.Watch{})
+			if err != nil || res.Output.Status != contract.StatusOK || res.Output.Result != "swapped" {
+				t.Fatalf("swap: %v %+v", err, res.Output)
+			}
+			if after := hostGit(t, fx.repo, "for-each-ref", "--format=%(refname) %(objectname)"); after != refsBefore {
+				t.Errorf("refs changed after the swap:\nbefore %s\nafter  %s", refsBefore, after)
+			}
+			if after, _ := os.ReadFile(filepath.Join(fx.repo, ".git", "config")); string(after) != string(configBefore) {
+				t.Errorf("the repository's config changed:\n%s", after)
+			}
+			if _, err := os.Stat(marker); err == nil {
+				t.Error("a command of the agent's .git ran on the host")
+			}
+
 			// A group without a project has no worktree.
 			res, err = fx.builder.Run(ctx, turn.Request{RunID: "p2", Folder: "plain", Messages: []contract.Message{{Content: "read project/README"}}}, r, turn.Watch{})
 			if err != nil || res.Output.Status != contract.StatusError || !strings.Contains(res.Output.Error, "no such file") {

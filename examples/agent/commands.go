@@ -59,6 +59,7 @@ func init() {
 		"messages":    messagesCommand,
 		"plant":       plant,
 		"project":     projectCommand,
+		"projectswap": projectSwapCommand,
 	}
 }
 

@@ -119,3 +119,35 @@ func commitFile(gitDir, folder, parent, name, content string) (string, error) {
 	}
 	return commit, writeRef(gitDir, "arizuko/"+folder, commit)
 }
+
+// projectSwapCommand moves the project's .git away (its read-only binds go with it) and
+// puts a .git of its own in its place, whose config, hooks and alternates would run
+// commands on the host or read its files if the host's git trusted them. arg is the
+// host path such a command would create.
+func projectSwapCommand(_ contract.Input, arg string) contract.Output {
+	gitDir := filepath.Join(projectDir, ".git")
+	if err := os.Rename(gitDir, gitDir+"-away"); err != nil {
+		return fail("move .git: %v", err)
+	}
+	touch := "touch " + arg
+	files := map[string]string{
+		"config":                      "[core]\n\trepositoryformatversion = 0\n\tfsmonitor = " + touch + "\n\thooksPath = hooks\n[uploadpack]\n\tpackObjectsHook = " + touch + "\n",
+		"HEAD":                        "ref: refs/heads/main\n",
+		"objects/info/alternates":     "/etc\n",
+		"hooks/pre-upload":            "#!/bin/sh\n" + touch + "\n",
+		"hooks/reference-transaction": "#!/bin/sh\n" + touch + "\n",
+	}
+	for name, text := range files {
+		p := filepath.Join(gitDir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return fail("%s: %v", name, err)
+		}
+		if err := os.WriteFile(p, []byte(text), 0o755); err != nil {
+			return fail("%s: %v", name, err)
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(gitDir, "refs", "heads"), 0o755); err != nil {
+		return fail("refs: %v", err)
+	}
+	return ok("swapped")
+}
