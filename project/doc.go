@@ -19,9 +19,10 @@
 // away, binds and all, and make another. So its commits land in its own repository on its
 // branch, and when the turn is over (the container gone, so nothing of the agent runs), the
 // daemon rewrites the two files of its own in the group's .git (only when they differ, so
-// that a container prepared ahead keeps its binds on the files there), refuses a .git holding a link, a special file, a commondir or
-// a .git of its own, and fetches exactly refs/heads/arizuko/<folder> into the operator's
-// repository, fast-forward only, every object checked (fetch.fsckObjects), no hook run.
+// that a container prepared ahead keeps its binds on the files there), refuses a .git
+// holding a link, a special file, a commondir or a .git of its own, and fetches exactly
+// refs/heads/arizuko/<folder> into the operator's repository, fast-forward only, every
+// object checked (fetch.fsckObjects), no hook run.
 // The fetch runs git upload-pack in the group's repository, which git documents as safe
 // for a repository it does not trust. So the agent cannot move another branch, change the
 // repository's config or hooks, or delete an object of it; the operator merges the branch
