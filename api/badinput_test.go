@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/arizuko/arizukod/api"
+	"github.com/arizuko/arizukod/api/apiwire"
 	"github.com/arizuko/arizukod/contract"
 	"github.com/arizuko/arizukod/store"
 )
@@ -29,7 +29,7 @@ type badRequest struct {
 
 func badRequests(finished, running string) []badRequest {
 	msgs := `"messages":[{"content":"reply x"}]`
-	huge := `{"folder":"main","messages":[{"content":"` + strings.Repeat("A", api.MaxBody) + `"}]}`
+	huge := `{"folder":"main","messages":[{"content":"` + strings.Repeat("A", apiwire.MaxBody) + `"}]}`
 	big := `{"folder":"main","messages":[{"content":"` + strings.Repeat("B", contract.MaxInputBytes/2) + `"}]}`
 	deep := `{"folder":"main","messages":` + strings.Repeat("[", 20000) + strings.Repeat("]", 20000) + `}`
 	long := strings.Repeat("a", 300)

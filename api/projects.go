@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/arizuko/arizukod/api/apiwire"
 	"github.com/arizuko/arizukod/groupfolder"
 	"github.com/arizuko/arizukod/project"
 )
@@ -14,13 +15,6 @@ type Projects interface {
 	SetProject(ctx context.Context, folder, path string) (project.Info, error)
 	ClearProject(ctx context.Context, folder string, discard bool) (project.Info, error)
 	GetProject(ctx context.Context, folder string) (project.Info, error)
-}
-
-// ProjectRequest is the body of PUT /v1/groups/{folder}/project.
-type ProjectRequest struct {
-	// Path is the repository on the host: the top of its work tree, or a bare repository,
-	// under a root of the mount allowlist.
-	Path string `json:"path"`
 }
 
 func (s *Server) projects(w http.ResponseWriter) bool {
@@ -36,7 +30,7 @@ func (s *Server) putProject(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	var req ProjectRequest
+	var req apiwire.ProjectRequest
 	if !decode(w, r, &req, "path") || !s.projects(w) || !s.knownGroup(w, r, f) {
 		return
 	}
@@ -49,7 +43,7 @@ func (s *Server) putProject(w http.ResponseWriter, r *http.Request) {
 		s.projectErr(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, info)
+	writeJSON(w, http.StatusOK, wireProject(info))
 }
 
 func (s *Server) getProject(w http.ResponseWriter, r *http.Request) {
@@ -62,7 +56,7 @@ func (s *Server) getProject(w http.ResponseWriter, r *http.Request) {
 		s.projectErr(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, info)
+	writeJSON(w, http.StatusOK, wireProject(info))
 }
 
 func (s *Server) deleteProject(w http.ResponseWriter, r *http.Request) {
@@ -84,7 +78,7 @@ func (s *Server) deleteProject(w http.ResponseWriter, r *http.Request) {
 		s.projectErr(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, info)
+	writeJSON(w, http.StatusOK, wireProject(info))
 }
 
 // projectErr answers a project's error: the caller's mistakes name the field, a state of
@@ -104,4 +98,8 @@ func (s *Server) projectErr(w http.ResponseWriter, r *http.Request, err error) {
 	default:
 		s.internal(w, r, err)
 	}
+}
+
+func wireProject(i project.Info) apiwire.Project {
+	return apiwire.Project{Folder: i.Folder, Repo: i.Repo, Branch: i.Branch, Target: i.Target, Created: i.Created}
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/arizuko/arizukod/api/apiwire"
 	"github.com/arizuko/arizukod/mountsec"
 	"github.com/arizuko/arizukod/project"
 	"github.com/arizuko/arizukod/store"
@@ -88,7 +89,7 @@ func TestProjectAPI(t *testing.T) {
 		t.Errorf("refused requests made the projects directory: %v", err)
 	}
 	code, body := serve(t, srv, http.MethodPut, path, fmt.Sprintf(`{"path":%q}`, repo))
-	var info project.Info
+	var info apiwire.Project
 	if json.Unmarshal([]byte(body), &info); code != 200 || info.Branch != "arizuko/main" || !info.Created || info.Target != "/workspace/project" {
 		t.Fatalf("PUT: %d %s", code, body)
 	}

@@ -126,7 +126,7 @@ func (r *report) latencySection(p printer) {
 	p("")
 	p("%d measured turns per method after %d warm-up turns, interleaved: each round runs every method once,", l.turns, l.warm)
 	p("in an order that rotates by one each round. Agent message `noop`: the example agent answers at once.")
-	p("arizukod's figure is `api.Client.CreateRun` + `WaitRun` (HTTP over its unix socket; the run goes")
+	p("arizukod's figure is `apiwire.Client.CreateRun` + `WaitRun` (HTTP over its unix socket; the run goes")
 	p("through the store, the queue, prompt assembly, session seeding and the runner). Every command line")
 	p("runs `run --rm -i` with `%s` and gets the same JSON line on stdin.", strings.Join(hardening, " "))
 	p("arizukod does strictly more per turn: it also bind-mounts the group, session, IPC and skills")

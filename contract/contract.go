@@ -1,7 +1,8 @@
 // Package contract is the wire contract between arizukod and an agent container: the one
-// JSON line written to the container's stdin, and the marked block the container prints on
-// stdout. It owns the types, the markers and the parser; it must not know about engines,
-// stores or files, so that agent authors can import it alone.
+// JSON line written to the container's stdin, the marked block the container prints on
+// stdout, and where in the container the agent finds the sockets of its turn (IPCDir and
+// the names in it). It owns the types, the markers, the parser and those names; it must
+// not know about engines, stores or files, so that agent authors can import it alone.
 package contract
 
 import (
@@ -16,6 +17,22 @@ import (
 const (
 	StartMarker = "---ARIZUKO_OUTPUT_START---"
 	EndMarker   = "---ARIZUKO_OUTPUT_END---"
+)
+
+// Where an agent finds what arizukod serves it for a turn: the group's IPC directory is
+// mounted in its container at IPCDir, with these names in it.
+const (
+	IPCDir = "/var/run/pub/arizuko"
+	// RouterSocket is the MCP server of arizukod's tools.
+	RouterSocket = "router.sock"
+	// ModelSocket is the model gateway (the Messages API).
+	ModelSocket = "model.sock"
+	// EgressSocket is the egress proxy (HTTP CONNECT).
+	EgressSocket = "egress.sock"
+	// SidecarDir holds the group's sidecars' sockets, <name>.sock.
+	SidecarDir = "sidecars"
+	// InputDir holds the steering messages of a running turn, and its close sentinel.
+	InputDir = "input"
 )
 
 // MaxInputBytes bounds the stdin line of one turn, newline included.

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+
+	"github.com/arizuko/arizukod/contract"
 )
 
 // ErrOutsideDataDir is wrapped when a path is not inside the data directory.
@@ -114,12 +116,12 @@ func (l Layout) IPCDir(f Folder) (string, error) {
 
 // IPCInputDir is IPCDir/input.
 func (l Layout) IPCInputDir(f Folder) (string, error) {
-	return l.buildFor(f, "ipc", f.ContainerSlug(), "input")
+	return l.buildFor(f, "ipc", f.ContainerSlug(), contract.InputDir)
 }
 
 // SidecarSocketDir is IPCDir/sidecars.
 func (l Layout) SidecarSocketDir(f Folder) (string, error) {
-	return l.buildFor(f, "ipc", f.ContainerSlug(), "sidecars")
+	return l.buildFor(f, "ipc", f.ContainerSlug(), contract.SidecarDir)
 }
 
 // MediaDir is GroupDir/media.

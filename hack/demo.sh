@@ -3,6 +3,10 @@
 # container engine answers (installing and starting Podman if none does), imports the agent
 # image locally (nothing is pulled), runs one real turn in a fresh hardened container and
 # prints its result.
+#
+# Environment: ARIZUKO_DEMO_DIR (/var/tmp/arizuko-demo) holds the turn's data and, without
+# systemd, the private Podman service; ARIZUKO_DEMO_IMAGE (localhost/arizuko-agent:latest)
+# is the agent image's tag (cmd/arizukod's TestDemo uses one of its own).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=hack/env.sh
@@ -70,7 +74,7 @@ image_id() {
 
 # Importing makes a new image even from the same binary, and leaves the one the tag named
 # before untagged: import only when bin/agent changed, and remove the image it replaces.
-AGENT=localhost/arizuko-agent:latest
+AGENT=${ARIZUKO_DEMO_IMAGE:-localhost/arizuko-agent:latest}
 mkdir -p "$DEMO_DIR"
 agent_sum=$(sha256sum bin/agent | cut -d' ' -f1)
 if [[ $(cat "$DEMO_DIR/agent.sha256" 2>/dev/null) == "$agent_sum" ]] &&
@@ -90,7 +94,7 @@ else
 fi
 say "running one turn: $MESSAGE"
 status=0
-bin/arizukod run --local --data-dir "$DEMO_DIR/data" --folder main --message "$MESSAGE" --skills-dir "$PWD/container/skills" || status=$?
+bin/arizukod run --local --data-dir "$DEMO_DIR/data" --image "$AGENT" --folder main --message "$MESSAGE" --skills-dir "$PWD/container/skills" || status=$?
 if [[ -f $DEMO_DIR/podman.pid ]] && kill -0 "$(cat "$DEMO_DIR/podman.pid")" 2>/dev/null; then
 	say "the private Podman service keeps running for the next steps; point arizukod at it with
       export CONTAINER_HOST=unix://$DEMO_DIR/podman.sock

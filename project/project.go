@@ -69,12 +69,12 @@ type Manager struct {
 
 // Info is a group's project as the operator sees it.
 type Info struct {
-	Folder string `json:"folder"`
-	Repo   string `json:"repo"`
-	Branch string `json:"branch"`
-	Target string `json:"target"`
+	Folder string
+	Repo   string
+	Branch string
+	Target string
 	// Created says Set made the branch (rather than finding the group's own).
-	Created bool `json:"created,omitempty"`
+	Created bool
 }
 
 // Branch is the branch of f's commits: arizuko/<folder>.

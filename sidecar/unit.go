@@ -279,10 +279,11 @@ func NewUnit(f groupfolder.Folder, c Config, o UnitOptions) (*Unit, error) {
 	}
 	q.Description = fmt.Sprintf("%s, run %s %s", desc, o.RunID, instanceMark(o.Instance))
 	q.ContainerName = name
-	q.DropCapability = []string{"all"}
-	q.NoNewPrivileges = ptr(true)
-	q.ReadOnly = ptr(true)
-	q.ReadOnlyTmpfs = ptr(false)
+	h := engine.Hardened()
+	q.DropCapability = quadlet.Capabilities(h.CapDrop)
+	q.NoNewPrivileges = ptr(h.NoNewPrivileges)
+	q.ReadOnly = ptr(h.ReadOnlyRoot)
+	q.ReadOnlyTmpfs = ptr(h.EngineTmpfs)
 	q.Network = []string{src.network}
 	q.Memory = memoryString(src.memory)
 	q.PidsLimit = strconv.FormatInt(src.pids, 10)
@@ -304,7 +305,7 @@ func NewUnit(f groupfolder.Folder, c Config, o UnitOptions) (*Unit, error) {
 	})
 	q.Environment = map[string]string{EnvSocket: ContainerSocket(c.Name), EnvName: c.Name, EnvFolder: string(f)}
 	q.User = o.User
-	q.Pull = "never"
+	q.Pull = h.Pull
 	q.PodmanArgs = []string{"--cpus=" + cpusString(src.nanoCPUs)}
 	env := src.env
 	if len(env) == 0 {

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/arizuko/arizukod/contract"
 	"github.com/arizuko/arizukod/gateway"
 	"github.com/arizuko/arizukod/groupfolder"
+	"github.com/arizuko/arizukod/logging"
 	"github.com/arizuko/arizukod/runtime/runner"
 )
 
@@ -75,11 +75,7 @@ func (b *Builder) Run(ctx context.Context, req Request, r Runner, w Watch) (runn
 	t.OnInput, t.OnStderr, t.Detach = w.OnInput, w.OnStderr, w.Detach
 	t.OnCreated = func(name, id string) {
 		if err := serve(name); err != nil {
-			log := b.Logger
-			if log == nil {
-				log = slog.Default()
-			}
-			log.Error("model gateway", "container", name, "err", err)
+			b.turnLog(req).Error("model gateway", logging.FieldContainer, name, "err", err)
 		}
 		if w.OnCreated != nil {
 			w.OnCreated(name, id)
@@ -96,7 +92,7 @@ func (b *Builder) Run(ctx context.Context, req Request, r Runner, w Watch) (runn
 		res, err = r.Run(rctx, t)
 	}
 	if res.Failure != runner.FailDetached {
-		b.importProject(ctx, req.Folder)
+		b.importProject(ctx, req)
 	}
 	if err != nil {
 		return res, fmt.Errorf("run: %w", err)
@@ -114,18 +110,14 @@ const importTimeout = 2 * time.Minute
 // importProject takes what the agent committed in the group's project into the
 // operator's repository, once its container is gone. A failure is logged: the turn's
 // result stands, and the next turn's end tries again.
-func (b *Builder) importProject(ctx context.Context, f groupfolder.Folder) {
+func (b *Builder) importProject(ctx context.Context, req Request) {
 	if b.Projects == nil {
 		return
 	}
 	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), importTimeout)
 	defer cancel()
-	if err := b.Projects.Import(ictx, f); err != nil {
-		log := b.Logger
-		if log == nil {
-			log = slog.Default()
-		}
-		log.Error("project: the group's branch was not imported", "folder", string(f), "err", err)
+	if err := b.Projects.Import(ictx, req.Folder); err != nil {
+		b.turnLog(req).Error("project: the group's branch was not imported", "err", err)
 	}
 }
 

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"path"
 	"path/filepath"
 	"time"
 
+	"github.com/arizuko/arizukod/contract"
 	"github.com/arizuko/arizukod/gateway"
 	"github.com/arizuko/arizukod/groupfolder"
 	"github.com/arizuko/arizukod/internal/agentdir"
@@ -16,14 +18,6 @@ import (
 	"github.com/arizuko/arizukod/scheduler"
 	"github.com/arizuko/arizukod/sidecar"
 	"github.com/arizuko/arizukod/store"
-)
-
-// Where the agent finds the per-turn sockets: the group's IPC directory is mounted there.
-const (
-	containerIPCDir = "/var/run/pub/arizuko"
-	routerSocket    = "router.sock"
-	modelSocket     = "model.sock"
-	egressSocket    = "egress.sock"
 )
 
 // ServiceStore is what the services of a turn read and record: the MCP tools' tables,
@@ -70,8 +64,8 @@ func (s *Services) location() *time.Location {
 // (ModelGateway.ContainerEnv).
 func serviceEnv() []string {
 	return []string{
-		"ARIZUKO_MODEL_SOCKET=" + containerIPCDir + "/" + modelSocket,
-		"ARIZUKO_EGRESS_SOCKET=" + containerIPCDir + "/" + egressSocket,
+		"ARIZUKO_MODEL_SOCKET=" + path.Join(contract.IPCDir, contract.ModelSocket),
+		"ARIZUKO_EGRESS_SOCKET=" + path.Join(contract.IPCDir, contract.EgressSocket),
 	}
 }
 
@@ -108,8 +102,8 @@ func (s *Services) start(ctx context.Context, req Request, plan Plan, layout gro
 		}
 	})
 	srv, err := ipc.Start(ctx, ipc.ServerConfig{
-		Folder: string(req.Folder), SocketPath: filepath.Join(dirs.IPC, routerSocket), OpenGroup: func() (*agentdir.Dir, error) { return layout.OpenGroup(req.Folder) },
-		ReplyTo: t.Input.ChatJID, Store: s.Store, RunID: s.recordedID(req), Logger: s.logger(), Wake: req.Wake,
+		Folder: string(req.Folder), SocketPath: filepath.Join(dirs.IPC, contract.RouterSocket), OpenGroup: func() (*agentdir.Dir, error) { return layout.OpenGroup(req.Folder) },
+		ReplyTo: t.Input.ChatJID, Store: s.Store, RunID: s.recordedID(req), Logger: log, Wake: req.Wake,
 		NextRun: func(kind, expr string, now time.Time) (int64, error) {
 			return scheduler.NextRun(kind, expr, now, s.location())
 		},
@@ -123,14 +117,14 @@ func (s *Services) start(ctx context.Context, req Request, plan Plan, layout gro
 			log.Warn("stop MCP server", "err", err)
 		}
 	})
-	model, err := s.startModel(ctx, req, plan.Model, filepath.Join(dirs.IPC, modelSocket), fail, log)
+	model, err := s.startModel(ctx, req, plan.Model, filepath.Join(dirs.IPC, contract.ModelSocket), fail, log)
 	if err != nil {
 		stopAll()
 		return running{}, err
 	}
 	stops = append(stops, model.Stop)
 	egress, err := gateway.StartEgress(gateway.EgressConfig{
-		SocketPath: filepath.Join(dirs.IPC, egressSocket), Allow: plan.Config.Egress, Logger: log,
+		SocketPath: filepath.Join(dirs.IPC, contract.EgressSocket), Allow: plan.Config.Egress, Logger: log,
 		Record: s.recordEgress(ctx, req, log),
 	})
 	if err != nil {

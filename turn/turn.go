@@ -28,6 +28,7 @@ import (
 	"github.com/arizuko/arizukod/contract"
 	"github.com/arizuko/arizukod/groupfolder"
 	"github.com/arizuko/arizukod/ipc/policy"
+	"github.com/arizuko/arizukod/logging"
 	"github.com/arizuko/arizukod/memory"
 	"github.com/arizuko/arizukod/mountsec"
 	"github.com/arizuko/arizukod/project"
@@ -194,7 +195,7 @@ func (b *Builder) build(ctx context.Context, req Request) (runner.Turn, Plan, gr
 			return runner.Turn{}, plan, dirs, err
 		}
 	}
-	prompt, err := b.Prompt(ctx, f, req.SenderJID)
+	prompt, err := b.prompt(ctx, f, req.SenderJID, b.turnLog(req))
 	if err != nil {
 		return runner.Turn{}, plan, dirs, err
 	}
@@ -212,7 +213,7 @@ func (b *Builder) build(ctx context.Context, req Request) (runner.Turn, Plan, gr
 	maps.Copy(env, b.SettingsEnv)
 	err = session.Seed(ctx, dirs.Session, session.Options{
 		Folder: string(f), Env: env, Skills: b.Skills, Sidecars: sidecar.Names(plan.Config.Sidecars),
-		Owner: &session.Owner{UID: os.Getuid(), GID: os.Getgid()}, Logger: b.Logger,
+		Owner: &session.Owner{UID: os.Getuid(), GID: os.Getgid()}, Logger: b.turnLog(req),
 	})
 	if err != nil {
 		return runner.Turn{}, plan, dirs, fmt.Errorf("seed session of %s: %w", f, err)
@@ -245,6 +246,16 @@ func (p Plan) timeout() time.Duration {
 	return time.Duration(p.Config.Timeout) * time.Millisecond
 }
 
+// turnLog is the builder's logger with the journal fields of req's turn, which every line
+// of a turn carries.
+func (b *Builder) turnLog(req Request) *slog.Logger {
+	log := b.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return log.With(logging.FieldRunID, req.RunID, logging.FieldFolder, string(req.Folder))
+}
+
 // containerLimits are the limits and the additional mounts (each checked again on disk)
 // of a turn with plan.
 func (b *Builder) containerLimits(plan Plan) (engine.Limits, []engine.Mount, error) {
@@ -266,6 +277,11 @@ func (b *Builder) containerLimits(plan Plan) (engine.Limits, []engine.Mount, err
 // (memory.AssembleDir), then, with a store (the daemon, `run --local`), the shared global
 // folder (globalSection) and its grants in words (grantsSection).
 func (b *Builder) Prompt(ctx context.Context, f groupfolder.Folder, sender string) (string, error) {
+	return b.prompt(ctx, f, sender, b.Logger)
+}
+
+// prompt is Prompt, logging to log (a turn's lines carry its run).
+func (b *Builder) prompt(ctx context.Context, f groupfolder.Folder, sender string, log *slog.Logger) (string, error) {
 	dir, err := b.Layout.OpenGroup(f)
 	if err != nil {
 		return "", err
@@ -277,7 +293,7 @@ func (b *Builder) Prompt(ctx context.Context, f groupfolder.Folder, sender strin
 	}
 	mem, err := memory.AssembleDir(ctx, dir, memory.Options{
 		Now: now(), Location: b.Location, Sender: sender,
-		DiaryMax: b.DiaryMax, EpisodesMax: b.EpisodesMax, Logger: b.Logger,
+		DiaryMax: b.DiaryMax, EpisodesMax: b.EpisodesMax, Logger: log,
 	})
 	if err != nil || b.Store == nil {
 		return mem, err

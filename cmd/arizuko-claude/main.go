@@ -52,7 +52,7 @@ import (
 
 // Paths inside the container, as arizukod mounts them.
 const (
-	ipcDir    = "/var/run/pub/arizuko"
+	ipcDir    = contract.IPCDir
 	envFile   = "/workspace/env-dir/env"
 	workspace = "/workspace"
 )
@@ -229,11 +229,11 @@ func runTurn(ctx context.Context, in contract.Input) contract.Output {
 	}
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	modelAddr, err := relay(rctx, filepath.Join(ipcDir, "model.sock"))
+	modelAddr, err := relay(rctx, filepath.Join(ipcDir, contract.ModelSocket))
 	if err != nil {
 		return contract.Output{Status: contract.StatusFatal, Error: err.Error()}
 	}
-	egressAddr, err := relay(rctx, filepath.Join(ipcDir, "egress.sock"))
+	egressAddr, err := relay(rctx, filepath.Join(ipcDir, contract.EgressSocket))
 	if err != nil {
 		egressAddr = ""
 	}
@@ -320,7 +320,7 @@ func runTurn(ctx context.Context, in contract.Input) contract.Output {
 					send(userLine(text))
 				}
 			case <-tick.C:
-				if _, err := os.Stat(filepath.Join(ipcDir, "input", "_close")); err == nil {
+				if _, err := os.Stat(filepath.Join(ipcDir, contract.InputDir, "_close")); err == nil {
 					close(closed)
 					return
 				}
@@ -426,7 +426,7 @@ func orErr(err error) error {
 // steering reads the message files of the IPC input directory not seen before, in name
 // order (arizukod names them so that order is arrival order).
 func steering(seen map[string]bool) []string {
-	dir := filepath.Join(ipcDir, "input")
+	dir := filepath.Join(ipcDir, contract.InputDir)
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil

@@ -39,6 +39,7 @@ var commands = map[string]command{
 	"quadlet": {"write Podman Quadlet units that reproduce a turn of a group and its sidecars", cmdQuadlet},
 	"prune":   {"remove old runs, inbox and outbox rows and run logs by the retention rules", cmdPrune},
 	"backup":  {"write a consistent copy of the store to a file", cmdBackup},
+	"status":  {"say what the daemon runs with and whether it can start turns; --wait for one just started", cmdStatus},
 }
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -75,7 +76,7 @@ func runMain(ctx context.Context, args []string) int {
 		return 0
 	case errors.Is(err, errUsage):
 		return 2
-	case errors.Is(err, errTurnFailed), errors.Is(err, errRejected):
+	case errors.Is(err, errTurnFailed), errors.Is(err, errRejected), errors.Is(err, errNotReady):
 		return 1
 	case errors.Is(err, errInterrupted):
 		return 130

@@ -9,8 +9,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/arizuko/arizukod/api"
-	"github.com/arizuko/arizukod/project"
+	"github.com/arizuko/arizukod/api/apiwire"
 )
 
 // cmdGroupsProject is `arizukod groups project`: give a group a git repository to work on
@@ -39,12 +38,12 @@ func cmdGroupsProject(ctx context.Context, args []string) error {
 	if err := parseFlags(fs, rest); err != nil {
 		return err
 	}
-	c := api.NewClient(*socket)
+	c := apiwire.NewClient(*socket)
 	at := "/v1/groups/" + url.PathEscape(folder) + "/project"
-	var info project.Info
+	var info apiwire.Project
 	switch verb {
 	case "set":
-		err = c.Do(ctx, http.MethodPut, at, api.ProjectRequest{Path: path}, &info)
+		err = c.Do(ctx, http.MethodPut, at, apiwire.ProjectRequest{Path: path}, &info)
 	case "show":
 		err = c.Do(ctx, http.MethodGet, at, nil, &info)
 	case "clear":
@@ -65,7 +64,7 @@ func cmdGroupsProject(ctx context.Context, args []string) error {
 	return nil
 }
 
-func printProject(w io.Writer, verb string, info project.Info) {
+func printProject(w io.Writer, verb string, info apiwire.Project) {
 	switch verb {
 	case "clear":
 		fmt.Fprintf(w, "group %s no longer works on %s; its branch %s stays:\n  git -C %s log %s\n",

@@ -106,7 +106,7 @@ func askModel(token, text string) contract.Output {
 	req.Header.Set("X-Api-Key", token)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Anthropic-Version", "2023-06-01")
-	resp, err := socketClient(socketPath("ARIZUKO_MODEL_SOCKET", "model.sock"), false).Do(req)
+	resp, err := socketClient(socketPath("ARIZUKO_MODEL_SOCKET", contract.ModelSocket), false).Do(req)
 	if err != nil {
 		return fail("model: %v", err)
 	}
@@ -163,7 +163,7 @@ func modelRawCommand(_ contract.Input, arg string) contract.Output {
 		return fail("model-raw: %v", err)
 	}
 	req.Header.Set("X-Api-Key", os.Getenv("ARIZUKO_MODEL_TOKEN"))
-	resp, err := socketClient(socketPath("ARIZUKO_MODEL_SOCKET", "model.sock"), false).Do(req)
+	resp, err := socketClient(socketPath("ARIZUKO_MODEL_SOCKET", contract.ModelSocket), false).Do(req)
 	if err != nil {
 		return fail("model-raw: %v", err)
 	}
@@ -174,7 +174,7 @@ func modelRawCommand(_ contract.Input, arg string) contract.Output {
 
 // fetchCommand gets a URL through the egress proxy: "fetch URL".
 func fetchCommand(_ contract.Input, arg string) contract.Output {
-	resp, err := socketClient(socketPath("ARIZUKO_EGRESS_SOCKET", "egress.sock"), true).Get(arg)
+	resp, err := socketClient(socketPath("ARIZUKO_EGRESS_SOCKET", contract.EgressSocket), true).Get(arg)
 	if err != nil {
 		return report(map[string]any{"status": 0, "error": err.Error()})
 	}

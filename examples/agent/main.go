@@ -47,7 +47,7 @@ import (
 )
 
 // ipcDir is where arizukod mounts the group's IPC directory.
-const ipcDir = "/var/run/pub/arizuko"
+const ipcDir = contract.IPCDir
 
 // steered receives SIGUSR1, arizukod's signal that steering messages wait in the IPC input
 // directory. An agent must catch it from its start: its default action ends the process.

@@ -6,9 +6,14 @@
 
 TESTHOST_DIR=${ARIZUKO_TESTHOST_DIR:-/var/tmp/arizuko-testhost}
 TESTHOST_USER=${ARIZUKO_TESTHOST_USER:-arizukotest}
+# The parent of the tests' own TMPDIR: hack/test.sh makes a fresh one in it per run and
+# checks that the tests left it empty. Short, because the tests' sockets live under it
+# and a socket's path holds 107 bytes.
+TESTHOST_TESTS_TMP=${ARIZUKO_TESTHOST_TESTS_TMP:-/var/tmp/azt}
 # Host paths that appear at the same path inside the podman 5 chroot, so bind
-# mounts of host directories (Go's t.TempDir() lives in /tmp) resolve there too.
-TESTHOST_SHARED_PATHS=${ARIZUKO_TESTHOST_SHARED_PATHS:-/tmp}
+# mounts of host directories (Go's t.TempDir() lives in $TMPDIR, else /tmp) resolve
+# there too.
+TESTHOST_SHARED_PATHS=${ARIZUKO_TESTHOST_SHARED_PATHS:-/tmp $TESTHOST_TESTS_TMP}
 TESTHOST_WAIT=${ARIZUKO_TESTHOST_WAIT:-60}
 TESTHOST_SUITE=${ARIZUKO_TESTHOST_SUITE:-trixie}
 

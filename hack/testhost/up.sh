@@ -22,7 +22,9 @@ usage: $0
 Installs the needed distro packages and starts the test host engines.
 Environment: ARIZUKO_TESTHOST_DIR (default /var/tmp/arizuko-testhost),
 ARIZUKO_TESTHOST_USER (default arizukotest), ARIZUKO_TESTHOST_SHARED_PATHS
-(host paths visible at the same path in the podman 5 chroot, default /tmp),
+(host paths visible at the same path in the podman 5 chroot, default /tmp and
+ARIZUKO_TESTHOST_TESTS_TMP), ARIZUKO_TESTHOST_TESTS_TMP (the parent of the
+TMPDIR hack/test.sh gives the tests, default /var/tmp/azt),
 ARIZUKO_TESTHOST_MIRROR (Debian mirror for the chroot), ARIZUKO_TESTHOST_WAIT
 (seconds to wait for each service, default 60).
 EOF
@@ -231,9 +233,16 @@ ensure_chroot() {
 #  2. /proc /sys /dev recursively, each made a slave at once, so unmounting the
 #     copy can never unmount the host's /dev/pts and friends
 #  3. a fresh tmpfs /run (podman's runroot and tmp_dir)
-#  4. the shared host paths (default /tmp) and the socket folder at the same paths
+#  4. the shared host paths (default /tmp and the tests' TMPDIR parent) and the
+#     socket folder at the same paths. A shared path is bound alone, not
+#     recursively, and private: a mount below it on the host (another engine's
+#     overlay under /tmp) is neither copied in now nor propagated later, so no
+#     copy in the chroot, or in a container of podman 5, keeps it busy ("device or
+#     resource busy" in that engine's storage).
 mount_chroot() {
 	local d p
+	mkdir -p "$TESTHOST_TESTS_TMP"
+	chmod 1777 "$TESTHOST_TESTS_TMP"
 	if ! is_mountpoint "$CHROOT"; then
 		mount --bind "$CHROOT" "$CHROOT"
 		mount --make-private "$CHROOT"
@@ -249,8 +258,8 @@ mount_chroot() {
 		[[ -d $p ]] || die "shared path $p is not a directory"
 		mkdir -p "$CHROOT$p"
 		if ! is_mountpoint "$CHROOT$p"; then
-			mount --rbind "$p" "$CHROOT$p"
-			mount --make-rslave "$CHROOT$p"
+			mount --bind "$p" "$CHROOT$p"
+			mount --make-rprivate "$CHROOT$p"
 		fi
 	done
 	mkdir -p "$CHROOT$P5_DIR"
@@ -529,6 +538,7 @@ write_env() {
 			ARIZUKO_TEST_ROOTLESS_RUNTIME_DIR "/run/user/$uid" \
 			ARIZUKO_TEST_PODMAN5_CHROOT "$CHROOT" \
 			ARIZUKO_TEST_PODMAN5_SHARED_PATHS "$TESTHOST_SHARED_PATHS" \
+			ARIZUKO_TESTHOST_TESTS_TMP "$TESTHOST_TESTS_TMP" \
 			ARIZUKO_TEST_PODMAN5_QUADLET "$CHROOT/usr/libexec/podman/quadlet" \
 			ARIZUKO_TEST_SYSTEMD_USER 1 \
 			ARIZUKO_TEST_SYSTEMD_RUNTIME_DIR "$SYSTEMD_RUNTIME_DIR" \

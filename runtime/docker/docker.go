@@ -122,7 +122,11 @@ func (d *Docker) RemoveImage(ctx context.Context, id string) error {
 	return nil
 }
 
-func (d *Docker) Create(ctx context.Context, s engine.Spec) (string, error) {
+// createConfig is the Docker container config of s with the hardening every container
+// gets (engine.Hardened: no capabilities, no new privileges, a read-only root; Docker adds
+// no tmpfs of its own and its create never pulls), never the host's network or another
+// namespace's.
+func createConfig(s engine.Spec) (*container.Config, *container.HostConfig, error) {
 	cfg := &container.Config{
 		Image:        s.Image,
 		Env:          s.Env,
@@ -139,12 +143,12 @@ func (d *Docker) Create(ctx context.Context, s engine.Spec) (string, error) {
 	// or another namespace's. Named networks are the caller's policy.
 	network, err := engine.CheckNetwork(s.Network, []string{s.Network})
 	if err != nil {
-		return "", fmt.Errorf("%w: %w", engine.ErrCreate, err)
+		return nil, nil, fmt.Errorf("%w: %w", engine.ErrCreate, err)
 	}
+	h := engine.Hardened()
 	hc := &container.HostConfig{
-		CapDrop:        []string{"ALL"},
-		SecurityOpt:    []string{"no-new-privileges"},
-		ReadonlyRootfs: true,
+		CapDrop:        h.CapDrop,
+		ReadonlyRootfs: h.ReadOnlyRoot,
 		NetworkMode:    container.NetworkMode(network),
 		Tmpfs:          map[string]string{},
 		LogConfig:      container.LogConfig{Type: "json-file"},
@@ -168,6 +172,17 @@ func (d *Docker) Create(ctx context.Context, s engine.Spec) (string, error) {
 	}
 	for _, t := range s.Tmpfs {
 		hc.Tmpfs[t.Target] = t.Options
+	}
+	if h.NoNewPrivileges {
+		hc.SecurityOpt = append(hc.SecurityOpt, "no-new-privileges")
+	}
+	return cfg, hc, nil
+}
+
+func (d *Docker) Create(ctx context.Context, s engine.Spec) (string, error) {
+	cfg, hc, err := createConfig(s)
+	if err != nil {
+		return "", err
 	}
 	r, err := d.cli.ContainerCreate(ctx, cfg, hc, nil, nil, s.Name)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/arizuko/arizukod/contract"
 	"github.com/arizuko/arizukod/groupfolder"
 	"github.com/arizuko/arizukod/mountsec"
 	"github.com/arizuko/arizukod/runtime/engine"
@@ -51,7 +52,7 @@ func MountTable(f groupfolder.Folder, d groupfolder.Dirs, o MountOptions, projec
 		m = append(m, engine.Mount{Source: d.Share, Target: "/workspace/share", Origin: "share"})
 	}
 	m = append(m, engine.Mount{Source: d.Global, Target: "/workspace/global", ReadOnly: f.Depth() > 0, Origin: "global"})
-	m = append(m, engine.Mount{Source: d.Session, Target: "/root", Origin: "session"}, engine.Mount{Source: d.IPC, Target: "/var/run/pub/arizuko", Origin: "ipc"})
+	m = append(m, engine.Mount{Source: d.Session, Target: "/root", Origin: "session"}, engine.Mount{Source: d.IPC, Target: contract.IPCDir, Origin: "ipc"})
 	if o.SkillsDir != "" {
 		m = append(m, engine.Mount{Source: o.SkillsDir, Target: "/skills", ReadOnly: true, Origin: "skills"})
 	}
