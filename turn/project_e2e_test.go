@@ -113,7 +113,7 @@ func TestProjectHostileAgent(t *testing.T) {
 			tipBefore := hostGit(t, fx.repo, "rev-parse", "arizuko/main/research")
 			marker := filepath.Join(t.TempDir(), "hook-ran")
 
-			r, err := runner.New(runner.Config{Engine: eng, Info: info, Layout: fx.layout, Image: image, Instance: "project-" + filepath.Base(filepath.Dir(fx.repo)), Timeout: time.Minute})
+			r, err := runner.New(runner.Config{Engine: eng, Info: info, Layout: fx.layout, Image: image, Instance: "project-" + filepath.Base(filepath.Dir(fx.repo)), Timeout: time.Minute, StopGrace: time.Second})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -194,7 +194,7 @@ func TestProjectHostileAgent(t *testing.T) {
 
 func testProjectPrepared(t *testing.T, fx *projectFixture, eng engine.Engine, info engine.Info, image, marker, parent string) {
 	ctx := context.Background()
-	r, err := runner.New(runner.Config{Engine: eng, Info: info, Layout: fx.layout, Image: image, Instance: "projectp-" + filepath.Base(filepath.Dir(fx.repo)), Timeout: time.Minute, Prepared: 1})
+	r, err := runner.New(runner.Config{Engine: eng, Info: info, Layout: fx.layout, Image: image, Instance: "projectp-" + filepath.Base(filepath.Dir(fx.repo)), Timeout: time.Minute, StopGrace: time.Second, Prepared: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
