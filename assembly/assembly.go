@@ -27,6 +27,7 @@ import (
 	"github.com/arizuko/arizukod/groupfolder"
 	"github.com/arizuko/arizukod/logging"
 	"github.com/arizuko/arizukod/mountsec"
+	"github.com/arizuko/arizukod/project"
 	"github.com/arizuko/arizukod/runtime/engine"
 	"github.com/arizuko/arizukod/runtime/runner"
 	"github.com/arizuko/arizukod/sidecar"
@@ -132,12 +133,18 @@ func New(ctx context.Context, cfg *config.Config, o Options) (_ *System, err err
 	s.Builder = &turn.Builder{Layout: s.Layout, Skills: skills, Location: cfg.Location, Networks: cfg.Limits.AllowedNetworks, Logger: s.Logger}
 	if s.Store != nil {
 		s.Builder.Store = s.Store
-	}
-	if o.Mode == Offline {
-		s.Builder.Allowlist, s.Builder.AllowlistErr, err = loadAllowlist(cfg)
+		projects, err := s.Layout.ProjectsDir()
 		if err != nil {
 			return nil, err
 		}
+		s.Builder.Projects = &project.Manager{Dir: projects, Store: s.Store, Logger: s.Logger}
+	}
+	if o.Mode == Offline {
+		allow, allowErr, err := loadAllowlist(cfg)
+		if err != nil {
+			return nil, err
+		}
+		setAllowlist(s.Builder, allow, allowErr)
 		setReloadable(s.Builder, cfg)
 		return s, nil
 	}
@@ -233,9 +240,19 @@ func (s *System) load(ctx context.Context, cfg *config.Config, b *turn.Builder, 
 	// A running turn may still echo a value the new files no longer have: it stays.
 	s.Secrets.reload(src.all())
 	s.sources, s.Model, s.Pusher, s.Config = src, model, pusher, cfg
-	b.Allowlist, b.AllowlistErr = allow, allowErr
+	setAllowlist(b, allow, allowErr)
 	setReloadable(b, cfg)
 	return nil
+}
+
+// setAllowlist gives b, and the projects of its groups, the allowlist allow.
+func setAllowlist(b *turn.Builder, allow *mountsec.Allowlist, missing error) {
+	b.Allowlist, b.AllowlistErr = allow, missing
+	if b.Projects != nil {
+		projects := *b.Projects
+		projects.Allowlist = allow
+		b.Projects = &projects
+	}
 }
 
 // setReloadable sets the settings of b a reload changes.

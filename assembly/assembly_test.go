@@ -155,6 +155,11 @@ func TestServeAndLocalTurnsAreEqual(t *testing.T) {
 	settings := func(s *System) turn.Builder {
 		b := *s.Builder
 		b.Store, b.Services, b.Logger = nil, nil, nil
+		if b.Projects != nil {
+			p := *b.Projects
+			p.Store, p.Logger = nil, nil
+			b.Projects = &p
+		}
 		return b
 	}
 	if a, b := settings(serve), settings(local); !reflect.DeepEqual(a, b) {

@@ -120,7 +120,7 @@ func newPhaseBench(ctx context.Context, kind, uri, image, instance, dataDir, ski
 	if err != nil {
 		return nil, err
 	}
-	mounts, err := r.Mounts(f, dirs, nil)
+	mounts, err := r.Mounts(f, dirs, nil, nil)
 	if err != nil {
 		return nil, err
 	}

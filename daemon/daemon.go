@@ -170,6 +170,7 @@ func (d *Daemon) server(ctx context.Context, l net.Listener, met *metrics.Metric
 	handler.Networks, handler.Location, handler.Layout = cfg.Limits.AllowedNetworks, cfg.Location, d.layout
 	handler.SetDelivery(sys.LeasePolicy())
 	handler.Metrics, handler.Upkeep = met, d
+	handler.Projects = projects{func() *turn.Builder { return d.sys.Load().Builder }}
 	d.api = handler
 	if cfg.Metrics.Listen != "" {
 		if _, err := met.Serve(ctx, cfg.Metrics.Listen); err != nil {

@@ -134,6 +134,10 @@ func (l Layout) LogsDir(f Folder) (string, error) {
 	return l.buildFor(f, "groups", string(f), "logs")
 }
 
+// ProjectsDir is DataDir/projects: the groups' own git repositories of their projects
+// (package project), one per folder slug.
+func (l Layout) ProjectsDir() (string, error) { return l.build("projects") }
+
 // EnvDir is DataDir/env, holding the filtered env file.
 func (l Layout) EnvDir() (string, error) { return l.build("env") }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/arizuko/arizukod/groupfolder"
 	"github.com/arizuko/arizukod/mountsec"
+	"github.com/arizuko/arizukod/runtime/engine"
 	"github.com/arizuko/arizukod/runtime/runner"
 )
 
@@ -45,7 +46,13 @@ func runMounts(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	table := runner.MountTable(f, dirs, runner.NewMountOptions(b.Layout, sys.SkillsDir, sys.WebDir), runner.ExtraMounts(plan.Mounts))
+	var project []engine.Mount
+	if b.Projects != nil {
+		if project, err = b.Projects.Mounts(ctx, f); err != nil {
+			return err
+		}
+	}
+	table := runner.MountTable(f, dirs, runner.NewMountOptions(b.Layout, sys.SkillsDir, sys.WebDir), project, runner.ExtraMounts(plan.Mounts))
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "HOST PATH\tCONTAINER PATH\tMODE\tORIGIN")
 	for _, m := range table {

@@ -172,7 +172,7 @@ func quadletAgentSpec(ctx context.Context, sys *assembly.System, f groupfolder.F
 		return engine.Spec{}, err
 	}
 	cfg := sys.Config
-	mounts := runner.MountTable(f, dirs, runner.NewMountOptions(sys.Layout, sys.SkillsDir, sys.WebDir), t.ExtraMounts)
+	mounts := runner.MountTable(f, dirs, runner.NewMountOptions(sys.Layout, sys.SkillsDir, sys.WebDir), t.ProjectMounts, t.ExtraMounts)
 	name := "arizuko-" + f.ContainerSlug() + "-" + quadletRunID
 	return runner.AgentSpec(t, name, mounts, cmp.Or(t.Timeout, cfg.RunTimeout),
 		runner.AgentOptions{Image: cfg.Image, Instance: cfg.Instance, User: o.user}), nil

@@ -59,6 +59,8 @@ func init() {
 		"scan":        scanCommand,
 		"messages":    messagesCommand,
 		"plant":       plant,
+		"project":     projectCommand,
+		"projectswap": projectSwapCommand,
 	}
 }
 

@@ -142,7 +142,7 @@ func (r *Runner) Run(ctx context.Context, t Turn) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	mounts, err := r.Mounts(t.Folder, dirs, t.ExtraMounts)
+	mounts, err := r.Mounts(t.Folder, dirs, t.ProjectMounts, t.ExtraMounts)
 	if err != nil {
 		return res, err
 	}
