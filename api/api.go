@@ -65,6 +65,8 @@ type Server struct {
 	Metrics http.Handler
 	// Upkeep serves POST /v1/prune and POST /v1/backup; set before serving (nil: 404).
 	Upkeep Upkeep
+	// Projects serves /v1/groups/{folder}/project; set before serving (nil: 404).
+	Projects Projects
 	// Prices is the daemon's price table now, which GET /v1/usage prices usage with
 	// (nil: the shipped one).
 	Prices func() pricing.Table
@@ -105,6 +107,9 @@ func New(st *store.Store, q Queue, h Health, log *slog.Logger) *Server {
 	s.mux.HandleFunc("PUT /v1/groups/{folder}/grants", s.putGrants)
 	s.mux.HandleFunc("GET /v1/groups/{folder}/grants", s.getGrants)
 	s.mux.HandleFunc("GET /v1/groups/{folder}/outbox", s.listOutbox)
+	s.mux.HandleFunc("PUT /v1/groups/{folder}/project", s.putProject)
+	s.mux.HandleFunc("GET /v1/groups/{folder}/project", s.getProject)
+	s.mux.HandleFunc("DELETE /v1/groups/{folder}/project", s.deleteProject)
 	s.mux.HandleFunc("POST /v1/groups/{folder}/unpark", s.unpark)
 	s.mux.HandleFunc("POST /v1/groups/{folder}/messages/{id}/drop", s.dropInbox)
 	s.mux.HandleFunc("GET /v1/outbox", s.streamOutbox)

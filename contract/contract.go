@@ -35,6 +35,11 @@ const (
 	InputDir = "input"
 )
 
+// EgressCAFile is the certificate (PEM) of the CA the egress proxy presents for the hosts
+// it sends a secret to, mounted read-only in every agent container: an agent's TLS
+// through egress.sock trusts it besides the system's roots.
+const EgressCAFile = "/etc/arizuko/egress-ca.pem"
+
 // MaxInputBytes bounds the stdin line of one turn, newline included.
 const MaxInputBytes = 1 << 20
 

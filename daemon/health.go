@@ -183,7 +183,7 @@ func (d *Daemon) report(ctx context.Context) apiwire.HealthReport {
 	case h.Engine.Up:
 		h.Engine.Limits = apiwire.LimitsPending
 	}
-	if m := d.gateway.Load(); m != nil {
+	if m := d.sys.Load().Model; m != nil {
 		h.Model.Upstream = m.Upstream()
 		if cred, err := m.Credential(); err != nil {
 			h.Model.Error = err.Error()

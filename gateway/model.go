@@ -4,7 +4,8 @@
 //
 // It owns the model credential (read on the host, added to each forwarded request, never
 // handed to the container), the per-turn token that the agent presents instead, the
-// parsing of usage from the API's answers and the egress allowlist. It does not touch the
+// parsing of usage from the API's answers, the egress allowlist, and the egress CA with
+// which the proxy sends the secrets a group binds to hosts (intercept.go). It does not touch the
 // store or the engine: what it counts and refuses it reports through callbacks.
 package gateway
 

@@ -272,31 +272,18 @@ func TestPausedDoesNotFire(t *testing.T) {
 	if rs := runsOf(t, st, "t_paused"); len(rs) != 0 {
 		t.Fatalf("a paused task ran %d times", len(rs))
 	}
-	// Resumed, its due time long past, it fires once, at the Kick, and
-	// keeps its phase.
+	// Resumed, its due time long past, it fires once, at the next check,
+	// and keeps its phase.
 	active := store.TaskActive
 	if _, err := st.UpdateTask(context.Background(), "t_paused", store.TaskPatch{State: &active}); err != nil {
 		t.Fatal(err)
 	}
-	h.sched.Kick()
-	h.waitCheck()
-	if rs := runsOf(t, st, "t_paused"); len(rs) != 1 || rs[0].CreatedAt != ms(t0.Add(60*time.Second)) {
-		t.Errorf("after resume: runs %+v, want one at +60s", rs)
+	h.steps(1, time.Second)
+	if rs := runsOf(t, st, "t_paused"); len(rs) != 1 || rs[0].CreatedAt != ms(t0.Add(61*time.Second)) {
+		t.Errorf("after resume: runs %+v, want one at +61s", rs)
 	}
 	if tk := h.task("t_paused"); tk.NextRunAt != ms(t0.Add(70*time.Second)) {
 		t.Errorf("next run at +%v, want +70s", time.UnixMilli(tk.NextRunAt).Sub(t0))
-	}
-}
-
-func TestKick(t *testing.T) {
-	clk := newFakeClock(t0)
-	st := openStore(t, filepath.Join(t.TempDir(), "a.db"), clk)
-	h := start(t, clk, st, st)
-	createTask(t, st, store.Task{ID: "t_now", ScheduleKind: store.ScheduleInterval, ScheduleExpr: "1h", NextRunAt: ms(t0)})
-	h.sched.Kick()
-	h.waitCheck()
-	if rs := runsOf(t, st, "t_now"); len(rs) != 1 || h.wakes.Load() != 1 {
-		t.Errorf("after Kick: %d runs, %d wakes; want 1, 1", len(rs), h.wakes.Load())
 	}
 }
 

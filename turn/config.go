@@ -32,6 +32,9 @@ type ContainerConfig struct {
 	Model *ModelPolicy `json:"model,omitempty"`
 	// Egress lists the HOST:PORTs the group's agent may reach through the egress proxy.
 	Egress []string `json:"egress,omitempty"`
+	// Credentials are secrets the egress proxy sends for the group's agent, each to hosts
+	// of Egress; the container holds only a placeholder of each.
+	Credentials []CredentialBinding `json:"credentials,omitempty"`
 	// DeliverResult false keeps an inbox turn's result out of the outbox, for agents that
 	// answer only through the send tools; nil or true delivers it to the chat (the store
 	// reads the key when the run ends).
@@ -204,6 +207,9 @@ func ParseContainerConfig(raw []byte, networks []string) (ContainerConfig, error
 		return c, &ConfigError{Field: "egress", Err: err}
 	}
 	if err := checkModelPolicy(c.Model); err != nil {
+		return c, err
+	}
+	if err := checkCredentials(c.Credentials, c.Egress); err != nil {
 		return c, err
 	}
 	return c, nil

@@ -26,6 +26,14 @@ func TestParseContainerConfig(t *testing.T) {
 		{`[1]`, "bad container config", ""},
 		{`{"deliver_result":false}`, "", ""},
 		{`{"deliver_result":"no"}`, "deliver_result: must be bool", "deliver_result"},
+		{`{"egress":["github.com:443"],"credentials":[{"env":"GH_TOKEN","credential":"github","hosts":["github.com:443"],"send":"token"}]}`, "", ""},
+		{`{"egress":["github.com:443"],"credentials":[{"env":"GH_TOKEN","credential":"github","hosts":["gitlab.com:443"],"send":"token"}]}`, "credentials[0].hosts[0]", "credentials"},
+		{`{"egress":["github.com:443"],"credentials":[{"env":"GH_TOKEN","credential":"../etc/shadow","hosts":["github.com:443"],"send":"token"}]}`, "credentials[0].credential", "credentials"},
+		{`{"egress":["github.com:443"],"credentials":[{"env":"GH_TOKEN","credential":"github","hosts":["github.com:443"],"send":"digest"}]}`, "credentials[0].bad credential binding: send", "credentials"},
+		{`{"egress":["github.com:443"],"credentials":[{"env":"GH_TOKEN","credential":"github","hosts":[],"send":"token"}]}`, "credentials[0].hosts: name", "credentials"},
+		{`{"egress":["github.com:443"],"credentials":[{"env":"HTTPS_PROXY","credential":"github","hosts":["github.com:443"],"send":"token"}]}`, "HTTPS_PROXY is the daemon's", "credentials"},
+		{`{"egress":["github.com:443"],"credentials":[{"env":"GH TOKEN","credential":"github","hosts":["github.com:443"],"send":"token"}]}`, "not a variable name", "credentials"},
+		{`{"egress":["github.com:443"],"credentials":[{"env":"T","credential":"a","hosts":["github.com:443"],"send":"token"},{"env":"T","credential":"b","hosts":["github.com:443"],"send":"token"}]}`, "T is bound twice", "credentials"},
 	} {
 		_, err := turn.ParseContainerConfig([]byte(c.in), nil)
 		if (err == nil) != (c.wantErr == "") || err != nil && !strings.Contains(err.Error(), c.wantErr) {

@@ -45,6 +45,9 @@ type Services struct {
 	// Location is the daemon's time zone: of task schedules and the model budget's day.
 	Location *time.Location
 	Logger   *slog.Logger
+	// EgressCA is the CA the egress proxy intercepts the hosts of a group's credentials
+	// with (OpenEgressCA); without it a turn of a group with credentials fails.
+	EgressCA *gateway.CA
 	// OnUsage, when set, hears each model response's usage as the gateway reads it (the
 	// daemon's metrics), whether or not the run is a row of the store.
 	OnUsage func(gateway.Usage)
@@ -79,13 +82,20 @@ func serviceEnv() []string {
 
 // running are the services of one turn.
 type running struct {
-	stop  func()
-	model *gateway.Model
-	token func(container string) string
+	stop   func()
+	model  *gateway.Model
+	token  func(container string) string
+	egress *gateway.Egress
+	// placeholders are the container's placeholders of the group's credentials.
+	placeholders func(container string) map[string]string
 }
 
-// serve makes the model gateway take the token of the turn's container.
-func (r running) serve(container string) error { return r.model.Accept(r.token(container)) }
+// serve makes the model gateway take the token of the turn's container, and the egress
+// proxy know its placeholders.
+func (r running) serve(container string) error {
+	r.egress.SetPlaceholders(r.placeholders(container))
+	return r.model.Accept(r.token(container))
+}
 
 // start starts the services of one turn and hands the agent what reaches them in t's
 // environment; stop stops them, the last started first. fail hears that the turn cannot
@@ -131,18 +141,39 @@ func (s *Services) start(ctx context.Context, req Request, plan Plan, layout gro
 		return running{}, err
 	}
 	stops = append(stops, model.Stop)
+	creds := plan.Config.Credentials
+	bindings, err := s.Model.bindings(creds)
+	if err == nil && len(bindings) > 0 && s.EgressCA == nil {
+		err = errors.New("containerConfig.credentials: this daemon has no egress CA to send them with")
+	}
+	if err != nil {
+		stopAll()
+		return running{}, err
+	}
 	egress, err := gateway.StartEgress(gateway.EgressConfig{
 		SocketPath: filepath.Join(dirs.IPC, contract.EgressSocket), Allow: plan.Config.Egress, Logger: log,
-		Record: s.recordEgress(ctx, req, log),
+		Record:   s.recordEgress(ctx, req, log),
+		Bindings: bindings, CA: s.EgressCA,
 	})
 	if err != nil {
 		stopAll()
 		return running{}, err
 	}
 	stops = append(stops, egress.Stop)
-	t.Env = append(t.Env, serviceEnv()...)
-	t.ContainerEnv = s.Model.ContainerEnv
-	return running{stop: stopAll, model: model, token: s.Model.tokens.Token}, nil
+	t.Env = append(t.Env, s.env(creds)...)
+	t.ContainerEnv = s.Model.containerEnv(creds)
+	return running{stop: stopAll, model: model, token: s.Model.tokens.Token, egress: egress,
+		placeholders: func(c string) map[string]string { return s.Model.placeholders(c, creds) }}, nil
+}
+
+// env is what a turn's container gets in its spec: where the services are, where the
+// egress CA is, and which variables hold placeholders.
+func (s *Services) env(creds []CredentialBinding) []string {
+	env := serviceEnv()
+	if s.EgressCA != nil {
+		env = append(env, caEnv()...)
+	}
+	return append(env, credentialNames(creds)...)
 }
 
 // recordedID is the run the MCP server records outbox rows for: none for a run that is

@@ -31,6 +31,7 @@ import (
 	"github.com/arizuko/arizukod/logging"
 	"github.com/arizuko/arizukod/memory"
 	"github.com/arizuko/arizukod/mountsec"
+	"github.com/arizuko/arizukod/project"
 	"github.com/arizuko/arizukod/runtime/engine"
 	"github.com/arizuko/arizukod/runtime/runner"
 	"github.com/arizuko/arizukod/session"
@@ -75,6 +76,9 @@ type Builder struct {
 	Logger      *slog.Logger
 	// Services are started around each turn Run runs; nil starts none.
 	Services *Services
+	// Projects gives a group with a project its repository at /workspace/project and takes
+	// its branch back after each turn; nil gives none.
+	Projects *project.Manager
 }
 
 // Request is one turn to build.
@@ -185,7 +189,13 @@ func (b *Builder) build(ctx context.Context, req Request) (runner.Turn, Plan, gr
 	if dirs, err = b.Layout.Ensure(f, os.Getuid(), os.Getgid()); err != nil {
 		return runner.Turn{}, plan, dirs, err
 	}
-	prompt, err := b.Prompt(ctx, f, req.SenderJID)
+	var projectMounts []engine.Mount
+	if b.Projects != nil {
+		if projectMounts, err = b.Projects.Mounts(ctx, f); err != nil {
+			return runner.Turn{}, plan, dirs, err
+		}
+	}
+	prompt, err := b.prompt(ctx, f, req.SenderJID, b.turnLog(req))
 	if err != nil {
 		return runner.Turn{}, plan, dirs, err
 	}
@@ -224,9 +234,10 @@ func (b *Builder) build(ctx context.Context, req Request) (runner.Turn, Plan, gr
 			SenderJID:    req.SenderJID,
 			ChatJID:      cmp.Or(req.ChatJID, contract.ReplyChat(req.Messages)),
 		},
-		Limits:      limits,
-		ExtraMounts: extra,
-		Timeout:     timeout,
+		Limits:        limits,
+		ProjectMounts: projectMounts,
+		ExtraMounts:   extra,
+		Timeout:       timeout,
 	}, plan, dirs, nil
 }
 
@@ -235,8 +246,6 @@ func (p Plan) timeout() time.Duration {
 	return time.Duration(p.Config.Timeout) * time.Millisecond
 }
 
-// containerLimits are the limits and the additional mounts (each checked again on disk)
-// of a turn with plan.
 // turnLog is the builder's logger with the journal fields of req's turn, which every line
 // of a turn carries.
 func (b *Builder) turnLog(req Request) *slog.Logger {
@@ -247,6 +256,8 @@ func (b *Builder) turnLog(req Request) *slog.Logger {
 	return log.With(logging.FieldRunID, req.RunID, logging.FieldFolder, string(req.Folder))
 }
 
+// containerLimits are the limits and the additional mounts (each checked again on disk)
+// of a turn with plan.
 func (b *Builder) containerLimits(plan Plan) (engine.Limits, []engine.Mount, error) {
 	limits, err := b.limits(plan.Config)
 	if err != nil {
@@ -266,6 +277,11 @@ func (b *Builder) containerLimits(plan Plan) (engine.Limits, []engine.Mount, err
 // (memory.AssembleDir), then, with a store (the daemon, `run --local`), the shared global
 // folder (globalSection) and its grants in words (grantsSection).
 func (b *Builder) Prompt(ctx context.Context, f groupfolder.Folder, sender string) (string, error) {
+	return b.prompt(ctx, f, sender, b.Logger)
+}
+
+// prompt is Prompt, logging to log (a turn's lines carry its run).
+func (b *Builder) prompt(ctx context.Context, f groupfolder.Folder, sender string, log *slog.Logger) (string, error) {
 	dir, err := b.Layout.OpenGroup(f)
 	if err != nil {
 		return "", err
@@ -277,7 +293,7 @@ func (b *Builder) Prompt(ctx context.Context, f groupfolder.Folder, sender strin
 	}
 	mem, err := memory.AssembleDir(ctx, dir, memory.Options{
 		Now: now(), Location: b.Location, Sender: sender,
-		DiaryMax: b.DiaryMax, EpisodesMax: b.EpisodesMax, Logger: b.Logger,
+		DiaryMax: b.DiaryMax, EpisodesMax: b.EpisodesMax, Logger: log,
 	})
 	if err != nil || b.Store == nil {
 		return mem, err
@@ -286,7 +302,31 @@ func (b *Builder) Prompt(ctx context.Context, f groupfolder.Folder, sender strin
 	if err != nil {
 		return "", err
 	}
-	return mem + globalSection(f) + grantsSection(f, grants), nil
+	proj, err := b.projectSection(ctx, f)
+	if err != nil {
+		return "", err
+	}
+	return mem + globalSection(f) + proj + grantsSection(f, grants), nil
+}
+
+// projectSection says, for a group with a project, where its checkout is and where its
+// commits go; "" for a group without one.
+func (b *Builder) projectSection(ctx context.Context, f groupfolder.Folder) (string, error) {
+	if b.Projects == nil {
+		return "", nil
+	}
+	info, err := b.Projects.Get(ctx, string(f))
+	if errors.Is(err, project.ErrNoProject) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return memory.Section("project", []string{"path", project.Target, "branch", info.Branch},
+		fmt.Sprintf("%s is a checkout of the operator's git repository, on your group's branch %s; the repository's other branches, as they were when your turn began, are origin/<branch>. Work and commit there with git; "+
+			"when your turn ends, your commits on %s reach the operator's repository, who merges them. "+
+			"Other branches, the repository's config and hooks are not yours: what you change of them stays in your checkout.\n",
+			project.Target, info.Branch, info.Branch)), nil
 }
 
 // globalSection says that /workspace/global exists (seed 003's groups/global): the root

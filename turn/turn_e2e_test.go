@@ -123,7 +123,7 @@ func TestAdditionalMountsFromInside(t *testing.T) {
 					if err != nil {
 						t.Fatalf("Build: %v", err)
 					}
-					r, err := runner.New(runner.Config{Engine: eng, Info: info, Layout: fx.layout, Image: image, Instance: "mounts-" + filepath.Base(fx.dataDir), Timeout: time.Minute})
+					r, err := runner.New(runner.Config{Engine: eng, Info: info, Layout: fx.layout, Image: image, Instance: "mounts-" + filepath.Base(fx.dataDir), Timeout: time.Minute, StopGrace: time.Second})
 					if err != nil {
 						t.Fatal(err)
 					}

@@ -150,6 +150,24 @@ type InboxRequest struct {
 	ChatJID   string             `json:"chatJid"`
 }
 
+// ProjectRequest is the body of PUT /v1/groups/{folder}/project.
+type ProjectRequest struct {
+	// Path is the git repository on the host: the top of its work tree, or a bare
+	// repository, under a root of the mount allowlist.
+	Path string `json:"path"`
+}
+
+// Project is a group's project: the repository its turns work on at Target, through its
+// own branch.
+type Project struct {
+	Folder string `json:"folder"`
+	Repo   string `json:"repo"`
+	Branch string `json:"branch"`
+	Target string `json:"target"`
+	// Created says the request made the branch (rather than finding the group's own).
+	Created bool `json:"created,omitempty"`
+}
+
 // GrantsRequest is the body of PUT /v1/groups/{folder}/grants.
 type GrantsRequest struct {
 	Rules []string `json:"rules"`

@@ -139,7 +139,10 @@ func cmdRuns(ctx context.Context, args []string) error {
 const killWait = 2 * time.Minute
 
 func cmdGroups(ctx context.Context, args []string) error {
-	fs := newFlags("groups", "[list [--json] | add FOLDER [--name N] [--config JSON] | grants FOLDER RULE... | remove FOLDER [--yes] [--json]]")
+	if len(args) > 0 && args[0] == "project" {
+		return cmdGroupsProject(ctx, args[1:])
+	}
+	fs := newFlags("groups", "[list [--json] | add FOLDER [--name N] [--config JSON] | grants FOLDER RULE... | remove FOLDER [--yes] [--json] | project ...]")
 	socket := socketFlag(fs)
 	name := fs.String("name", "", "the group's display name")
 	cc := fs.String("config", "", "the group's container config as JSON, e.g. '{\"network\":\"none\"}'")

@@ -38,6 +38,9 @@ type doctorOpts struct {
 	eng    engine.Engine
 	info   engine.Info
 	engErr error
+	// engFrom says where the engine's setting came from (assembly.EngineChoice.Source), or
+	// the daemon that answers.
+	engFrom string
 
 	claudeThere bool // the image check found the Claude Code image on the engine
 
@@ -62,14 +65,29 @@ func (o *doctorOpts) askDaemon(ctx context.Context) {
 	o.daemon = &h
 	if o.ef.kind == "" && o.ef.socket == "" && h.Engine.Up {
 		o.ef.kind, o.ef.socket = h.Engine.Name, h.Engine.Socket
+		o.engFrom = "the daemon on " + o.socket
 	}
 }
 
-// engine is the engine the flags name, asked once: every check sees the same answer.
+// engine is the engine the daemon of this configuration would use (the flags, then the
+// file, then the environment, then the default sockets), asked once: every check sees the
+// same answer. A configuration that does not load leaves the flags and the environment.
 func (o *doctorOpts) engine(ctx context.Context) (engine.Engine, engine.Info, error) {
 	if !o.opened {
 		o.opened = true
-		o.eng, o.info, o.engErr = o.ef.open(ctx)
+		cfg, err := config.Load(o.host.mode, o.configPath, os.Getenv)
+		if err != nil {
+			cfg = &config.Config{Source: config.SourceDefaults}
+		}
+		choice, err := o.ef.choose(cfg)
+		if err != nil {
+			o.engErr = err
+			return nil, engine.Info{}, err
+		}
+		if o.engFrom == "" {
+			o.engFrom = choice.Source()
+		}
+		o.eng, o.info, o.engErr = choice.Detect(ctx)
 	}
 	return o.eng, o.info, o.engErr
 }
@@ -210,7 +228,7 @@ func checkEngine(ctx context.Context, o *doctorOpts) (string, error) {
 	if info.Rootless {
 		mode = "rootless"
 	}
-	return fmt.Sprintf("%s %s (API %s, %s) at %s", info.Name, info.Version, info.APIVersion, mode, info.Socket), nil
+	return fmt.Sprintf("%s %s (API %s, %s) at %s, from %s", info.Name, info.Version, info.APIVersion, mode, info.Socket, o.engFrom), nil
 }
 
 // dataDirPath is the data directory the daemon would use.

@@ -24,7 +24,7 @@ var commands = map[string]command{
 	"serve":   {"run the daemon (socket-activated under systemd, or on its own socket)", cmdServe},
 	"run":     {"run one turn and print its result JSON", cmdRun},
 	"runs":    {"list, show and kill runs of the daemon", cmdRuns},
-	"groups":  {"list, register and remove groups, set their grants", cmdGroups},
+	"groups":  {"list, register and remove groups, set their grants and projects", cmdGroups},
 	"inbox":   {"list a group's pending messages, put one into its inbox, or hand one to the routes", cmdInbox},
 	"tasks":   {"list the tasks agents scheduled; pause, resume or cancel one", cmdTasks},
 	"unpark":  {"let a parked group's inbox run again", cmdUnpark},

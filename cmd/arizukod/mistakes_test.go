@@ -149,6 +149,8 @@ func TestCLIMistakes(t *testing.T) {
 		{"run-timeout-no-unit", systemdHost, []string{"run", "--folder", "main", "--message", "hi", "--timeout", "5"}},
 		{"runs-show-no-id", systemdHost, []string{"runs", "show"}},
 		{"groups-add-no-folder", systemdHost, []string{"groups", "add", "--name", "x"}},
+		{"groups-project-no-path", systemdHost, []string{"groups", "project", "set", "main"}},
+		{"groups-project-unknown-verb", systemdHost, []string{"groups", "project", "bogus"}},
 		{"run-no-message", systemdHost, []string{"run", "--folder", "main"}},
 		{"run-bad-folder", systemdHost, []string{"run", "--folder", "../x", "--message", "hi"}},
 		{"unknown-flag", systemdHost, []string{"runs", "--bogus"}},

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/arizuko/arizukod/assembly"
 	"github.com/arizuko/arizukod/contract"
 	"github.com/arizuko/arizukod/internal/enginetest"
 	"github.com/arizuko/arizukod/internal/fakeengine"
@@ -97,22 +98,22 @@ func compareWithRunner(t *testing.T, fx quadletFixture, line string) {
 	ctx := context.Background()
 	lf := localFlags{config: fx.config, dataDir: fx.data, image: "localhost/arizuko-agent:1", skillsDir: fx.skills,
 		allowlist: filepath.Join(fx.data, "no-allowlist.json")}
-	b, st, err := lf.open(ctx)
+	cfg, err := lf.load()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
 	eng := fakeengine.New(fakeengine.Script{Stdout: fakeengine.Answer(contract.Output{Status: contract.StatusOK})})
-	r, err := lf.runner(eng, engine.Info{Name: "fake"}, 0)
+	eng.SetInfo(engine.Info{Name: "fake"})
+	sys, err := assembly.New(ctx, cfg, assembly.Options{Mode: assembly.Local, Engine: eng, Folder: "main/research"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Close()
-	tu, err := b.Build(ctx, turn.Request{RunID: quadletRunID, Folder: "main/research"})
+	defer sys.Close()
+	tu, err := sys.Builder.Build(ctx, turn.Request{RunID: quadletRunID, Folder: "main/research"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res, err := r.Run(ctx, tu); err != nil || res.Failure != runner.FailNone {
+	if res, err := sys.Runner.Run(ctx, tu); err != nil || res.Failure != runner.FailNone {
 		t.Fatalf("run on the fake engine: %+v, %v", res, err)
 	}
 	specs := eng.Specs()

@@ -163,12 +163,16 @@ func TestREADMESections(t *testing.T) {
 		{"A real Claude Code turn", "sk-ant-...", key, "a key the scripted upstream checks instead of a real one"},
 		{"The model and the web, with network none", "/etc/arizuko", confDir, "the user daemon's configuration directory"},
 		{"The model and the web, with network none", "-g arizuko", "-g root", "the package's group, which this host need not have"},
+		{"A project the agent commits to", "~/code/app", "$PWD/code/app", "a repository of the test's directory, not of the user's home"},
 		{"Watching it and keeping it small", "/run/arizuko/arizukod.sock", userSocket, "the user daemon's socket"},
 		{"Watching it and keeping it small", "systemctl reload arizukod", "kill -HUP %1",
 			"the daemon is the one started by hand; SIGHUP is what the unit's ExecReload sends"},
 		{"Watching it and keeping it small", "/var/backups/arizukod.db", "arizukod.db", "the test's directory"},
 	}
 	steps := []readmeStep{
+		{before: "A project the agent commits to", says: "put a root such as `~/code` in the allowlist",
+			script: `mkdir -p code/app "$XDG_CONFIG_HOME/pub/arizuko" && git -C code/app init -q && git -C code/app -c user.name=op -c user.email=op@example.com commit -q --allow-empty -m first` +
+				` && echo '{"allowedRoots": [{"path": "'$PWD/code'"}]}' > "$XDG_CONFIG_HOME/pub/arizuko/mount-allowlist.json" && kill -HUP %1 && sleep 2`},
 		{before: "A real Claude Code turn", says: "`export PATH=$PWD/bin:$PATH` lets you type `arizukod`", script: "export PATH=$PWD/bin:$PATH"},
 		{before: "A real Claude Code turn", says: "stop a daemon started above first: `kill %1`", script: "kill %1; wait"},
 	}
@@ -235,8 +239,10 @@ func TestREADMESections(t *testing.T) {
 		regexp.MustCompile(`"result": "echo: What is in /workspace\?"`), // the Claude Code turn
 		regexp.MustCompile(`(?m)^api_key_file = ".*/anthropic-api-key"$`),
 		regexp.MustCompile(`(?m)^arizukod_turns_total\{`),
-		regexp.MustCompile(`(?m)^model usage of every group, in US dollars`), // the cost command
-		regexp.MustCompile(`"usd_per_day": 5`),                               // the budget, in the group's JSON
+		regexp.MustCompile(`(?m)^group main works on .*/code/app, on a new branch at HEAD, arizuko/main`), // groups project set
+		regexp.MustCompile(`(?m)^group main no longer works on .*/code/app`),                              // groups project clear
+		regexp.MustCompile(`(?m)^model usage of every group, in US dollars`),                              // the cost command
+		regexp.MustCompile(`"usd_per_day": 5`),                                                            // the budget, in the group's JSON
 	} {
 		if !want.MatchString(out.String()) {
 			t.Errorf("the output lacks %s:\n%s", want, out.String())

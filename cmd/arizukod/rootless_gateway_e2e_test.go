@@ -38,7 +38,8 @@ type rootlessDaemon struct {
 	base  string
 	bin   string
 	sock  string
-	conf  string // the configuration serve writes, before the caller's changes
+	conf  string   // the configuration serve writes, before the caller's changes
+	env   []string // more of the daemon's environment
 	c     *apiwire.Client
 	ctx   context.Context
 }
@@ -102,7 +103,7 @@ func (r *rootlessDaemon) serve(toml string) (apiwire.HealthReport, func()) {
 	t.Helper()
 	r.write("arizukod.toml", toml)
 	cmd := exec.Command("runuser", "-u", r.e.User, "--", r.bin, "serve", "--config", filepath.Join(r.base, "arizukod.toml"))
-	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + r.u.HomeDir, "XDG_RUNTIME_DIR=/run/user/" + r.u.Uid}
+	cmd.Env = append([]string{"PATH=/usr/bin:/bin", "HOME=" + r.u.HomeDir, "XDG_RUNTIME_DIR=/run/user/" + r.u.Uid}, r.env...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {

@@ -75,50 +75,39 @@ func runCommand(ctx context.Context, args []string, out io.Writer) error {
 		}
 		return runDaemon(ctx, *socket, string(f), *message, *session, *sender, *chat, *timeout)
 	}
-	builder, st, err := lf.open(ctx)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	eng, info, err := ef.open(ctx)
-	if err != nil {
-		return err
-	}
-	r, err := lf.runner(eng, info, *timeout)
+	return runLocal(ctx, &lf, ef, turn.Request{
+		RunID: fmt.Sprintf("local-%d", time.Now().UnixMilli()), Folder: f, SenderJID: *sender, ChatJID: *chat, SessionID: *session,
+		Messages: []contract.Message{{Role: "user", Content: *message}},
+	}, *timeout, out)
+}
+
+// runLocal runs req in this process, on the turn machinery of the daemon's configuration,
+// and writes its result JSON to out. The run is no row of the store: the daemon's queue
+// never sees it, and its outbox rows, model usage and egress are not recorded.
+func runLocal(ctx context.Context, lf *localFlags, ef engineFlags, req turn.Request, timeout time.Duration, out io.Writer) error {
+	sys, err := lf.local(ctx, ef, req.Folder, timeout)
 	if err != nil {
 		return err
 	}
 	// The result is printed before the container's removal, which happens off the turn's
-	// critical path; wait for it before exiting.
-	defer r.Close()
-	services, release, err := lf.services(ctx, builder, f, st, eng, info)
-	if err != nil {
-		return err
-	}
-	defer release()
-	builder.Services = services
-	// The run is no row of the store: the daemon's queue never sees it, and its outbox rows,
-	// model usage and egress are not recorded.
-	res, err := builder.Run(ctx, turn.Request{
-		RunID: fmt.Sprintf("local-%d", time.Now().UnixMilli()), Folder: f, SenderJID: *sender, ChatJID: *chat, SessionID: *session,
-		Messages: []contract.Message{{Role: "user", Content: *message}},
-	}, r, turn.Watch{})
+	// critical path: Close waits for it before exiting.
+	defer sys.Close()
+	res, err := sys.Builder.Run(ctx, req, sys.Runner, turn.Watch{})
 	if err != nil {
 		return err
 	}
 	if res.Output.Status == contract.StatusOK && res.Output.NewSessionID != "" {
-		if err := st.SetSession(ctx, string(f), res.Output.NewSessionID); err != nil {
+		if err := sys.Store.SetSession(ctx, string(req.Folder), res.Output.NewSessionID); err != nil {
 			return err
 		}
 	}
 	result := runResult{
-		RunID: res.RunID, Folder: string(f), Container: res.Container,
+		RunID: res.RunID, Folder: string(req.Folder), Container: res.Container,
 		Status: string(res.Output.Status), Result: res.Output.Result, NewSessionID: res.Output.NewSessionID,
 		Error: res.Output.Error, Failure: string(res.Failure), Terminal: res.Terminal,
 		ExitCode: res.ExitCode, DurationMs: res.Duration.Milliseconds(), LogFile: res.LogFile,
 	}
-	enc := indentedJSON(out)
-	if err := enc.Encode(result); err != nil {
+	if err := indentedJSON(out).Encode(result); err != nil {
 		return err
 	}
 	if res.Output.Status != contract.StatusOK {

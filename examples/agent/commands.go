@@ -55,10 +55,13 @@ func init() {
 		"model-seq":   modelSeqCommand,
 		"model-retry": modelRetryCommand,
 		"fetch":       fetchCommand,
+		"fetch-auth":  fetchAuthCommand,
 		"token":       tokenCommand,
 		"scan":        scanCommand,
 		"messages":    messagesCommand,
 		"plant":       plant,
+		"project":     projectCommand,
+		"projectswap": projectSwapCommand,
 	}
 }
 

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"io"
 	"io/fs"
@@ -28,8 +30,22 @@ func socketClient(path string, proxy bool) *http.Client {
 	}
 	if proxy {
 		tr.Proxy = http.ProxyURL(&url.URL{Scheme: "http", Host: "egress"})
+		tr.TLSClientConfig = &tls.Config{RootCAs: egressRoots()}
 	}
 	return &http.Client{Transport: tr, Timeout: 2 * time.Minute}
+}
+
+// egressRoots are the system's roots and the egress proxy's CA ($ARIZUKO_EGRESS_CA),
+// which signs the certificates of the hosts the proxy sends a secret to.
+func egressRoots() *x509.CertPool {
+	roots, err := x509.SystemCertPool()
+	if err != nil {
+		roots = x509.NewCertPool()
+	}
+	if b, err := os.ReadFile(os.Getenv("ARIZUKO_EGRESS_CA")); err == nil {
+		roots.AppendCertsFromPEM(b)
+	}
+	return roots
 }
 
 func socketPath(env, name string) string {
@@ -195,9 +211,26 @@ func modelRawCommand(_ contract.Input, arg string) contract.Output {
 	return report(map[string]any{"status": resp.StatusCode, "body": string(b)})
 }
 
-// fetchCommand gets a URL through the egress proxy: "fetch URL".
+// fetchCommand gets a URL through the egress proxy: "fetch URL", or "fetch-auth VAR URL"
+// sending "Authorization: Bearer $VAR" (a placeholder the proxy swaps for its secret).
 func fetchCommand(_ contract.Input, arg string) contract.Output {
-	resp, err := socketClient(socketPath("ARIZUKO_EGRESS_SOCKET", contract.EgressSocket), true).Get(arg)
+	return fetch(arg, "")
+}
+
+func fetchAuthCommand(_ contract.Input, arg string) contract.Output {
+	name, u, _ := strings.Cut(arg, " ")
+	return fetch(u, "Bearer "+os.Getenv(name))
+}
+
+func fetch(u, auth string) contract.Output {
+	req, err := http.NewRequest(http.MethodGet, u, nil)
+	if err != nil {
+		return fail("fetch: %v", err)
+	}
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	resp, err := socketClient(socketPath("ARIZUKO_EGRESS_SOCKET", contract.EgressSocket), true).Do(req)
 	if err != nil {
 		return report(map[string]any{"status": 0, "error": err.Error()})
 	}

@@ -28,6 +28,7 @@
 //	model-burst N TEXT ask the model N times at once; answer the status of each answer
 //	model-seq N TEXT  ask the model N times one after another; answer each status
 //	fetch URL         get URL through the egress proxy (egress.sock); answer status and body
+//	fetch-auth VAR URL  the same, sending "Authorization: Bearer $VAR"
 //	token             answer the turn's model token
 //	scan PREFIX       answer where PREFIX appears in its environment and readable files
 //	messages          answer the turn's messages (sender, chat, time, content) and its chat

@@ -183,7 +183,7 @@ func TestDetachAdoptFake(t *testing.T) {
 			t.Fatal("the detached container is gone")
 		}
 		// The next daemon's runner, on the same data directory.
-		r2, err := runner.New(runner.Config{Engine: e, Layout: layout, Image: "img", Instance: "test", Timeout: 2 * time.Second})
+		r2, err := runner.New(runner.Config{Engine: e, Layout: layout, Image: "img", Instance: "test", Timeout: 2 * time.Second, StopGrace: time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -156,7 +156,7 @@ func (r *Runner) Prepare(ctx context.Context, t Turn) error {
 	if err != nil {
 		return fmt.Errorf("prepare %s: %w", t.Folder, err)
 	}
-	mounts, err := r.Mounts(t.Folder, dirs, t.ExtraMounts)
+	mounts, err := r.Mounts(t.Folder, dirs, t.ProjectMounts, t.ExtraMounts)
 	if err != nil {
 		return fmt.Errorf("prepare %s: %w", t.Folder, err)
 	}

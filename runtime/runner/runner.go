@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/arizuko/arizukod/config"
 	"github.com/arizuko/arizukod/contract"
 	"github.com/arizuko/arizukod/groupfolder"
 	"github.com/arizuko/arizukod/logging"
@@ -34,8 +33,9 @@ type Config struct {
 	Layout   groupfolder.Layout
 	Instance string // the value of engine.LabelInstance on every container
 	Image    string
-	Timeout  time.Duration
-	// StopGrace is how long a container gets between SIGTERM and SIGKILL.
+	// Timeout is a turn's run timeout unless the turn has its own; required.
+	Timeout time.Duration
+	// StopGrace is how long a container gets between SIGTERM and SIGKILL; required.
 	StopGrace time.Duration
 	// SkillsDir is mounted read-only at /skills when set.
 	SkillsDir string
@@ -96,10 +96,10 @@ func New(cfg Config) (*Runner, error) {
 		return nil, errors.New("runner: no instance label")
 	}
 	if cfg.Timeout <= 0 {
-		cfg.Timeout = config.DefaultRunTimeout
+		return nil, errors.New("runner: no run timeout")
 	}
 	if cfg.StopGrace <= 0 {
-		cfg.StopGrace = config.DefaultStopGrace
+		return nil, errors.New("runner: no stop grace")
 	}
 	if cfg.Rlimits == nil {
 		cfg.Rlimits = engine.DefaultRlimits()
@@ -142,7 +142,7 @@ func (r *Runner) Run(ctx context.Context, t Turn) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	mounts, err := r.Mounts(t.Folder, dirs, t.ExtraMounts)
+	mounts, err := r.Mounts(t.Folder, dirs, t.ProjectMounts, t.ExtraMounts)
 	if err != nil {
 		return res, err
 	}

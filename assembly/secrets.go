@@ -1,4 +1,4 @@
-package daemon
+package assembly
 
 import (
 	"context"
@@ -18,12 +18,12 @@ import (
 	"github.com/arizuko/arizukod/turn"
 )
 
-// secretSet is every secret the daemon knows, as the one filter that every text it stores
-// or logs passes through (redact): what the last (re)load read (secretSources) and what
+// Secrets is every secret a System knows, as the one filter that every text it stores
+// or logs passes through (Redact): what the last (re)load read (secretSources) and what
 // turns read since (a group's own credential, its sidecars' env values, through learn).
 // Values only come in: one a reload no longer finds stays, for a turn that started before
 // may still echo it.
-type secretSet struct {
+type Secrets struct {
 	mu  sync.Mutex // one change at a time
 	cur atomic.Pointer[redactor]
 }
@@ -38,8 +38,8 @@ func newRedactor(s mountsec.Secrets) *redactor {
 	return &redactor{secrets: s, replace: s.Redactor()}
 }
 
-// redact replaces every secret value in text with [REDACTED:NAME].
-func (s *secretSet) redact(text string) string {
+// Redact replaces every secret value in text with [REDACTED:NAME].
+func (s *Secrets) Redact(text string) string {
 	if r := s.cur.Load(); r != nil {
 		return r.replace(text)
 	}
@@ -48,7 +48,7 @@ func (s *secretSet) redact(text string) string {
 
 // reload makes fresh the set's values under their names, and keeps every value known
 // before that fresh lacks (under its old name, or NAME_PREVIOUS when fresh uses the name).
-func (s *secretSet) reload(fresh mountsec.Secrets) {
+func (s *Secrets) reload(fresh mountsec.Secrets) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	next := mountsec.Secrets{}
@@ -70,7 +70,7 @@ func (s *secretSet) reload(fresh mountsec.Secrets) {
 }
 
 // learn adds a secret a turn read, unless its value is known already.
-func (s *secretSet) learn(name, value string) {
+func (s *Secrets) learn(name, value string) {
 	if len(value) < mountsec.MinRedactLen {
 		return
 	}
@@ -231,9 +231,9 @@ func readCredentials(dirs ...string) mountsec.Secrets {
 
 // loadSecrets reads what a (re)load knows of secrets, writing the filtered env file for
 // the containers (data_dir/env/env) last, once everything else read.
-func loadSecrets(ctx context.Context, cfg *config.Config, layout groupfolder.Layout, model *turn.ModelGateway, webhooks []string) (secretSources, error) {
+func loadSecrets(ctx context.Context, cfg *config.Config, layout groupfolder.Layout, model *turn.ModelGateway, webhooks []string, getenv func(string) string) (secretSources, error) {
 	src := secretSources{model: model.Secret(), webhooks: webhooks,
-		credentials: readCredentials(os.Getenv("CREDENTIALS_DIRECTORY"), cfg.Model.CredentialsDir)}
+		credentials: readCredentials(getenv("CREDENTIALS_DIRECTORY"), cfg.Model.CredentialsDir)}
 	filtered, err := filterEnvFile(ctx, cfg)
 	if err != nil {
 		return secretSources{}, err

@@ -1,4 +1,4 @@
-package daemon
+package assembly
 
 import (
 	"os"
@@ -13,8 +13,8 @@ import (
 // longer finds stays redacted; what turns learn is added once; no value is lost to a name
 // used twice.
 func TestSecretSet(t *testing.T) {
-	var s secretSet
-	if got := s.redact("nothing known yet"); got != "nothing known yet" {
+	var s Secrets
+	if got := s.Redact("nothing known yet"); got != "nothing known yet" {
 		t.Errorf("empty set: %q", got)
 	}
 	s.reload(secretSources{env: mountsec.Secrets{"GH_TOKEN": "ghp_old", "NOT_PASSED": "np_value"}, model: "sk-model",
@@ -32,7 +32,7 @@ func TestSecretSet(t *testing.T) {
 		"side-secret 1":     "[REDACTED:sidecar:gh:TOKEN] 1",
 		"other-side":        "[REDACTED:sidecar:gh:TOKEN_2]",
 	} {
-		if got := s.redact(in); got != want {
+		if got := s.Redact(in); got != want {
 			t.Errorf("redact(%q) = %q, want %q", in, got, want)
 		}
 	}
