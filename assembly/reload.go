@@ -105,6 +105,7 @@ func changedKeys(old, cfg *config.Config) []string {
 		{"retention", old.Retention, cfg.Retention},
 		{"delivery", old.Delivery, cfg.Delivery},
 		{"webhook", old.Webhooks, cfg.Webhooks},
+		{"prices", old.Prices, cfg.Prices},
 	} {
 		if !reflect.DeepEqual(p.a, p.b) {
 			out = append(out, p.key)

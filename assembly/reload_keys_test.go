@@ -57,6 +57,10 @@ func TestReloadNamesEveryKey(t *testing.T) {
 			v.SetBool(!v.Bool())
 		case reflect.Slice:
 			v.Set(reflect.Append(v, reflect.Zero(v.Type().Elem())))
+		case reflect.Map:
+			m := reflect.MakeMap(v.Type())
+			m.SetMapIndex(reflect.New(v.Type().Key()).Elem(), reflect.New(v.Type().Elem()).Elem())
+			v.Set(m)
 		case reflect.Pointer:
 			if v.Type() != reflect.TypeFor[*time.Location]() {
 				t.Fatalf("%s: a %s: teach this test to change it", name, v.Type())
