@@ -10,6 +10,7 @@ import (
 
 	"github.com/arizuko/arizukod/contract"
 	"github.com/arizuko/arizukod/internal/daemontest"
+	"github.com/arizuko/arizukod/logging"
 	"github.com/arizuko/arizukod/runtime/engine"
 	"github.com/arizuko/arizukod/sidecar"
 )
@@ -49,7 +50,7 @@ func TestSIGKILLLeftoverSidecars(t *testing.T) {
 	removed, started := -1, -1
 	for i, e := range es {
 		switch {
-		case removed < 0 && e["MESSAGE"] == "removed leftover sidecar container" && e["CONTAINER"] == left[0]:
+		case removed < 0 && e["MESSAGE"] == "removed leftover sidecar container" && e[logging.FieldContainer] == left[0]:
 			removed = i
 		case started < 0 && e["MESSAGE"] == "sidecar started" && e["ARIZUKO_RUN_ID"] == run.ID:
 			started = i
