@@ -160,7 +160,7 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 		Engine: d.engine, Layout: layout, Instance: cfg.Instance, Image: cfg.Image,
 		Timeout: cfg.RunTimeout, StopGrace: cfg.StopGrace, SkillsDir: existingDir(cfg.SkillsDir),
 		WebDir: existingDir(cfg.WebDir), Redact: d.redact, Logger: log,
-		InfoFunc: d.engineInfo, Networks: cfg.Limits.AllowedNetworks, AllowUnlimited: cfg.Limits.AllowUnlimited,
+		InfoFunc: d.engineInfo, Networks: cfg.Limits.AllowedNetworks, Runtimes: cfg.Limits.AllowedRuntimes, AllowUnlimited: cfg.Limits.AllowUnlimited,
 		Prepared: cfg.Prepared,
 	})
 	if err != nil {
@@ -168,7 +168,7 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 	}
 	builder := &turn.Builder{
 		Layout: layout, Store: d.store, Allowlist: allow, AllowlistErr: allowErr, Skills: skills,
-		Location: cfg.Location, Networks: cfg.Limits.AllowedNetworks,
+		Location: cfg.Location, Networks: cfg.Limits.AllowedNetworks, Runtimes: cfg.Limits.AllowedRuntimes,
 		Limits:   cfg.Limits.Limits,
 		DiaryMax: cfg.Memory.DiaryMax, EpisodesMax: cfg.Memory.EpisodesMax, Logger: log,
 	}
@@ -214,6 +214,7 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 	}
 	handler := api.New(d.store, d.queue, d, log)
 	handler.Networks = cfg.Limits.AllowedNetworks
+	handler.Runtimes = cfg.Limits.AllowedRuntimes
 	handler.Location = cfg.Location
 	handler.Layout = layout
 	handler.SetDelivery(policy)

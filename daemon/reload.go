@@ -49,6 +49,8 @@ var restartKeys = []struct {
 	{"timezone", func(d, s *config.Config) { d.Location = s.Location }, func(c *config.Config) any { return c.Location.String() }},
 	{"limits.allowed_networks", func(d, s *config.Config) { d.Limits.AllowedNetworks = s.Limits.AllowedNetworks },
 		func(c *config.Config) any { return fmt.Sprintf("%q", c.Limits.AllowedNetworks) }},
+	{"limits.allowed_runtimes", func(d, s *config.Config) { d.Limits.AllowedRuntimes = s.Limits.AllowedRuntimes },
+		func(c *config.Config) any { return fmt.Sprintf("%q", c.Limits.AllowedRuntimes) }},
 	{"limits.allow_unlimited", func(d, s *config.Config) { d.Limits.AllowUnlimited = s.Limits.AllowUnlimited },
 		func(c *config.Config) any { return c.Limits.AllowUnlimited }},
 	{"metrics.listen", func(d, s *config.Config) { d.Metrics = s.Metrics }, func(c *config.Config) any { return c.Metrics.Listen }},

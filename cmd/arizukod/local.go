@@ -104,7 +104,7 @@ func (l *localFlags) open(ctx context.Context) (*turn.Builder, *store.Store, err
 		skills = os.DirFS(l.skillsDir)
 	}
 	return &turn.Builder{Layout: layout, Store: st, Allowlist: allow, AllowlistErr: allowErr, Skills: skills, Location: cfg.Location,
-		Networks: cfg.Limits.AllowedNetworks, Limits: cfg.Limits.Limits}, st, nil
+		Networks: cfg.Limits.AllowedNetworks, Runtimes: cfg.Limits.AllowedRuntimes, Limits: cfg.Limits.Limits}, st, nil
 }
 
 // runner is the runner the daemon would have for the data directory open opened, on eng:
@@ -127,6 +127,7 @@ func (l *localFlags) runner(eng engine.Engine, info engine.Info, timeout time.Du
 		WebDir:    existingDir(cfg.WebDir),
 		// The operator's word from arizukod.toml, as the daemon has it.
 		Networks:       cfg.Limits.AllowedNetworks,
+		Runtimes:       cfg.Limits.AllowedRuntimes,
 		AllowUnlimited: cfg.Limits.AllowUnlimited,
 	})
 }

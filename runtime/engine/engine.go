@@ -84,6 +84,9 @@ type Info struct {
 	// NoLimits says why the engine cannot apply memory, CPU and pids limits, and what
 	// would fix it; "" when it applies them.
 	NoLimits string
+	// Runtimes are the OCI runtimes registered with the engine, by name; nil when the
+	// engine does not list them (Podman).
+	Runtimes []string
 }
 
 // State is what an engine knows of a container's life.
@@ -121,10 +124,13 @@ type Spec struct {
 	MemoryBytes int64
 	NanoCPUs    int64
 	PidsLimit   int64
-	Rlimits     []Rlimit
-	User        string // "uid:gid"; empty keeps the image's user
-	WorkingDir  string
-	Stdin       bool // keep stdin open for Attach
+	// Runtime is the OCI runtime by the name the engine registers it under (runc, crun,
+	// runsc); "" is the engine's default. CheckRuntime is its rule.
+	Runtime    string
+	Rlimits    []Rlimit
+	User       string // "uid:gid"; empty keeps the image's user
+	WorkingDir string
+	Stdin      bool // keep stdin open for Attach
 	// LogMaxBytes caps the engine's own log of the container's output.
 	LogMaxBytes int64
 }
