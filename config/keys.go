@@ -413,9 +413,13 @@ func setAllowedNetworks(c *Config, v any) error {
 	return nil
 }
 
-// setRuntime takes an OCI runtime's name. It must be in limits.allowed_runtimes, which
+// setRuntime takes an OCI runtime's name, "" for the engine's default. It must be in limits.allowed_runtimes, which
 // may come later in the file: Load checks it against that list once the whole file is read.
 func setRuntime(c *Config, s string) error {
+	if s == "" {
+		c.Limits.Runtime = ""
+		return nil
+	}
 	if err := engine.CheckRuntimeName(s); err != nil {
 		return err
 	}

@@ -418,3 +418,31 @@ func TestDBusErrors(t *testing.T) {
 		t.Error("noSuchUnit")
 	}
 }
+
+// TestUnitRuntime: a sidecar runs under its group's OCI runtime in every rendering: the
+// podman and docker command lines of a transient unit and the engine's spec.
+func TestUnitRuntime(t *testing.T) {
+	for _, rt := range []string{"", "runsc"} {
+		u, err := NewUnit("main", Config{Name: "echo", Image: "i"},
+			UnitOptions{Instance: "i", RunID: "r", SocketDir: "/srv/ipc/main/sidecars", Runtime: rt})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for kind, want := range map[string]string{"podman": "--runtime=" + rt, "docker": "--runtime"} {
+			argv, err := u.CommandLine(kind, kind, "unix:///run/e.sock", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			i := slices.Index(argv, want)
+			switch {
+			case rt == "" && slices.ContainsFunc(argv, func(a string) bool { return strings.HasPrefix(a, "--runtime") }):
+				t.Errorf("%s without a runtime: %q", kind, argv)
+			case rt != "" && (i < 0 || kind == "docker" && argv[i+1] != rt):
+				t.Errorf("%s under %s: %q", kind, rt, argv)
+			}
+		}
+		if s, err := u.Spec(); err != nil || s.Runtime != rt {
+			t.Errorf("spec under %q: %+v, %v", rt, s, err)
+		}
+	}
+}
