@@ -419,8 +419,9 @@ func TestDBusErrors(t *testing.T) {
 	}
 }
 
-// TestUnitRuntime: a sidecar runs under its group's OCI runtime in every rendering: the
-// podman and docker command lines of a transient unit and the engine's spec.
+// TestUnitRuntime: a sidecar runs under its group's OCI runtime: the docker command line
+// of a transient unit and the engine's spec name it; the podman one cannot (the remote
+// CLI has no --runtime: the service's own applies, which Start checks).
 func TestUnitRuntime(t *testing.T) {
 	for _, rt := range []string{"", "runsc"} {
 		u, err := NewUnit("main", Config{Name: "echo", Image: "i"},
@@ -428,16 +429,16 @@ func TestUnitRuntime(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for kind, want := range map[string]string{"podman": "--runtime=" + rt, "docker": "--runtime"} {
+		for kind, want := range map[string]string{"podman": "", "docker": "--runtime"} {
 			argv, err := u.CommandLine(kind, kind, "unix:///run/e.sock", "")
 			if err != nil {
 				t.Fatal(err)
 			}
 			i := slices.Index(argv, want)
 			switch {
-			case rt == "" && slices.ContainsFunc(argv, func(a string) bool { return strings.HasPrefix(a, "--runtime") }):
+			case (rt == "" || want == "") && slices.ContainsFunc(argv, func(a string) bool { return strings.HasPrefix(a, "--runtime") }):
 				t.Errorf("%s without a runtime: %q", kind, argv)
-			case rt != "" && (i < 0 || kind == "docker" && argv[i+1] != rt):
+			case rt != "" && want != "" && (i < 0 || argv[i+1] != rt):
 				t.Errorf("%s under %s: %q", kind, rt, argv)
 			}
 		}

@@ -260,6 +260,9 @@ func (m *Manager) Start(ctx context.Context, f groupfolder.Folder, socketDir, ru
 		return nil, err
 	}
 	info := m.info()
+	if err := info.CheckRuntime(runtime); err != nil {
+		return nil, fmt.Errorf("%w: sidecars of %s: %w", ErrStart, f, err)
+	}
 	user := ""
 	if !info.Rootless {
 		user = fmt.Sprintf("%d:%d", os.Getuid(), os.Getgid())

@@ -52,7 +52,8 @@ type UnitOptions struct {
 	// Networks are the named networks a sidecar may join (limits.allowed_networks).
 	Networks []string
 	// Runtime is the OCI runtime of the group's turns (engine.CheckRuntime, checked by the
-	// caller); "" is the engine's default.
+	// caller); "" is the engine's default. Docker takes it per container; Podman runs
+	// every container under its service's (engine.Info.RuntimePerService).
 	Runtime string
 }
 
@@ -311,9 +312,6 @@ func NewUnit(f groupfolder.Folder, c Config, o UnitOptions) (*Unit, error) {
 	q.User = o.User
 	q.Pull = h.Pull
 	q.PodmanArgs = []string{"--cpus=" + cpusString(src.nanoCPUs)}
-	if o.Runtime != "" {
-		q.PodmanArgs = append(q.PodmanArgs, "--runtime="+o.Runtime)
-	}
 	env := src.env
 	if len(env) == 0 {
 		env = nil

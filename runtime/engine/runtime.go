@@ -52,9 +52,10 @@ func CheckRuntimeName(name string) error {
 	return nil
 }
 
-// CheckRuntime returns nil when the engine has runtime registered, or when it cannot say
-// (Podman does not list its runtimes: its create refuses a runtime it lacks, and
-// RuntimeFix explains that refusal). "" is the engine's default, always there.
+// CheckRuntime returns nil when a container of the engine can run under runtime: one
+// registered with Docker, Podman's service's own. "" is the engine's default, always
+// there; an engine that does not say (no Runtimes) is left to its create, whose refusal
+// CreateError explains.
 func (i Info) CheckRuntime(runtime string) error {
 	if runtime == "" || i.Runtimes == nil || slices.Contains(i.Runtimes, runtime) {
 		return nil
@@ -62,29 +63,35 @@ func (i Info) CheckRuntime(runtime string) error {
 	return fmt.Errorf("%w: %s", ErrRuntimeMissing, i.RuntimeFix(runtime))
 }
 
-// RuntimeFix says, for a message, that the engine of i lacks OCI runtime runtime and what
-// fixes it.
+// RuntimeFix says, for a message, that the engine of i cannot run a container under
+// runtime, and what fixes it.
 func (i Info) RuntimeFix(runtime string) string {
 	name := i.String()
 	if name == "" {
 		name = "the engine"
 	}
-	var fix string
-	switch i.Name {
-	case "docker":
-		fix = fmt.Sprintf(`register it in the daemon's daemon.json ("runtimes": {%q: {"path": ...}}) and reload dockerd (SIGHUP)`, runtime)
-	default:
+	gvisor := ""
+	if runtime == RuntimeRunsc {
+		gvisor = "; gVisor needs its own --network=none and --host-uds=all flags"
+	}
+	var s string
+	switch {
+	case i.Name == "docker":
+		s = fmt.Sprintf(`OCI runtime %q is not registered with %s: install it and register it in the daemon's daemon.json ("runtimes": {%q: {"path": ..., "runtimeArgs": [...]}}), then reload dockerd (SIGHUP)%s`, runtime, name, runtime, gvisor)
+	case i.RuntimePerService:
 		conf := "/etc/containers/containers.conf"
 		if i.Rootless {
 			conf = "~/.config/containers/containers.conf"
 		}
-		fix = fmt.Sprintf("register it in %s under [engine.runtimes] (%s = [\"/path/to/%s\"]) and restart the Podman service", conf, runtime, runtime)
+		if gvisor != "" {
+			gvisor = "; gVisor through a wrapper that passes it --network=none and --host-uds=all (contrib/gvisor/runsc-arizuko)"
+		}
+		s = fmt.Sprintf("%s runs every container under its service's OCI runtime (%s), not %q: Podman's API has no runtime per container. Run arizukod on a Podman service whose %s says runtime = %q under [engine], with %s registered under [engine.runtimes]%s; every group on that engine then runs under it",
+			name, strings.Join(i.Runtimes, ", "), runtime, conf, runtime, runtime, gvisor)
+	default:
+		s = fmt.Sprintf("OCI runtime %q is not available on %s: install it and register it with the engine%s", runtime, name, gvisor)
 	}
-	s := fmt.Sprintf("OCI runtime %q is not registered with %s: install it and %s", runtime, name, fix)
-	if runtime == RuntimeRunsc {
-		s += `; gVisor needs its own --network=none and --host-uds=all flags: register a wrapper that passes them (contrib/gvisor/runsc-arizuko) or, for Docker, runtimeArgs`
-	}
-	return s + `; or give the group another runtime (containerConfig.runtime, limits.runtime)`
+	return s + "; or give the group another runtime (containerConfig.runtime, limits.runtime)"
 }
 
 // runtimeRefused says whether an engine's create error refuses the OCI runtime (Podman:

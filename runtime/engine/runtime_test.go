@@ -24,9 +24,9 @@ func TestCheckRuntime(t *testing.T) {
 	}
 }
 
-// TestInfoCheckRuntime: an engine that lists its runtimes (Docker) refuses one it lacks,
-// naming the runtime, the engine and the fix; one that does not (Podman) leaves it to
-// its create, whose refusal CreateError explains the same way.
+// TestInfoCheckRuntime: Docker refuses a runtime it has not registered, Podman one that
+// is not its service's, each naming the runtime, the engine and the fix; a create refused
+// for its runtime says the same.
 func TestInfoCheckRuntime(t *testing.T) {
 	docker := Info{Name: "docker", Version: "20.10.24", Runtimes: []string{"io.containerd.runc.v2", "runc"}}
 	if err := docker.CheckRuntime("runc"); err != nil {
@@ -38,19 +38,26 @@ func TestInfoCheckRuntime(t *testing.T) {
 			t.Errorf("docker without runsc: %v, want ErrRuntimeMissing containing %q", err, want)
 		}
 	}
-	podman := Info{Name: "podman", Version: "4.3.1", Rootless: true}
-	if err := podman.CheckRuntime("runsc"); err != nil {
-		t.Errorf("podman does not list its runtimes: %v", err)
+	podman := Info{Name: "podman", Version: "4.3.1", Rootless: true, Runtimes: []string{"runc"}, RuntimePerService: true}
+	if err := podman.CheckRuntime("runc"); err != nil {
+		t.Errorf("podman's service runs runc: %v", err)
 	}
-	refused := fmt.Errorf("%w: default OCI runtime \"runsc\" not found: invalid argument", ErrCreate)
-	err = podman.CreateError(Spec{Runtime: "runsc"}, refused)
-	for _, want := range []string{"podman 4.3.1 (rootless)", "~/.config/containers/containers.conf", "[engine.runtimes]"} {
+	err = podman.CheckRuntime("runsc")
+	for _, want := range []string{"podman 4.3.1 (rootless) runs every container under its service's OCI runtime (runc)", "~/.config/containers/containers.conf", `runtime = "runsc" under [engine]`, "runsc-arizuko"} {
+		if !errors.Is(err, ErrRuntimeMissing) || !strings.Contains(err.Error(), want) {
+			t.Errorf("podman on runc asked for runsc: %v, want ErrRuntimeMissing containing %q", err, want)
+		}
+	}
+	unknown := Info{Name: "docker", Version: "20.10.24"}
+	refused := fmt.Errorf("%w: Unknown runtime specified runsc", ErrCreate)
+	err = unknown.CreateError(Spec{Runtime: "runsc"}, refused)
+	for _, want := range []string{"docker 20.10.24", "daemon.json"} {
 		if !errors.Is(err, ErrCreate) || !errors.Is(err, ErrRuntimeMissing) || !strings.Contains(err.Error(), want) {
-			t.Errorf("podman refused runsc: %v, want ErrCreate and ErrRuntimeMissing containing %q", err, want)
+			t.Errorf("docker refused runsc: %v, want ErrCreate and ErrRuntimeMissing containing %q", err, want)
 		}
 	}
 	other := fmt.Errorf("%w: no such image", ErrCreate)
-	if err := podman.CreateError(Spec{Runtime: "runsc"}, other); err != other {
+	if err := unknown.CreateError(Spec{Runtime: "runsc"}, other); err != other {
 		t.Errorf("another refusal: %v, want it as it was", err)
 	}
 }

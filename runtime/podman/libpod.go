@@ -27,7 +27,6 @@ type createRequest struct {
 	NoNewPrivileges    *bool                                 `json:"no_new_privileges,omitempty"`
 	ReadOnlyFilesystem *bool                                 `json:"read_only_filesystem,omitempty"`
 	ReadWriteTmpfs     *bool                                 `json:"read_write_tmpfs,omitempty"`
-	OCIRuntime         string                                `json:"oci_runtime,omitempty"`
 	User               string                                `json:"user,omitempty"`
 	WorkDir            string                                `json:"work_dir,omitempty"`
 	LogConfiguration   *logConfig                            `json:"log_configuration,omitempty"`
@@ -60,8 +59,8 @@ func createSpec(s engine.Spec) (createRequest, error) {
 	g := createRequest{
 		Image: s.Image, Name: s.Name, Labels: s.Labels, Env: envMap(s.Env), Stdin: &s.Stdin, Terminal: new(bool),
 		CapDrop: h.CapDrop, NoNewPrivileges: ptr(h.NoNewPrivileges), ReadOnlyFilesystem: ptr(h.ReadOnlyRoot),
-		ReadWriteTmpfs: ptr(h.EngineTmpfs), OCIRuntime: s.Runtime,
-		User: s.User, WorkDir: s.WorkingDir,
+		ReadWriteTmpfs: ptr(h.EngineTmpfs),
+		User:           s.User, WorkDir: s.WorkingDir,
 		LogConfiguration:     &logConfig{Driver: "k8s-file", Size: s.LogMaxBytes},
 		HealthLogDestination: "local", HealthMaxLogCount: 5, HealthMaxLogSize: 500,
 	}
@@ -122,6 +121,9 @@ type libpodInfo struct {
 		Pasta struct {
 			Executable string `json:"executable"`
 		} `json:"pasta"`
+		OCIRuntime struct {
+			Name string `json:"name"`
+		} `json:"ociRuntime"`
 	} `json:"host"`
 	Version struct {
 		APIVersion string

@@ -30,7 +30,7 @@ func TestCreateSpecDecodes(t *testing.T) {
 		Tmpfs:       []engine.Tmpfs{{Target: "/tmp", Options: "rw,nosuid,nodev,size=64m,mode=1777"}},
 		MemoryBytes: 1 << 30, NanoCPUs: 1_500_000_000, PidsLimit: 512,
 		Rlimits: []engine.Rlimit{{Type: "nofile", Soft: 1024, Hard: 1024}},
-		User:    "1000:1000", WorkingDir: "/workspace", Stdin: true, LogMaxBytes: 1 << 20, Runtime: "runsc",
+		User:    "1000:1000", WorkingDir: "/workspace", Stdin: true, LogMaxBytes: 1 << 20,
 	}
 	for _, network := range []string{"none", "bridge", "slirp4netns", "pasta", "team-net"} {
 		t.Run(network, func(t *testing.T) {
@@ -51,7 +51,7 @@ func TestCreateSpecDecodes(t *testing.T) {
 			want := specgen.NewSpecGenerator(s.Image, false)
 			want.Name, want.Labels, want.Env, want.Stdin, want.Terminal = s.Name, s.Labels, map[string]string{"A": "1", "B": "x=y"}, ptr(true), ptr(false)
 			want.CapDrop, want.NoNewPrivileges, want.ReadOnlyFilesystem, want.ReadWriteTmpfs = []string{"ALL"}, ptr(true), ptr(true), ptr(false)
-			want.User, want.WorkDir, want.OCIRuntime = s.User, s.WorkingDir, "runsc"
+			want.User, want.WorkDir = s.User, s.WorkingDir
 			want.LogConfiguration = &specgen.LogConfig{Driver: "k8s-file", Size: s.LogMaxBytes}
 			want.NetNS = specgen.Namespace{NSMode: specgen.NamespaceMode(network)}
 			if network == "team-net" {
