@@ -19,6 +19,7 @@ type report struct {
 	phases     []*phaseResult
 	goBench    []goBenchResult
 	delivery   *deliveryResult
+	gvisor     []gvisorRow
 }
 
 func (r *report) markdown(mode string) string {
@@ -39,6 +40,9 @@ func (r *report) markdown(mode string) string {
 	}
 	if r.delivery != nil {
 		r.deliverySection(p)
+	}
+	if len(r.gvisor) > 0 {
+		r.gvisorSection(p)
 	}
 	if r.cold != nil {
 		r.coldSection(p)
