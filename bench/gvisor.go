@@ -32,46 +32,55 @@ const gvisorRuntime = "[limits]\nruntime = \"runsc\"\nallowed_runtimes = [\"runs
 
 // gvisor measures turns under runsc against runc: Docker with one daemon of each (runsc
 // is registered per container), and Podman 4.3 against -podman-gvisor, the service whose
-// own runtime is runsc (Podman's API has no runtime per container).
+// own runtime is runsc (Podman's API has no runtime per container). The two daemons of an
+// engine take turns, one turn each, so that both see the same load.
 func (b *bench) gvisor(ctx context.Context) error {
-	type pair struct {
-		engine, kind, socket, runtime, extra string
-		eng                                  engine.Engine
+	type side struct {
+		kind, socket, runtime, extra string
+		eng                          engine.Engine
 	}
-	var pairs []pair
-	pairs = append(pairs, pair{"podman", "podman", b.o.podmanSocket, "runc", "", b.podman})
+	var engines [][2]side
 	if b.podmanGVisor != nil {
-		pairs = append(pairs, pair{"podman", "podman", b.o.podmanGVisorSocket, "runsc", gvisorRuntime, b.podmanGVisor})
+		engines = append(engines, [2]side{{"podman", b.o.podmanSocket, "runc", "", b.podman},
+			{"podman", b.o.podmanGVisorSocket, "runsc", gvisorRuntime, b.podmanGVisor}})
 	}
 	if b.docker != nil {
-		pairs = append(pairs, pair{"docker", "docker", b.o.dockerSocket, "runc", "", b.docker},
-			pair{"docker", "docker", b.o.dockerSocket, "runsc", gvisorRuntime, b.docker})
+		engines = append(engines, [2]side{{"docker", b.o.dockerSocket, "runc", "", b.docker},
+			{"docker", b.o.dockerSocket, "runsc", gvisorRuntime, b.docker}})
 	}
-	for _, p := range pairs {
-		name := "arizukod-gvisor-" + p.engine + "-" + p.runtime
-		d, err := b.startDaemonIn(ctx, filepath.Join(b.o.work, name), b.o.skillsDir, name, p.kind, p.socket, b.o.arizukod, p.extra, nil)
-		if err != nil {
-			return err
-		}
-		if err := d.addGroups(ctx, latencyFolder); err != nil {
-			return err
-		}
-		row := gvisorRow{engine: p.engine, runtime: p.runtime}
-		b.say("gvisor: %s under %s, %d+%d turns", p.engine, p.runtime, b.o.warm, b.o.turns)
-		for i := 0; i < b.o.warm+b.o.turns; i++ {
-			tr, err := d.turn(ctx, latencyFolder, "noop")
+	for _, pair := range engines {
+		var ds [2]*daemonProc
+		rows := [2]gvisorRow{}
+		for i, s := range pair {
+			name := "arizukod-gvisor-" + s.kind + "-" + s.runtime
+			d, err := b.startDaemonIn(ctx, filepath.Join(b.o.work, name), b.o.skillsDir, name, s.kind, s.socket, b.o.arizukod, s.extra, nil)
 			if err != nil {
-				return fmt.Errorf("gvisor %s %s: %w", p.engine, p.runtime, err)
+				return err
 			}
-			if i >= b.o.warm {
-				row.sample = append(row.sample, tr.done.Sub(tr.submitted))
+			if err := d.addGroups(ctx, latencyFolder); err != nil {
+				return err
+			}
+			ds[i], rows[i] = d, gvisorRow{engine: s.kind, runtime: s.runtime}
+		}
+		b.say("gvisor: %s under runc and runsc, %d+%d turns each, interleaved", pair[0].kind, b.o.warm, b.o.turns)
+		for n := 0; n < b.o.warm+b.o.turns; n++ {
+			for i, d := range ds {
+				tr, err := d.turn(ctx, latencyFolder, "noop")
+				if err != nil {
+					return fmt.Errorf("gvisor %s %s: %w", pair[i].kind, pair[i].runtime, err)
+				}
+				if n >= b.o.warm {
+					rows[i].sample = append(rows[i].sample, tr.done.Sub(tr.submitted))
+				}
 			}
 		}
-		if err := b.gvisorMemory(ctx, d, p.eng, &row); err != nil {
-			return fmt.Errorf("gvisor %s %s: %w", p.engine, p.runtime, err)
+		for i, d := range ds {
+			if err := b.gvisorMemory(ctx, d, pair[i].eng, &rows[i]); err != nil {
+				return fmt.Errorf("gvisor %s %s: %w", pair[i].kind, pair[i].runtime, err)
+			}
+			d.stop()
 		}
-		d.stop()
-		b.report.gvisor = append(b.report.gvisor, row)
+		b.report.gvisor = append(b.report.gvisor, rows[:]...)
 	}
 	return nil
 }
@@ -86,7 +95,9 @@ func (b *bench) gvisorMemory(ctx context.Context, d *daemonProc, eng engine.Engi
 	defer d.client.WaitRun(ctx, run.ID)
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
-		list, err := eng.List(ctx, map[string]string{engine.LabelInstance: d.instance, engine.LabelRun: run.ID})
+		// A container prepared ahead carries no run label: the daemon's one running
+		// container is the turn's.
+		list, err := eng.List(ctx, map[string]string{engine.LabelInstance: d.instance})
 		if err != nil {
 			return err
 		}
@@ -157,7 +168,7 @@ func (r *report) gvisorSection(p printer) {
 	p("## gVisor (runsc) against runc")
 	p("")
 	p("A no-op turn, submit to result (apiwire.Client CreateRun + WaitRun against `arizukod serve`, prepared 5: the")
-	p("default), then, while a `sleep 3s` turn runs, the memory of its container's cgroup on the host and the")
+	p("default; the runc and the runsc daemon of an engine take turns, one turn each), then, while a `sleep 3s` turn runs, the memory of its container's cgroup on the host and the")
 	p("resident memory of the processes in it. Under runc the cgroup holds the agent alone; under runsc it holds")
 	p("gVisor's sandbox (its kernel, with the agent inside) and its gofer. Docker runs runsc per container")
 	p("(daemon.json `runtimes`); Podman only as its service's own runtime, so its runsc rows are another Podman")
