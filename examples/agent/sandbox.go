@@ -29,7 +29,7 @@ type Sandbox struct {
 	Dmesg []string `json:"dmesg,omitempty"`
 	// MemTotal is /proc/meminfo's, in bytes: gVisor's kernel has as much memory as the
 	// container's limit, and shows no cgroup files to read it from.
-	MemTotal int64 `json:"memTotal"`
+	MemTotal   int64             `json:"memTotal"`
 	Seccomp    string            `json:"seccomp"`
 	Writable   map[string]bool   `json:"writable"` // path -> a file could be created there
 	Interfaces []string          `json:"interfaces"`
