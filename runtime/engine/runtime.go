@@ -54,10 +54,10 @@ func CheckRuntimeName(name string) error {
 
 // CheckRuntime returns nil when a container of the engine can run under runtime: one
 // registered with Docker, Podman's service's own. "" is the engine's default, always
-// there; an engine that does not say (no Runtimes) is left to its create, whose refusal
-// CreateError explains.
+// there. An engine that has not said which runtimes it has (no Runtimes) is refused any
+// other: a turn that asked for gVisor never runs under another runtime.
 func (i Info) CheckRuntime(runtime string) error {
-	if runtime == "" || i.Runtimes == nil || slices.Contains(i.Runtimes, runtime) {
+	if runtime == "" || slices.Contains(i.Runtimes, runtime) {
 		return nil
 	}
 	return fmt.Errorf("%w: %s", ErrRuntimeMissing, i.RuntimeFix(runtime))
@@ -89,7 +89,7 @@ func (i Info) RuntimeFix(runtime string) string {
 		s = fmt.Sprintf("%s runs every container under its service's OCI runtime (%s), not %q: Podman's API has no runtime per container. Run arizukod on a Podman service whose %s says runtime = %q under [engine], with %s registered under [engine.runtimes]%s; every group on that engine then runs under it",
 			name, strings.Join(i.Runtimes, ", "), runtime, conf, runtime, runtime, gvisor)
 	default:
-		s = fmt.Sprintf("OCI runtime %q is not available on %s: install it and register it with the engine%s", runtime, name, gvisor)
+		s = fmt.Sprintf("%s has not said which OCI runtimes it has, so %q is not known to be there: install it and register it with the engine%s", name, runtime, gvisor)
 	}
 	return s + "; or give the group another runtime (containerConfig.runtime, limits.runtime)"
 }

@@ -48,6 +48,9 @@ func TestInfoCheckRuntime(t *testing.T) {
 			t.Errorf("podman on runc asked for runsc: %v, want ErrRuntimeMissing containing %q", err, want)
 		}
 	}
+	if err := (Info{}).CheckRuntime("runsc"); !errors.Is(err, ErrRuntimeMissing) || !strings.Contains(err.Error(), "has not said") {
+		t.Errorf("an engine that has not said its runtimes: %v, want ErrRuntimeMissing", err)
+	}
 	unknown := Info{Name: "docker", Version: "20.10.24"}
 	refused := fmt.Errorf("%w: Unknown runtime specified runsc", ErrCreate)
 	err = unknown.CreateError(Spec{Runtime: "runsc"}, refused)
