@@ -56,6 +56,9 @@ type Server struct {
 	// Networks are the named networks a group's containerConfig.network may name
 	// (limits.allowed_networks); set before serving.
 	Networks []string
+	// Runtimes are the OCI runtimes a group's containerConfig.runtime may name
+	// (limits.allowed_runtimes); set before serving.
+	Runtimes []string
 	// Layout is where the groups' directories are, which removing a group names (zero:
 	// they are named relative to the data dir).
 	Layout groupfolder.Layout

@@ -45,6 +45,11 @@ func badRequests(finished, running string) []badRequest {
 		return badRequest{name: "containerConfig network " + name, method: http.MethodPost, path: "/v1/groups",
 			body: `{"folder":"newg","containerConfig":{"network":` + string(b) + `}}`, code: 400, field: "containerConfig.network"}
 	}
+	runtime := func(name string, rt any) badRequest {
+		b, _ := json.Marshal(rt)
+		return badRequest{name: "containerConfig runtime " + name, method: http.MethodPost, path: "/v1/groups",
+			body: `{"folder":"newg","containerConfig":{"runtime":` + string(b) + `}}`, code: 400, field: "containerConfig.runtime"}
+	}
 	return []badRequest{
 		run("folder a number", `{"folder":5,`+msgs+`}`, 400, "folder"),
 		run("messages a string", `{"folder":"main","messages":"x"}`, 400, "messages"),
@@ -146,6 +151,9 @@ func badRequests(finished, running string) []badRequest {
 		network("junk", "a b;c"),
 		network("a number", 5),
 		network("an object", map[string]string{"mode": "host"}),
+		runtime("not allowed", "crun"),
+		runtime("a path", "/usr/bin/runsc"),
+		runtime("a number", 5),
 		{name: "containerConfig sidecar on the host network", method: "POST", path: "/v1/groups", body: `{"folder":"newg","containerConfig":{"sidecars":[{"name":"a","image":"i","network":"host"}]}}`, code: 400, field: "containerConfig.sidecars"},
 		{name: "containerConfig sidecar quadlet on a namespace", method: "POST", path: "/v1/groups", body: `{"folder":"newg","containerConfig":{"sidecars":[{"name":"a","quadlet":"[Container]\nImage=i\nNetwork=ns:/proc/1/ns/net\n"}]}}`, code: 400, field: "containerConfig.sidecars"},
 		{name: "grants unknown tool", method: "PUT", path: "/v1/groups/main/grants", body: `{"rules":["no_such_tool"]}`, code: 400, field: "rules"},
@@ -187,6 +195,7 @@ func badRequests(finished, running string) []badRequest {
 func TestBadInput(t *testing.T) {
 	srv, st := messagesServer(t)
 	srv.Networks = []string{allowedNetwork}
+	srv.Runtimes = []string{"runsc"}
 	ctx := context.Background()
 	if _, err := st.UpsertGroup(ctx, store.Group{Folder: "kill"}); err != nil {
 		t.Fatal(err)

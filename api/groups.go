@@ -32,7 +32,11 @@ func (s *Server) putGroup(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(req.ContainerConfig) > 0 && string(req.ContainerConfig) != "null" {
-		if _, err := turn.ParseContainerConfig(req.ContainerConfig, s.Networks); err != nil {
+		c, err := turn.ParseContainerConfig(req.ContainerConfig, s.Networks)
+		if err == nil {
+			err = c.CheckRuntime(s.Runtimes)
+		}
+		if err != nil {
 			field := "containerConfig"
 			var ce *turn.ConfigError
 			if errors.As(err, &ce) && ce.Field != "" {

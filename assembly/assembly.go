@@ -133,7 +133,8 @@ func New(ctx context.Context, cfg *config.Config, o Options) (_ *System, err err
 	if s.SkillsDir != "" {
 		skills = os.DirFS(s.SkillsDir)
 	}
-	s.Builder = &turn.Builder{Layout: s.Layout, Skills: skills, Location: cfg.Location, Networks: cfg.Limits.AllowedNetworks, Logger: s.Logger}
+	s.Builder = &turn.Builder{Layout: s.Layout, Skills: skills, Location: cfg.Location, Networks: cfg.Limits.AllowedNetworks,
+		Runtimes: cfg.Limits.AllowedRuntimes, Logger: s.Logger}
 	if s.Store != nil {
 		s.Builder.Store = s.Store
 		projects, err := s.Layout.ProjectsDir()
@@ -164,7 +165,7 @@ func New(ctx context.Context, cfg *config.Config, o Options) (_ *System, err err
 	if s.Runner, err = runner.New(runner.Config{
 		Engine: s.Engine, Info: s.EngineInfo, InfoFunc: o.InfoFunc, Layout: s.Layout, Instance: cfg.Instance, Image: cfg.Image,
 		Timeout: cfg.RunTimeout, StopGrace: cfg.StopGrace, SkillsDir: s.SkillsDir, WebDir: s.WebDir,
-		Networks: cfg.Limits.AllowedNetworks, AllowUnlimited: cfg.Limits.AllowUnlimited, Prepared: cfg.Prepared,
+		Networks: cfg.Limits.AllowedNetworks, Runtimes: cfg.Limits.AllowedRuntimes, AllowUnlimited: cfg.Limits.AllowUnlimited, Prepared: cfg.Prepared,
 		Redact: s.Secrets.Redact, Logger: s.Logger,
 	}); err != nil {
 		return nil, err

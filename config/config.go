@@ -128,6 +128,9 @@ type Limits struct {
 	// AllowedNetworks are the named engine networks a container may join
 	// (limits.allowed_networks); the modes of engine.CheckNetwork need no listing.
 	AllowedNetworks []string
+	// AllowedRuntimes are the OCI runtimes a container may run under besides the
+	// engine's default (limits.allowed_runtimes); Runtime, the default, is one of them.
+	AllowedRuntimes []string
 	// AllowUnlimited lets turns run where the engine cannot apply the memory, CPU and
 	// pids limits (limits.allow_unlimited); otherwise such turns are refused.
 	AllowUnlimited bool
@@ -246,6 +249,9 @@ func load(mode Mode, path string, explicit bool, getenv func(string) string) (*C
 		return nil, &Error{Source: l.c.Source, Line: l.lines["limits.network"], Key: "limits.network", Err: err}
 	}
 	l.c.Limits.Network = network
+	if err := engine.CheckRuntime(l.c.Limits.Runtime, l.c.Limits.AllowedRuntimes); err != nil {
+		return nil, &Error{Source: l.c.Source, Line: l.lines["limits.runtime"], Key: "limits.runtime", Err: err}
+	}
 	return l.c, nil
 }
 

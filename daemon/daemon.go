@@ -171,7 +171,7 @@ func (d *Daemon) server(ctx context.Context, l net.Listener, met *metrics.Metric
 		return nil, nil, err
 	}
 	handler := api.New(d.store, d.queue, d, d.log)
-	handler.Networks, handler.Location, handler.Layout = cfg.Limits.AllowedNetworks, cfg.Location, d.layout
+	handler.Networks, handler.Runtimes, handler.Location, handler.Layout = cfg.Limits.AllowedNetworks, cfg.Limits.AllowedRuntimes, cfg.Location, d.layout
 	handler.SetDelivery(sys.LeasePolicy())
 	handler.Metrics, handler.Upkeep = met, d
 	handler.Prices = func() pricing.Table { return d.sys.Load().Model.Prices() }

@@ -84,6 +84,9 @@ func (u *Unit) dockerRunArgs(envFile string) ([]string, error) {
 		a = append(a, "--init")
 	}
 	a = append(a, "--network", c.Network[0])
+	if u.Runtime != "" {
+		a = append(a, "--runtime", u.Runtime)
+	}
 	if h.NoNewPrivileges {
 		a = append(a, "--security-opt", "no-new-privileges")
 	}

@@ -418,3 +418,32 @@ func TestDBusErrors(t *testing.T) {
 		t.Error("noSuchUnit")
 	}
 }
+
+// TestUnitRuntime: a sidecar runs under its group's OCI runtime: the docker command line
+// of a transient unit and the engine's spec name it; the podman one cannot (the remote
+// CLI has no --runtime: the service's own applies, which Start checks).
+func TestUnitRuntime(t *testing.T) {
+	for _, rt := range []string{"", "runsc"} {
+		u, err := NewUnit("main", Config{Name: "echo", Image: "i"},
+			UnitOptions{Instance: "i", RunID: "r", SocketDir: "/srv/ipc/main/sidecars", Runtime: rt})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for kind, want := range map[string]string{"podman": "", "docker": "--runtime"} {
+			argv, err := u.CommandLine(kind, kind, "unix:///run/e.sock", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			i := slices.Index(argv, want)
+			switch {
+			case (rt == "" || want == "") && slices.ContainsFunc(argv, func(a string) bool { return strings.HasPrefix(a, "--runtime") }):
+				t.Errorf("%s without a runtime: %q", kind, argv)
+			case rt != "" && want != "" && (i < 0 || argv[i+1] != rt):
+				t.Errorf("%s under %s: %q", kind, rt, argv)
+			}
+		}
+		if s, err := u.Spec(); err != nil || s.Runtime != rt {
+			t.Errorf("spec under %q: %+v, %v", rt, s, err)
+		}
+	}
+}

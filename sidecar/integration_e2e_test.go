@@ -134,7 +134,7 @@ func (fx *fixture) start(folder string, cs ...sidecar.Config) (*sidecar.Handle, 
 	if err != nil {
 		return nil, err
 	}
-	return fx.m.Start(ctx, f, dirs.SidecarSockets, "run-"+fx.e.Name, cs)
+	return fx.m.Start(ctx, f, dirs.SidecarSockets, "run-"+fx.e.Name, "", cs)
 }
 
 func (fx *fixture) stop(h *sidecar.Handle) {

@@ -248,8 +248,10 @@ func (h *Handle) Names() []string {
 // Start starts the sidecars of a turn of f, one after the other, each until its socket
 // answers. When one fails, those already started are stopped and the error (ErrStart,
 // with what the sidecar logged last) fails the turn. No sidecars is a Handle with none.
-// socketDir is f's sidecar socket directory, as Layout.Ensure made it for the turn.
-func (m *Manager) Start(ctx context.Context, f groupfolder.Folder, socketDir, runID string, cs []Config) (*Handle, error) {
+// socketDir is f's sidecar socket directory, as Layout.Ensure made it for the turn;
+// runtime is the OCI runtime of the group's turns ("" for the engine's default), which
+// its sidecars run under too.
+func (m *Manager) Start(ctx context.Context, f groupfolder.Folder, socketDir, runID, runtime string, cs []Config) (*Handle, error) {
 	h := &Handle{m: m}
 	if len(cs) == 0 {
 		return h, nil
@@ -258,12 +260,15 @@ func (m *Manager) Start(ctx context.Context, f groupfolder.Folder, socketDir, ru
 		return nil, err
 	}
 	info := m.info()
+	if err := info.CheckRuntime(runtime); err != nil {
+		return nil, fmt.Errorf("%w: sidecars of %s: %w", ErrStart, f, err)
+	}
 	user := ""
 	if !info.Rootless {
 		user = fmt.Sprintf("%d:%d", os.Getuid(), os.Getgid())
 	}
 	for _, c := range cs {
-		u, err := NewUnit(f, c, UnitOptions{Instance: m.o.Instance, RunID: runID, SocketDir: socketDir, User: user, Rlimits: m.o.Rlimits, Networks: m.o.Networks})
+		u, err := NewUnit(f, c, UnitOptions{Instance: m.o.Instance, RunID: runID, SocketDir: socketDir, User: user, Rlimits: m.o.Rlimits, Networks: m.o.Networks, Runtime: runtime})
 		if err != nil {
 			return nil, errors.Join(err, h.Stop(ctx))
 		}
@@ -485,6 +490,9 @@ func (m *Manager) create(ctx context.Context, spec engine.Spec) (string, error) 
 		}
 		id, err := m.o.Engine.Create(ctx, spec)
 		if !errors.Is(err, engine.ErrNameInUse) || time.Now().After(deadline) {
+			if err != nil {
+				err = m.info().CreateError(spec, err)
+			}
 			return id, err
 		}
 		select {

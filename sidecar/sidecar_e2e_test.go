@@ -37,7 +37,7 @@ func TestAgentCallsSidecar(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := fx.m.Start(ctx, f, dirs.SidecarSockets, "run-e2e", []sidecar.Config{{Name: "echo", Image: sidecarImage}})
+	h, err := fx.m.Start(ctx, f, dirs.SidecarSockets, "run-e2e", "", []sidecar.Config{{Name: "echo", Image: sidecarImage}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,6 +24,10 @@ type ContainerConfig struct {
 	Memory  string  `json:"memory,omitempty"`
 	CPUs    float64 `json:"cpus,omitempty"`
 	Pids    int64   `json:"pids,omitempty"`
+	// Runtime is the OCI runtime of the group's agent and sidecar containers (runc, crun,
+	// runsc for gVisor), one of limits.allowed_runtimes; "" keeps the daemon's
+	// limits.runtime.
+	Runtime string `json:"runtime,omitempty"`
 	// Sidecars are the group's MCP sidecars, started around each of its turns.
 	Sidecars []sidecar.Config `json:"sidecars,omitempty"`
 	// Model is the group's own model policy; it binds the group's whole subtree (see
@@ -165,7 +169,8 @@ func badField(field, format string, args ...any) error {
 // errors. networks are the named networks the operator allowed
 // (limits.allowed_networks): the network, and each sidecar's, must pass
 // engine.CheckNetwork with them. The returned config's Network is as CheckNetwork
-// names it ("" is "none").
+// names it ("" is "none"). The runtime is checked as a name here; CheckRuntime holds it
+// to the operator's list.
 func ParseContainerConfig(raw []byte, networks []string) (ContainerConfig, error) {
 	var c ContainerConfig
 	if len(bytes.TrimSpace(raw)) == 0 {
@@ -193,6 +198,11 @@ func ParseContainerConfig(raw []byte, networks []string) (ContainerConfig, error
 			return c, badField("memory", "memory: %v", err)
 		}
 	}
+	if c.Runtime != "" {
+		if err := engine.CheckRuntimeName(c.Runtime); err != nil {
+			return c, badField("runtime", "runtime: %v", err)
+		}
+	}
 	if c.Network != "" {
 		network, err := engine.CheckNetwork(c.Network, networks)
 		if err != nil {
@@ -213,6 +223,15 @@ func ParseContainerConfig(raw []byte, networks []string) (ContainerConfig, error
 		return c, err
 	}
 	return c, nil
+}
+
+// CheckRuntime refuses a config whose runtime the operator did not allow
+// (limits.allowed_runtimes), naming the field.
+func (c ContainerConfig) CheckRuntime(allowed []string) error {
+	if err := engine.CheckRuntime(c.Runtime, allowed); err != nil {
+		return &ConfigError{Field: "runtime", Err: fmt.Errorf("runtime: %w", err)}
+	}
+	return nil
 }
 
 func checkModelPolicy(m *ModelPolicy) error {

@@ -80,3 +80,40 @@ func TestContainerConfigNetwork(t *testing.T) {
 		t.Errorf("a sidecar on the host's network: %v", err)
 	}
 }
+
+// TestContainerConfigRuntime: a group's runtime is a name, and one the operator listed in
+// limits.allowed_runtimes; a refusal names the field.
+func TestContainerConfigRuntime(t *testing.T) {
+	allowed := []string{"runc", "runsc"}
+	for _, c := range []struct {
+		in, err string
+	}{
+		{`{}`, ""},
+		{`{"runtime":"runsc"}`, ""},
+		{`{"runtime":"runc"}`, ""},
+		{`{"runtime":"crun"}`, `runtime: OCI runtime not allowed: "crun" is not in limits.allowed_runtimes of the daemon's configuration (it lists runc, runsc)`},
+		{`{"runtime":"/usr/bin/runsc"}`, "runtime: \"/usr/bin/runsc\": an OCI runtime's name"},
+		{`{"runtime":"kata runtime"}`, "an OCI runtime's name"},
+		{`{"runtime":7}`, "runtime: must be string"},
+	} {
+		cfg, err := turn.ParseContainerConfig([]byte(c.in), nil)
+		if err == nil {
+			err = cfg.CheckRuntime(allowed)
+		}
+		if (err == nil) != (c.err == "") || err != nil && !strings.Contains(err.Error(), c.err) {
+			t.Errorf("%s: %v, want error containing %q", c.in, err, c.err)
+			continue
+		}
+		var ce *turn.ConfigError
+		if err != nil && (!errors.As(err, &ce) || ce.Field != "runtime" || !errors.Is(err, turn.ErrBadContainerConfig)) {
+			t.Errorf("%s: %#v, want a ConfigError of field runtime", c.in, err)
+		}
+	}
+	cfg, err := turn.ParseContainerConfig([]byte(`{"runtime":"runsc"}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.CheckRuntime(nil); !errors.Is(err, engine.ErrRuntime) || !strings.Contains(err.Error(), "it lists none") {
+		t.Errorf("no runtime allowed: %v, want ErrRuntime saying it lists none", err)
+	}
+}

@@ -108,7 +108,7 @@ func (s *Services) start(ctx context.Context, req Request, plan Plan, layout gro
 		}
 	}
 	log := s.logger().With(logging.FieldRunID, req.RunID, logging.FieldFolder, string(req.Folder))
-	sc, err := s.Sidecars.Start(ctx, req.Folder, dirs.SidecarSockets, req.RunID, plan.Config.Sidecars)
+	sc, err := s.Sidecars.Start(ctx, req.Folder, dirs.SidecarSockets, req.RunID, t.Limits.Runtime, plan.Config.Sidecars)
 	if err != nil {
 		return running{}, err
 	}

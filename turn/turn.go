@@ -67,7 +67,9 @@ type Builder struct {
 	// Limits are the daemon's defaults; a group's container config overrides them.
 	Limits engine.Limits
 	// Networks are the named networks a group may name (limits.allowed_networks).
-	Networks    []string
+	Networks []string
+	// Runtimes are the OCI runtimes a group may name (limits.allowed_runtimes).
+	Runtimes    []string
 	DiaryMax    int
 	EpisodesMax int
 	// SettingsEnv is written into settings.json's env, over session.ClaudeEnv.
@@ -124,6 +126,9 @@ func (b *Builder) Plan(ctx context.Context, f groupfolder.Folder) (Plan, error) 
 			return p, err
 		default:
 			if p.Config, err = ParseContainerConfig(g.ContainerConfig, b.Networks); err != nil {
+				return p, fmt.Errorf("group %s: %w", f, err)
+			}
+			if err = p.Config.CheckRuntime(b.Runtimes); err != nil {
 				return p, fmt.Errorf("group %s: %w", f, err)
 			}
 		}
@@ -385,6 +390,9 @@ func (b *Builder) limits(c ContainerConfig) (engine.Limits, error) {
 	}
 	if c.Network != "" {
 		l.Network = c.Network
+	}
+	if c.Runtime != "" {
+		l.Runtime = c.Runtime
 	}
 	return l, nil
 }

@@ -51,7 +51,7 @@ type doctorOpts struct {
 
 // daemonChecks are the checks that judge the daemon that answers, when one does, rather
 // than this process's environment: what it runs with is what its turns get.
-var daemonChecks = []string{"engine", "image", "model", "upstream"}
+var daemonChecks = []string{"engine", "image", "runtime", "model", "upstream"}
 
 // askDaemon asks the daemon on o.socket what it runs with; without one the checks judge
 // this environment.
@@ -128,6 +128,7 @@ var checks = []check{
 	})},
 	{"limits", checkLimits, fixed("give the engine its cgroups (arizukod.toml(5), [limits]), or set allow_unlimited = true in [limits] of arizukod.toml to run turns without the memory, CPU and pids limits")},
 	{"image", checkImage, imageFix},
+	{"runtime", checkRuntimes, fixed("register the runtime the error names with the engine (README, gVisor), or take it out of limits.runtime and limits.allowed_runtimes of arizukod.toml")},
 	{"allowlist", checkAllowlist, fixed("correct the entry the error names (the format: arizukod.toml(5), allowlist), or remove the file: without it groups get no extra mounts")},
 	{"model", checkModel, fixed("echo KEY > /etc/arizuko/anthropic-api-key && chmod 0640 it, and [model] api_key_file = \"/etc/arizuko/anthropic-api-key\" in arizukod.toml   (or ANTHROPIC_API_KEY in the daemon's environment or env file)")},
 	{"upstream", checkUpstream, fixed("let this host reach the model API over HTTPS (DNS, firewall, HTTPS_PROXY in the daemon's environment), or set upstream in [model] of arizukod.toml")},

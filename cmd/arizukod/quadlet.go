@@ -202,6 +202,9 @@ func agentContainer(s engine.Spec, description string) *quadlet.Container {
 		Pull:            h.Pull,
 		PodmanArgs:      []string{"--cpus=" + strconv.FormatFloat(float64(s.NanoCPUs)/1e9, 'f', -1, 64)},
 	}
+	if s.Runtime != "" {
+		c.PodmanArgs = append(c.PodmanArgs, "--runtime="+s.Runtime)
+	}
 	for _, kv := range s.Env {
 		k, v, _ := strings.Cut(kv, "=")
 		c.Environment[k] = v

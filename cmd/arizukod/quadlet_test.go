@@ -256,3 +256,19 @@ func TestQuadletDaemonConfig(t *testing.T) {
 		t.Errorf("the daemon read instance %q, run timeout %s: not the file", cfg.Instance, cfg.RunTimeout)
 	}
 }
+
+// TestQuadletRuntime: the agent's unit runs under the turn's OCI runtime: a Quadlet unit
+// runs the local podman, which takes --runtime (the API does not).
+func TestQuadletRuntime(t *testing.T) {
+	for _, rt := range []string{"", "runsc"} {
+		c := agentContainer(engine.Spec{Image: "localhost/arizuko-agent:1", Name: "arizuko-main-quadlet", Network: engine.NetworkNone, Runtime: rt}, "d")
+		args, err := c.PodmanRunArgs()
+		if err != nil {
+			t.Fatal(err)
+		}
+		has := slices.Contains(args, "--runtime=runsc")
+		if has != (rt != "") {
+			t.Errorf("runtime %q: podman run %q", rt, args)
+		}
+	}
+}

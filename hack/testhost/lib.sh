@@ -27,6 +27,18 @@ ENV_FILE=$TESTHOST_DIR/env
 
 P4_DIR=$TESTHOST_DIR/podman4
 P4_SOCK=$P4_DIR/podman.sock
+# podman4-gvisor: a second Podman 4.3 service whose own runtime is gVisor's runsc
+# (Podman's API has no runtime per container). Its runroot is $RUNDIR/pg: Podman
+# refuses one longer than 50 bytes.
+PG_DIR=$TESTHOST_DIR/podman4-gvisor
+PG_SOCK=$PG_DIR/podman.sock
+# The runsc wrapper every engine registers (contrib/gvisor/runsc-arizuko): on the host
+# for podman4, podman4-gvisor and rootless Podman, at the same path in the chroot for
+# podman 5.
+RUNSC_WRAPPER=/usr/local/libexec/arizuko-testhost/runsc-arizuko
+# Rootless Podman on cgroups v1 has no cgroups to give runsc: its wrapper adds
+# --ignore-cgroups (its containers have no limits there anyway).
+RUNSC_WRAPPER_ROOTLESS=/usr/local/libexec/arizuko-testhost/runsc-arizuko-rootless
 P5_DIR=$TESTHOST_DIR/podman5
 P5_SOCK=$P5_DIR/podman.sock
 DK_DIR=$TESTHOST_DIR/docker

@@ -101,6 +101,13 @@ func Rootful(t testing.TB) []Engine {
 	return out
 }
 
+// GVisor returns the engines of the test host that run containers under gVisor: Docker,
+// with runsc registered per container, and podman4-gvisor, a Podman 4.3 service whose own
+// runtime is runsc (Podman's API has no runtime per container).
+func GVisor(t testing.TB) []Engine {
+	return []Engine{get(t, "podman4-gvisor", "podman", "ARIZUKO_TEST_PODMAN4_GVISOR"), get(t, "docker", "docker", "ARIZUKO_TEST_DOCKER")}
+}
+
 // Rootless returns the rootless Podman engine and its user.
 func Rootless(t testing.TB) Engine {
 	e := get(t, "podman-rootless", "podman", "ARIZUKO_TEST_PODMAN_ROOTLESS")

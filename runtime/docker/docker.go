@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -73,7 +74,7 @@ func (d *Docker) Info(ctx context.Context) (engine.Info, error) {
 	}
 	rootless := slices.ContainsFunc(info.SecurityOptions, func(s string) bool { return strings.Contains(s, "name=rootless") })
 	return engine.Info{Name: "docker", Version: v.Version, APIVersion: v.APIVersion, Rootless: rootless, Socket: d.uri,
-		Networks: []string{engine.NetworkBridge},
+		Networks: []string{engine.NetworkBridge}, Runtimes: slices.Sorted(maps.Keys(info.Runtimes)),
 		NoLimits: noLimits(info.MemoryLimit, info.CPUCfsQuota, info.PidsLimit, info.CgroupDriver)}, nil
 }
 
@@ -150,6 +151,7 @@ func createConfig(s engine.Spec) (*container.Config, *container.HostConfig, erro
 		CapDrop:        h.CapDrop,
 		ReadonlyRootfs: h.ReadOnlyRoot,
 		NetworkMode:    container.NetworkMode(network),
+		Runtime:        s.Runtime,
 		Tmpfs:          map[string]string{},
 		LogConfig:      container.LogConfig{Type: "json-file"},
 		Resources: container.Resources{

@@ -121,6 +121,9 @@ type libpodInfo struct {
 		Pasta struct {
 			Executable string `json:"executable"`
 		} `json:"pasta"`
+		OCIRuntime struct {
+			Name string `json:"name"`
+		} `json:"ociRuntime"`
 	} `json:"host"`
 	Version struct {
 		APIVersion string

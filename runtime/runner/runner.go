@@ -44,6 +44,9 @@ type Config struct {
 	Rlimits []engine.Rlimit
 	// Networks are the named networks a turn may join (limits.allowed_networks).
 	Networks []string
+	// Runtimes are the OCI runtimes a turn may name besides the engine's default
+	// (limits.allowed_runtimes).
+	Runtimes []string
 	// AllowUnlimited runs turns where the engine cannot apply the memory, CPU and pids
 	// limits (limits.allow_unlimited); otherwise they fail as a terminal misconfiguration.
 	AllowUnlimited bool
@@ -239,6 +242,7 @@ func (tr *turnRun) run(ctx context.Context, spec engine.Spec, stdin []byte, time
 	spec.Env = append(spec.Env, tr.t.containerEnv(spec.Name)...)
 	id, err := e.Create(context.WithoutCancel(ctx), spec)
 	if err != nil {
+		err = tr.r.info().CreateError(spec, err)
 		if errors.Is(err, engine.ErrCreate) {
 			tr.fail(FailMisconfig, true, "create %s: %v", spec.Name, err)
 		} else {
