@@ -1,4 +1,5 @@
-# arizukod: build, test and package. Every go command runs with the Podman bindings' tags.
+# arizukod: build, test and package. Every go command runs with the Podman bindings' tags
+# (build and vet need none; they add a test that decodes through the bindings' specgen).
 SHELL := /bin/bash
 GO_TAGS := remote,exclude_graphdriver_btrfs,exclude_graphdriver_devicemapper,containers_image_openpgp
 export GOFLAGS := -tags=$(GO_TAGS)
@@ -32,7 +33,7 @@ demo:
 test:
 	bash hack/test.sh
 
-# Unit tests only: engine tests skip with the reason when no test host is up.
+# The unit suite: no service started; the *_e2e_test.go tests skip with the reason.
 unit:
 	go test ./...
 

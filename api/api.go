@@ -1,8 +1,9 @@
-// Package api is arizukod's local JSON API over a unix socket: runs, group inboxes, groups
-// and their grants, the outbox and its delivery stream, the operator's routes and inbound chat messages. It
-// validates every request and answers a caller's mistake with a 4xx and a JSON error that
-// names the field; it writes to the store and wakes or asks the queue, and never touches an
-// engine or a file.
+// Package api is the server of arizukod's local JSON API over a unix socket: runs, group
+// inboxes, groups and their grants, the outbox and its delivery stream, the operator's routes
+// and inbound chat messages. It validates every request and answers a caller's mistake with a
+// 4xx and a JSON error that names the field; it writes to the store and wakes or asks the
+// queue, and never touches an engine or a file. Its bodies and the client are package
+// apiwire, which callers import instead of this one: only the daemon serves the API.
 package api
 
 import (
@@ -24,14 +25,13 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/arizuko/arizukod/api/apiwire"
 	"github.com/arizuko/arizukod/contract"
 	"github.com/arizuko/arizukod/groupfolder"
 	"github.com/arizuko/arizukod/internal/exactjson"
+	"github.com/arizuko/arizukod/pricing"
 	"github.com/arizuko/arizukod/store"
 )
-
-// MaxBody bounds every request body.
-const MaxBody = 1 << 20
 
 // maxWait bounds a long poll.
 const maxWait = 10 * time.Minute
@@ -48,55 +48,17 @@ type Queue interface {
 
 // Health is what /health reports beyond the store.
 type Health interface {
-	Health(ctx context.Context) HealthReport
+	Health(ctx context.Context) apiwire.HealthReport
 }
-
-// HealthReport is the body of GET /health.
-type HealthReport struct {
-	Status  string `json:"status"` // ok, or degraded while the engine is away or turns are refused (engine.limits)
-	Version string `json:"version"`
-	// Image is the agent image the daemon's turns run.
-	Image   string       `json:"image,omitempty"`
-	Engine  EngineHealth `json:"engine"`
-	Model   ModelHealth  `json:"model"`
-	Running int          `json:"running"`
-	Queued  int          `json:"queued"`
-}
-
-// EngineHealth is the engine part of HealthReport.
-type EngineHealth struct {
-	Up      bool   `json:"up"`
-	Name    string `json:"name,omitempty"`
-	Version string `json:"version,omitempty"`
-	Socket  string `json:"socket,omitempty"`
-	Error   string `json:"error,omitempty"`
-	// Limits says whether the memory, CPU and pids limits hold: "applied", "not applied"
-	// with the reason when the operator allowed that (allow_unlimited), or, while turns
-	// are refused for it (status degraded), the reason and the fix; LimitsPending while
-	// the engine answers but its details are still being asked.
-	Limits string `json:"limits,omitempty"`
-}
-
-// ModelHealth is what the daemon's model gateway runs with. No credential does not make
-// the status degraded (turns that never ask for the model run), but every turn that asks
-// for it fails at its first request.
-type ModelHealth struct {
-	Upstream string `json:"upstream,omitempty"`
-	// Credential says where the credential comes from (never its value).
-	Credential string `json:"credential,omitempty"`
-	// Error says why no turn can reach the model, with the fix; "" when it can.
-	Error string `json:"error,omitempty"`
-}
-
-// LimitsPending is EngineHealth.Limits between the engine's first answer to a ping and its
-// details: the status is ok, and turns start once the details are known.
-const LimitsPending = "pending"
 
 // Server serves the API.
 type Server struct {
 	// Networks are the named networks a group's containerConfig.network may name
 	// (limits.allowed_networks); set before serving.
 	Networks []string
+	// Runtimes are the OCI runtimes a group's containerConfig.runtime may name
+	// (limits.allowed_runtimes); set before serving.
+	Runtimes []string
 	// Layout is where the groups' directories are, which removing a group names (zero:
 	// they are named relative to the data dir).
 	Layout groupfolder.Layout
@@ -106,6 +68,11 @@ type Server struct {
 	Metrics http.Handler
 	// Upkeep serves POST /v1/prune and POST /v1/backup; set before serving (nil: 404).
 	Upkeep Upkeep
+	// Projects serves /v1/groups/{folder}/project; set before serving (nil: 404).
+	Projects Projects
+	// Prices is the daemon's price table now, which GET /v1/usage prices usage with
+	// (nil: the shipped one).
+	Prices func() pricing.Table
 
 	store  *store.Store
 	queue  Queue
@@ -143,6 +110,9 @@ func New(st *store.Store, q Queue, h Health, log *slog.Logger) *Server {
 	s.mux.HandleFunc("PUT /v1/groups/{folder}/grants", s.putGrants)
 	s.mux.HandleFunc("GET /v1/groups/{folder}/grants", s.getGrants)
 	s.mux.HandleFunc("GET /v1/groups/{folder}/outbox", s.listOutbox)
+	s.mux.HandleFunc("PUT /v1/groups/{folder}/project", s.putProject)
+	s.mux.HandleFunc("GET /v1/groups/{folder}/project", s.getProject)
+	s.mux.HandleFunc("DELETE /v1/groups/{folder}/project", s.deleteProject)
 	s.mux.HandleFunc("POST /v1/groups/{folder}/unpark", s.unpark)
 	s.mux.HandleFunc("POST /v1/groups/{folder}/messages/{id}/drop", s.dropInbox)
 	s.mux.HandleFunc("GET /v1/outbox", s.streamOutbox)
@@ -159,6 +129,8 @@ func New(st *store.Store, q Queue, h Health, log *slog.Logger) *Server {
 	s.mux.HandleFunc("POST /v1/tasks/{id}/{verb}", s.taskVerb)
 	s.mux.HandleFunc("POST /v1/prune", s.prune)
 	s.mux.HandleFunc("POST /v1/backup", s.backup)
+	s.mux.HandleFunc("GET /v1/usage", s.getUsage)
+	s.mux.HandleFunc("GET /v1/prices", s.getPrices)
 	return s
 }
 
@@ -170,18 +142,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeErr(w, http.StatusInternalServerError, "", "internal error")
 		}
 	}()
-	r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
+	r.Body = http.MaxBytesReader(w, r.Body, apiwire.MaxBody)
 	s.mux.ServeHTTP(w, r)
 }
 
-// apiError is every error body: what went wrong and, for a bad field, which.
-type apiError struct {
-	Error string `json:"error"`
-	Field string `json:"field,omitempty"`
-}
-
 func writeErr(w http.ResponseWriter, code int, field, format string, args ...any) {
-	writeJSON(w, code, apiError{Error: fmt.Sprintf(format, args...), Field: field})
+	writeJSON(w, code, apiwire.ErrorBody{Error: fmt.Sprintf(format, args...), Field: field})
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
@@ -218,7 +184,7 @@ func exactFields(w http.ResponseWriter, body []byte, exact []string) bool {
 
 // renamedFields are the snake_case names earlier versions of the API took, with their
 // camelCase names now.
-var renamedFields = map[string]string{"chat_jid": "chatJid", "container_config": "containerConfig"}
+var renamedFields = map[string]string{"chat_jid": "chatJid", "container_config": "containerConfig", "dry_run": "dryRun"}
 
 // decode reads a JSON body into v strictly: unknown fields, wrong types, trailing data and
 // oversized bodies are errors that name the field. The strings of the fields named in
@@ -377,35 +343,7 @@ func jidField(w http.ResponseWriter, field, v string) bool {
 	return true
 }
 
-// Duration accepts a Go duration string ("90s") or a number of milliseconds, and is
-// written as a string.
-type Duration time.Duration
-
-// MarshalJSON writes the duration as a Go duration string.
-func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
-
-var durationType = reflect.TypeFor[Duration]()
-
-// UnmarshalJSON reads a Go duration string or a number of milliseconds. Anything else is a
-// *json.UnmarshalTypeError, which the decoder completes with the field's name.
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	bad := &json.UnmarshalTypeError{Value: string(b[:min(len(b), 40)]), Type: durationType}
-	var s string
-	if err := json.Unmarshal(b, &s); err == nil {
-		v, err := time.ParseDuration(s)
-		if err != nil {
-			return bad
-		}
-		*d = Duration(v)
-		return nil
-	}
-	var ms int64
-	if err := json.Unmarshal(b, &ms); err != nil {
-		return bad
-	}
-	*d = Duration(time.Duration(ms) * time.Millisecond)
-	return nil
-}
+var durationType = reflect.TypeFor[apiwire.Duration]()
 
 func queryInt(w http.ResponseWriter, r *http.Request, name string, def, lo, hi int64) (int64, bool) {
 	v := r.URL.Query().Get(name)

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/arizuko/arizukod/api"
+	"github.com/arizuko/arizukod/api/apiwire"
 	"github.com/arizuko/arizukod/contract"
 	"github.com/arizuko/arizukod/store"
 )
@@ -29,7 +29,7 @@ type badRequest struct {
 
 func badRequests(finished, running string) []badRequest {
 	msgs := `"messages":[{"content":"reply x"}]`
-	huge := `{"folder":"main","messages":[{"content":"` + strings.Repeat("A", api.MaxBody) + `"}]}`
+	huge := `{"folder":"main","messages":[{"content":"` + strings.Repeat("A", apiwire.MaxBody) + `"}]}`
 	big := `{"folder":"main","messages":[{"content":"` + strings.Repeat("B", contract.MaxInputBytes/2) + `"}]}`
 	deep := `{"folder":"main","messages":` + strings.Repeat("[", 20000) + strings.Repeat("]", 20000) + `}`
 	long := strings.Repeat("a", 300)
@@ -44,6 +44,11 @@ func badRequests(finished, running string) []badRequest {
 		b, _ := json.Marshal(n)
 		return badRequest{name: "containerConfig network " + name, method: http.MethodPost, path: "/v1/groups",
 			body: `{"folder":"newg","containerConfig":{"network":` + string(b) + `}}`, code: 400, field: "containerConfig.network"}
+	}
+	runtime := func(name string, rt any) badRequest {
+		b, _ := json.Marshal(rt)
+		return badRequest{name: "containerConfig runtime " + name, method: http.MethodPost, path: "/v1/groups",
+			body: `{"folder":"newg","containerConfig":{"runtime":` + string(b) + `}}`, code: 400, field: "containerConfig.runtime"}
 	}
 	return []badRequest{
 		run("folder a number", `{"folder":5,`+msgs+`}`, 400, "folder"),
@@ -99,6 +104,9 @@ func badRequests(finished, running string) []badRequest {
 		{name: "wait not a duration", method: "GET", path: "/v1/runs/" + finished + "?wait=abc", code: 400, field: "wait"},
 		{name: "wait negative", method: "GET", path: "/v1/runs/" + finished + "?wait=-1s", code: 400, field: "wait"},
 		{name: "wait too long", method: "GET", path: "/v1/runs/" + finished + "?wait=11m", code: 400, field: "wait"},
+		{name: "usage since not a date", method: "GET", path: "/v1/usage?since=yesterday", code: 400, field: "since"},
+		{name: "usage since in the future", method: "GET", path: "/v1/usage?since=2999-01-01", code: 400, field: "since"},
+		{name: "usage folder a traversal", method: "GET", path: "/v1/usage?folder=..%2Fx", code: 400, field: "folder"},
 		{name: "limit zero", method: "GET", path: "/v1/runs?limit=0", code: 400, field: "limit"},
 		{name: "limit a word", method: "GET", path: "/v1/runs?limit=many", code: 400, field: "limit"},
 		{name: "limit huge", method: "GET", path: "/v1/runs?limit=99999999999999999999", code: 400, field: "limit"},
@@ -143,6 +151,9 @@ func badRequests(finished, running string) []badRequest {
 		network("junk", "a b;c"),
 		network("a number", 5),
 		network("an object", map[string]string{"mode": "host"}),
+		runtime("not allowed", "crun"),
+		runtime("a path", "/usr/bin/runsc"),
+		runtime("a number", 5),
 		{name: "containerConfig sidecar on the host network", method: "POST", path: "/v1/groups", body: `{"folder":"newg","containerConfig":{"sidecars":[{"name":"a","image":"i","network":"host"}]}}`, code: 400, field: "containerConfig.sidecars"},
 		{name: "containerConfig sidecar quadlet on a namespace", method: "POST", path: "/v1/groups", body: `{"folder":"newg","containerConfig":{"sidecars":[{"name":"a","quadlet":"[Container]\nImage=i\nNetwork=ns:/proc/1/ns/net\n"}]}}`, code: 400, field: "containerConfig.sidecars"},
 		{name: "grants unknown tool", method: "PUT", path: "/v1/groups/main/grants", body: `{"rules":["no_such_tool"]}`, code: 400, field: "rules"},
@@ -184,6 +195,7 @@ func badRequests(finished, running string) []badRequest {
 func TestBadInput(t *testing.T) {
 	srv, st := messagesServer(t)
 	srv.Networks = []string{allowedNetwork}
+	srv.Runtimes = []string{"runsc"}
 	ctx := context.Background()
 	if _, err := st.UpsertGroup(ctx, store.Group{Folder: "kill"}); err != nil {
 		t.Fatal(err)

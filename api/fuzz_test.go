@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/arizuko/arizukod/api"
+	"github.com/arizuko/arizukod/api/apiwire"
 	"github.com/arizuko/arizukod/contract"
 	"github.com/arizuko/arizukod/queue"
 	"github.com/arizuko/arizukod/store"
@@ -33,7 +34,9 @@ func (q idleQueue) Ended(string) (<-chan struct{}, func()) { return q.changed, f
 
 type okHealth struct{}
 
-func (okHealth) Health(context.Context) api.HealthReport { return api.HealthReport{Status: "ok"} }
+func (okHealth) Health(context.Context) apiwire.HealthReport {
+	return apiwire.HealthReport{Status: "ok"}
+}
 
 var methods = []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete}
 

@@ -8,40 +8,11 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/arizuko/arizukod/api/apiwire"
 	"github.com/arizuko/arizukod/groupfolder"
+	"github.com/arizuko/arizukod/logging"
 	"github.com/arizuko/arizukod/store"
 )
-
-// GroupRemoval is the body of GET /v1/groups/{folder}/removal (what removing the group
-// would do, removing nothing) and of DELETE /v1/groups/{folder} (what removing it did).
-// Effects says it in sentences, which `arizukod groups remove` prints.
-type GroupRemoval struct {
-	Folder  string `json:"folder"`
-	Removed bool   `json:"removed"`
-	// Blocked says why the group cannot be removed now ("" when it can): groups below it,
-	// runs of it queued or running.
-	Blocked     string   `json:"blocked,omitempty"`
-	Descendants []string `json:"descendants"`
-	OpenRuns    []string `json:"openRuns"`
-	// EndedRuns stay in the store until retention prunes them.
-	EndedRuns int `json:"endedRuns"`
-	// DroppedMessages are its pending inbox messages: kept, marked dropped, given to no turn.
-	DroppedMessages []int64 `json:"droppedMessages"`
-	// DeletedRoutes target it or were added by it.
-	DeletedRoutes []int64  `json:"deletedRoutes"`
-	DeletedTasks  []string `json:"deletedTasks"`
-	// PendingOutbox messages of it not delivered yet stay, and are delivered as usual.
-	PendingOutbox int `json:"pendingOutbox"`
-	// KeptDirs are its directories, which stay on disk untouched: they hold what its agent
-	// wrote, and the daemon does not remove agent ground.
-	KeptDirs []string `json:"keptDirs"`
-	Effects  []string `json:"effects"`
-}
-
-// RemoveGroupRequest is the body of DELETE /v1/groups/{folder}: who removes it.
-type RemoveGroupRequest struct {
-	By string `json:"by"`
-}
 
 func (s *Server) planGroupRemoval(w http.ResponseWriter, r *http.Request) {
 	f, ok := folderParam(w, r)
@@ -60,7 +31,7 @@ func (s *Server) removeGroup(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	var req RemoveGroupRequest
+	var req apiwire.RemoveGroupRequest
 	if !decode(w, r, &req, "by") {
 		return
 	}
@@ -72,7 +43,7 @@ func (s *Server) removeGroup(w http.ResponseWriter, r *http.Request) {
 	if !s.removalErr(w, r, f, g, err) {
 		return
 	}
-	s.log.Info("group removed", "folder", string(f), "by", req.By, "droppedMessages", len(g.Pending),
+	s.log.Info("group removed", logging.FieldFolder, string(f), "by", req.By, "droppedMessages", len(g.Pending),
 		"deletedRoutes", len(g.Routes), "deletedTasks", len(g.Tasks))
 	writeJSON(w, http.StatusOK, s.wireRemoval(f, g, true, req.By))
 }
@@ -93,8 +64,8 @@ func (s *Server) removalErr(w http.ResponseWriter, r *http.Request, f groupfolde
 	return false
 }
 
-func (s *Server) wireRemoval(f groupfolder.Folder, g *store.GroupRemoval, removed bool, by string) GroupRemoval {
-	out := GroupRemoval{Folder: string(f), Removed: removed, Blocked: g.Blocked(), Descendants: g.Descendants,
+func (s *Server) wireRemoval(f groupfolder.Folder, g *store.GroupRemoval, removed bool, by string) apiwire.GroupRemoval {
+	out := apiwire.GroupRemoval{Folder: string(f), Removed: removed, Blocked: g.Blocked(), Descendants: g.Descendants,
 		OpenRuns: g.OpenRuns, EndedRuns: g.Runs, DroppedMessages: g.Pending, DeletedRoutes: g.Routes,
 		DeletedTasks: g.Tasks, PendingOutbox: g.Outbox, KeptDirs: s.groupDirs(f)}
 	say := func(format string, args ...any) { out.Effects = append(out.Effects, fmt.Sprintf(format, args...)) }

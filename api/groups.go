@@ -2,7 +2,6 @@ package api
 
 import (
 	"cmp"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -10,38 +9,20 @@ import (
 	"strings"
 	"unicode"
 
-	"github.com/arizuko/arizukod/contract"
+	"github.com/arizuko/arizukod/api/apiwire"
 	"github.com/arizuko/arizukod/groupfolder"
 	"github.com/arizuko/arizukod/ipc/policy"
 	"github.com/arizuko/arizukod/store"
 	"github.com/arizuko/arizukod/turn"
 )
 
-// Group is a group on the wire.
-type Group struct {
-	Folder          string          `json:"folder"`
-	Parent          string          `json:"parent,omitempty"`
-	Name            string          `json:"name,omitempty"`
-	Description     string          `json:"description,omitempty"`
-	Tier            int             `json:"tier"`
-	ContainerConfig json.RawMessage `json:"containerConfig,omitempty"`
-}
-
-func wireGroup(g *store.Group) Group {
-	return Group{Folder: g.Folder, Parent: g.Parent, Name: g.Name, Description: g.Description,
+func wireGroup(g *store.Group) apiwire.Group {
+	return apiwire.Group{Folder: g.Folder, Parent: g.Parent, Name: g.Name, Description: g.Description,
 		Tier: policy.FolderTier(g.Folder), ContainerConfig: g.ContainerConfig}
 }
 
-// PutGroupRequest is the body of POST /v1/groups.
-type PutGroupRequest struct {
-	Folder          string          `json:"folder"`
-	Name            string          `json:"name"`
-	Description     string          `json:"description"`
-	ContainerConfig json.RawMessage `json:"containerConfig"`
-}
-
 func (s *Server) putGroup(w http.ResponseWriter, r *http.Request) {
-	var req PutGroupRequest
+	var req apiwire.PutGroupRequest
 	if !decode(w, r, &req) {
 		return
 	}
@@ -51,7 +32,11 @@ func (s *Server) putGroup(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(req.ContainerConfig) > 0 && string(req.ContainerConfig) != "null" {
-		if _, err := turn.ParseContainerConfig(req.ContainerConfig, s.Networks); err != nil {
+		c, err := turn.ParseContainerConfig(req.ContainerConfig, s.Networks)
+		if err == nil {
+			err = c.CheckRuntime(s.Runtimes)
+		}
+		if err != nil {
 			field := "containerConfig"
 			var ce *turn.ConfigError
 			if errors.As(err, &ce) && ce.Field != "" {
@@ -83,7 +68,7 @@ func (s *Server) listGroups(w http.ResponseWriter, r *http.Request) {
 		s.internal(w, r, err)
 		return
 	}
-	out := make([]Group, 0, len(groups))
+	out := make([]apiwire.Group, 0, len(groups))
 	for i := range groups {
 		out = append(out, wireGroup(&groups[i]))
 	}
@@ -107,20 +92,12 @@ func (s *Server) getGroup(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, wireGroup(g))
 }
 
-// InboxRequest is the body of POST /v1/groups/{folder}/messages. SenderJID and ChatJID
-// are the messages' sender and chat; a message's own senderJid or chatJid takes precedence.
-type InboxRequest struct {
-	Messages  []contract.Message `json:"messages"`
-	SenderJID string             `json:"senderJid"`
-	ChatJID   string             `json:"chatJid"`
-}
-
 func (s *Server) appendInbox(w http.ResponseWriter, r *http.Request) {
 	f, ok := folderParam(w, r)
 	if !ok {
 		return
 	}
-	var req InboxRequest
+	var req apiwire.InboxRequest
 	if !decode(w, r, &req) || !messagesField(w, "messages", req.Messages) ||
 		!jidField(w, "senderJid", req.SenderJID) || !jidField(w, "chatJid", req.ChatJID) {
 		return
@@ -153,17 +130,12 @@ func (s *Server) appendInbox(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusAccepted, map[string]any{"folder": f, "ids": ids})
 }
 
-// GrantsRequest is the body of PUT /v1/groups/{folder}/grants.
-type GrantsRequest struct {
-	Rules []string `json:"rules"`
-}
-
 func (s *Server) putGrants(w http.ResponseWriter, r *http.Request) {
 	f, ok := folderParam(w, r)
 	if !ok {
 		return
 	}
-	var req GrantsRequest
+	var req apiwire.GrantsRequest
 	if !decode(w, r, &req, "rules") || !s.knownGroup(w, r, f) {
 		return
 	}
@@ -201,18 +173,6 @@ func (s *Server) getGrants(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"folder": f, "rules": rules, "default": isDefault})
 }
 
-// OutboxItem is an outbox entry on the wire.
-type OutboxItem struct {
-	ID        int64  `json:"id"`
-	RunID     string `json:"runId,omitempty"`
-	Kind      string `json:"kind"`
-	Target    string `json:"target,omitempty"`
-	Content   string `json:"content,omitempty"`
-	DocPath   string `json:"docPath,omitempty"`
-	DocName   string `json:"docName,omitempty"`
-	CreatedAt string `json:"createdAt"`
-}
-
 func (s *Server) listOutbox(w http.ResponseWriter, r *http.Request) {
 	f, ok := folderParam(w, r)
 	if !ok || !s.knownGroup(w, r, f) {
@@ -231,9 +191,9 @@ func (s *Server) listOutbox(w http.ResponseWriter, r *http.Request) {
 		s.internal(w, r, err)
 		return
 	}
-	out := make([]OutboxItem, 0, len(items))
+	out := make([]apiwire.OutboxItem, 0, len(items))
 	for _, it := range items {
-		out = append(out, OutboxItem{ID: it.ID, RunID: it.RunID, Kind: string(it.Kind), Target: it.Target,
+		out = append(out, apiwire.OutboxItem{ID: it.ID, RunID: it.RunID, Kind: string(it.Kind), Target: it.Target,
 			Content: it.Content, DocPath: it.DocPath, DocName: it.DocName, CreatedAt: msTime(it.CreatedAt)})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"folder": f, "items": out})
@@ -253,11 +213,6 @@ func (s *Server) unpark(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"folder": f, "lastDoneId": c.LastDoneID})
 }
 
-// DropRequest is the body of POST /v1/groups/{folder}/messages/{id}/drop: who drops it.
-type DropRequest struct {
-	By string `json:"by"`
-}
-
 // dropInbox drops a pending message of the folder: kept in the store as dropped, with who
 // and when, and given to no turn; the folder's retries and parked state are cleared.
 func (s *Server) dropInbox(w http.ResponseWriter, r *http.Request) {
@@ -270,7 +225,7 @@ func (s *Server) dropInbox(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusBadRequest, "id", "id: %q is not a message id (a positive number: `arizukod inbox list --folder %s` shows them)", r.PathValue("id"), f)
 		return
 	}
-	var req DropRequest
+	var req apiwire.DropRequest
 	if !decode(w, r, &req, "by") {
 		return
 	}
@@ -294,18 +249,8 @@ func (s *Server) dropInbox(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"folder": f, "dropped": id, "by": req.By, "lastDoneId": c.LastDoneID})
 }
 
-// InboundMessage is the body of POST /v1/messages: a chat message for the routes.
-type InboundMessage struct {
-	Platform string `json:"platform"`
-	Room     string `json:"room"`
-	ChatJID  string `json:"chatJid"`
-	Sender   string `json:"sender"`
-	Verb     string `json:"verb"`
-	Content  string `json:"content"`
-}
-
 func (s *Server) inbound(w http.ResponseWriter, r *http.Request) {
-	var req InboundMessage
+	var req apiwire.InboundMessage
 	if !decode(w, r, &req) {
 		return
 	}

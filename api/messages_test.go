@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/arizuko/arizukod/api"
+	"github.com/arizuko/arizukod/api/apiwire"
 	"github.com/arizuko/arizukod/queue"
 	"github.com/arizuko/arizukod/store"
 )
@@ -90,7 +91,7 @@ func TestRunKeepsChat(t *testing.T) {
 	if code != http.StatusAccepted {
 		t.Fatalf("POST /v1/runs: %d %s", code, body)
 	}
-	var run api.Run
+	var run apiwire.Run
 	if err := json.Unmarshal([]byte(body), &run); err != nil {
 		t.Fatal(err)
 	}

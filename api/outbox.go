@@ -10,6 +10,8 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/arizuko/arizukod/api/apiwire"
+	"github.com/arizuko/arizukod/delivery"
 	"github.com/arizuko/arizukod/store"
 )
 
@@ -17,75 +19,17 @@ import (
 const (
 	DefaultVisibility  = 60 * time.Second
 	DefaultMaxAttempts = 5
-	// MaxOutboxWait bounds GET /v1/outbox's wait.
-	MaxOutboxWait = 60 * time.Second
 	// maxOutboxLimit bounds GET /v1/outbox's limit and an ack's ids.
 	maxOutboxLimit = 1000
 	maxErrorBytes  = 4096
 )
 
-// OutboxRow is a row of the outbox stream on the wire (GET /v1/outbox and friends).
-type OutboxRow struct {
-	ID          int64  `json:"id"`
-	Folder      string `json:"folder"`
-	RunID       string `json:"runId"`
-	Kind        string `json:"kind"` // message, reply, document, result or notice
-	Target      string `json:"target"`
-	Platform    string `json:"platform"` // target's part before its first ':'
-	Content     string `json:"content"`
-	DocPath     string `json:"docPath"`
-	DocName     string `json:"docName"`
-	CreatedAt   int64  `json:"createdAt"` // unix ms
-	State       string `json:"state"`     // pending, delivered or parked
-	Attempts    int    `json:"attempts"`
-	LeaseUntil  int64  `json:"leaseUntil"` // unix ms; 0 when not leased
-	LastError   string `json:"lastError"`
-	DeliveredAt int64  `json:"deliveredAt"` // unix ms; 0 until acked
-}
-
-// WireOutbox is it on the wire.
-func WireOutbox(it store.OutboxItem) OutboxRow {
-	return OutboxRow{ID: it.ID, Folder: it.Folder, RunID: it.RunID, Kind: string(it.Kind), Target: it.Target,
-		Platform: it.Platform, Content: it.Content, DocPath: it.DocPath, DocName: it.DocName, CreatedAt: it.CreatedAt,
-		State: string(it.State), Attempts: it.Attempts, LeaseUntil: it.LeaseUntil, LastError: it.LastError,
-		DeliveredAt: it.DeliveredAt}
-}
-
-func wireOutboxList(items []store.OutboxItem) []OutboxRow {
-	out := make([]OutboxRow, 0, len(items))
+func wireOutboxList(items []store.OutboxItem) []apiwire.OutboxRow {
+	out := make([]apiwire.OutboxRow, 0, len(items))
 	for _, it := range items {
-		out = append(out, WireOutbox(it))
+		out = append(out, delivery.Row(it))
 	}
 	return out
-}
-
-// OutboxList is the body of GET /v1/outbox.
-type OutboxList struct {
-	// Lease is the token of the lease that handed the pending rows out: acknowledging or
-	// failing them takes it (AckRequest.Lease, FailRequest.Lease), and only this answer
-	// carries it. It is left out when no row was leased (a listing, or nothing pending).
-	Lease string      `json:"lease,omitempty"`
-	Items []OutboxRow `json:"items"`
-}
-
-// AckRequest is the body of POST /v1/outbox/ack.
-type AckRequest struct {
-	Lease string  `json:"lease"` // the token of the lease that handed the rows out
-	IDs   []int64 `json:"ids"`
-}
-
-// AckResponse answers POST /v1/outbox/ack.
-type AckResponse struct {
-	Acked int `json:"acked"`
-}
-
-// FailRequest is the body of POST /v1/outbox/fail.
-type FailRequest struct {
-	Lease string `json:"lease"` // the token of the lease that handed the row out
-	ID    int64  `json:"id"`
-	Error string `json:"error"`
-	// RetryAfter keeps the row from coming again for this long (default 0: at once).
-	RetryAfter Duration `json:"retryAfter,omitempty"`
 }
 
 // leasePolicy is the server's delivery policy, with the defaults for what is unset.
@@ -145,8 +89,8 @@ func (s *Server) streamOutbox(w http.ResponseWriter, r *http.Request) {
 	var wait time.Duration
 	if v := q.Get("wait"); v != "" {
 		d, err := time.ParseDuration(v)
-		if err != nil || d < 0 || d > MaxOutboxWait {
-			writeErr(w, http.StatusBadRequest, "wait", "wait: %q is not a duration from 0s to %s (like 30s)", v, MaxOutboxWait)
+		if err != nil || d < 0 || d > apiwire.MaxOutboxWait {
+			writeErr(w, http.StatusBadRequest, "wait", "wait: %q is not a duration from 0s to %s (like 30s)", v, apiwire.MaxOutboxWait)
 			return
 		}
 		wait = d
@@ -186,7 +130,7 @@ func (s *Server) streamOutbox(w http.ResponseWriter, r *http.Request) {
 		s.internal(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, OutboxList{Lease: lease.Token, Items: wireOutboxList(lease.Items)})
+	writeJSON(w, http.StatusOK, apiwire.OutboxList{Lease: lease.Token, Items: wireOutboxList(lease.Items)})
 }
 
 // Close makes long polls of GET /v1/outbox answer at once with what they have (nothing),
@@ -197,7 +141,7 @@ func (s *Server) Close() {
 }
 
 func (s *Server) ackOutbox(w http.ResponseWriter, r *http.Request) {
-	var req AckRequest
+	var req apiwire.AckRequest
 	if !decode(w, r, &req) {
 		return
 	}
@@ -230,11 +174,11 @@ func (s *Server) ackOutbox(w http.ResponseWriter, r *http.Request) {
 		s.internal(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, AckResponse{Acked: n})
+	writeJSON(w, http.StatusOK, apiwire.AckResponse{Acked: n})
 }
 
 func (s *Server) failOutbox(w http.ResponseWriter, r *http.Request) {
-	var req FailRequest
+	var req apiwire.FailRequest
 	if !decode(w, r, &req) {
 		return
 	}
@@ -263,7 +207,7 @@ func (s *Server) failOutbox(w http.ResponseWriter, r *http.Request) {
 	if !s.outboxErr(w, r, "id", err) {
 		return
 	}
-	writeJSON(w, http.StatusOK, WireOutbox(*it))
+	writeJSON(w, http.StatusOK, delivery.Row(*it))
 }
 
 // leaseField checks an ack's or a failure's lease token: it is required.
@@ -313,7 +257,7 @@ func (s *Server) getOutbox(w http.ResponseWriter, r *http.Request) {
 	if !s.outboxErr(w, r, "id", err) {
 		return
 	}
-	writeJSON(w, http.StatusOK, WireOutbox(*it))
+	writeJSON(w, http.StatusOK, delivery.Row(*it))
 }
 
 func (s *Server) retryOutbox(w http.ResponseWriter, r *http.Request) {
@@ -325,5 +269,5 @@ func (s *Server) retryOutbox(w http.ResponseWriter, r *http.Request) {
 	if !s.outboxErr(w, r, "id", err) {
 		return
 	}
-	writeJSON(w, http.StatusOK, WireOutbox(*it))
+	writeJSON(w, http.StatusOK, delivery.Row(*it))
 }

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/arizuko/arizukod/api"
+	"github.com/arizuko/arizukod/api/apiwire"
 	"github.com/arizuko/arizukod/store"
 )
 
@@ -24,7 +24,7 @@ func TestOutboxStream(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var list api.OutboxList
+	var list apiwire.OutboxList
 	code, body := serve(t, srv, http.MethodGet, "/v1/outbox?platform=tg", "")
 	if json.Unmarshal([]byte(body), &list); code != http.StatusOK || len(list.Items) != 1 {
 		t.Fatalf("GET /v1/outbox?platform=tg: %d %s", code, body)
@@ -81,7 +81,7 @@ func TestOutboxLeaseOwner(t *testing.T) {
 	}
 	type leased struct {
 		Lease string
-		Items []api.OutboxRow
+		Items []apiwire.OutboxRow
 	}
 	leaseOf := func(query string) leased {
 		t.Helper()

@@ -5,31 +5,13 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/arizuko/arizukod/api/apiwire"
 	"github.com/arizuko/arizukod/ipc/policy"
 	"github.com/arizuko/arizukod/store"
 )
 
-// Route is a route on the wire. Owner is empty for the operator's routes (the ones made
-// here), else the group whose agent added it.
-type Route struct {
-	ID        int64  `json:"id"`
-	Seq       int64  `json:"seq"`
-	Match     string `json:"match"`
-	Target    string `json:"target"`
-	Owner     string `json:"owner,omitempty"`
-	CreatedAt string `json:"createdAt"`
-}
-
-func wireRoute(r *store.Route) Route {
-	return Route{ID: r.ID, Seq: r.Seq, Match: r.Match, Target: r.Target, Owner: r.Owner, CreatedAt: msTime(r.CreatedAt)}
-}
-
-// AddRouteRequest is the body of POST /v1/routes: an operator's route, consulted before
-// any group's (ipc/ROUTES.md). Match "" matches every message.
-type AddRouteRequest struct {
-	Seq    *int64  `json:"seq"`
-	Match  *string `json:"match"`
-	Target string  `json:"target"`
+func wireRoute(r *store.Route) apiwire.Route {
+	return apiwire.Route{ID: r.ID, Seq: r.Seq, Match: r.Match, Target: r.Target, Owner: r.Owner, CreatedAt: msTime(r.CreatedAt)}
 }
 
 func (s *Server) listRoutes(w http.ResponseWriter, r *http.Request) {
@@ -38,7 +20,7 @@ func (s *Server) listRoutes(w http.ResponseWriter, r *http.Request) {
 		s.internal(w, r, err)
 		return
 	}
-	out := make([]Route, 0, len(routes))
+	out := make([]apiwire.Route, 0, len(routes))
 	for i := range routes {
 		out = append(out, wireRoute(&routes[i]))
 	}
@@ -46,7 +28,7 @@ func (s *Server) listRoutes(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) addRoute(w http.ResponseWriter, r *http.Request) {
-	var req AddRouteRequest
+	var req apiwire.AddRouteRequest
 	if !decode(w, r, &req, "match") {
 		return
 	}

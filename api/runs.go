@@ -7,61 +7,11 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/arizuko/arizukod/api/apiwire"
 	"github.com/arizuko/arizukod/contract"
 	"github.com/arizuko/arizukod/queue"
 	"github.com/arizuko/arizukod/store"
 )
-
-// Run is a run on the wire.
-type Run struct {
-	ID           string `json:"id"`
-	Folder       string `json:"folder"`
-	Kind         string `json:"kind"`
-	TaskID       string `json:"taskId,omitempty"`
-	Container    string `json:"container,omitempty"`
-	State        string `json:"state"`
-	Status       string `json:"status,omitempty"`
-	Failure      string `json:"failure,omitempty"`
-	Terminal     bool   `json:"terminal,omitempty"`
-	ExitCode     *int   `json:"exitCode,omitempty"`
-	Error        string `json:"error,omitempty"`
-	Result       string `json:"result,omitempty"`
-	NewSessionID string `json:"newSessionId,omitempty"`
-	Attempt      int    `json:"attempt"`
-	InboxFirst   int64  `json:"inboxFirst,omitempty"` // an inbox run answers the inbox messages InboxFirst..InboxLast
-	InboxLast    int64  `json:"inboxLast,omitempty"`
-	TimeoutMs    int64  `json:"timeoutMs,omitempty"`
-	CreatedAt    string `json:"createdAt"`
-	StartedAt    string `json:"startedAt,omitempty"`
-	EndedAt      string `json:"endedAt,omitempty"`
-	// Usage is what the turn used of the model API through the gateway.
-	Usage *Usage `json:"usage,omitempty"`
-	// Egress is what the turn moved through the egress proxy, per host (GET of one run).
-	Egress []Egress `json:"egress,omitempty"`
-}
-
-// Usage is a run's model usage.
-type Usage struct {
-	Requests         int64  `json:"requests"`
-	Model            string `json:"model,omitempty"`
-	InputTokens      int64  `json:"inputTokens"`
-	OutputTokens     int64  `json:"outputTokens"`
-	CacheReadTokens  int64  `json:"cacheReadTokens"`
-	CacheWriteTokens int64  `json:"cacheWriteTokens"`
-	Refused          string `json:"refused,omitempty"`
-	// UpstreamError is how the model upstream last failed during the run: what the agent
-	// retried.
-	UpstreamError string `json:"upstreamError,omitempty"`
-}
-
-// Egress is a run's traffic to one host:port through the egress proxy.
-type Egress struct {
-	Host      string `json:"host"`
-	Requests  int64  `json:"requests"`
-	BytesUp   int64  `json:"bytesUp"`
-	BytesDown int64  `json:"bytesDown"`
-	Refused   int64  `json:"refused"`
-}
 
 func msTime(ms int64) string {
 	if ms == 0 {
@@ -70,8 +20,8 @@ func msTime(ms int64) string {
 	return time.UnixMilli(ms).UTC().Format(time.RFC3339Nano)
 }
 
-func wireRun(r *store.Run) Run {
-	return Run{
+func wireRun(r *store.Run) apiwire.Run {
+	return apiwire.Run{
 		ID: r.ID, Folder: r.Folder, Kind: string(r.Kind), TaskID: r.TaskID, Container: r.Container,
 		State: string(r.State), Status: string(r.Status), Failure: string(r.Failure), Terminal: r.Terminal,
 		ExitCode: r.ExitCode, Error: r.Error, Result: r.Result, NewSessionID: r.NewSessionID,
@@ -81,40 +31,29 @@ func wireRun(r *store.Run) Run {
 	}
 }
 
-func wireUsage(u store.Usage) *Usage {
+func wireUsage(u store.Usage) *apiwire.Usage {
 	if u == (store.Usage{}) {
 		return nil
 	}
-	w := Usage(u)
+	w := apiwire.Usage(u)
 	return &w
 }
 
 // withEgress adds the run's egress to its answer.
-func (s *Server) withEgress(ctx context.Context, run *store.Run) (Run, error) {
+func (s *Server) withEgress(ctx context.Context, run *store.Run) (apiwire.Run, error) {
 	out := wireRun(run)
 	eg, err := s.store.RunEgress(ctx, run.ID)
 	if err != nil {
 		return out, err
 	}
 	for _, e := range eg {
-		out.Egress = append(out.Egress, Egress(e))
+		out.Egress = append(out.Egress, apiwire.Egress(e))
 	}
 	return out, nil
 }
 
-// CreateRunRequest is the body of POST /v1/runs. ChatJID is the chat the turn answers
-// (where send_reply without a chat_jid goes); empty: the last message's chatJid, if any.
-type CreateRunRequest struct {
-	Folder    string             `json:"folder"`
-	Messages  []contract.Message `json:"messages"`
-	SessionID string             `json:"sessionId"`
-	SenderJID string             `json:"senderJid"`
-	ChatJID   string             `json:"chatJid,omitempty"`
-	Timeout   *Duration          `json:"timeout,omitempty"`
-}
-
 func (s *Server) createRun(w http.ResponseWriter, r *http.Request) {
-	var req CreateRunRequest
+	var req apiwire.CreateRunRequest
 	if !decode(w, r, &req) {
 		return
 	}
@@ -235,7 +174,7 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 		s.internal(w, r, err)
 		return
 	}
-	out := make([]Run, 0, len(runs))
+	out := make([]apiwire.Run, 0, len(runs))
 	for i := range runs {
 		out = append(out, wireRun(&runs[i]))
 	}
@@ -262,14 +201,9 @@ func (s *Server) killRun(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusAccepted, wireRun(run))
 }
 
-// SteerRequest is the body of POST /v1/runs/{id}/steer.
-type SteerRequest struct {
-	Messages []contract.Message `json:"messages"`
-}
-
 func (s *Server) steerRun(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	var req SteerRequest
+	var req apiwire.SteerRequest
 	if !decode(w, r, &req) || !messagesField(w, "messages", req.Messages) {
 		return
 	}

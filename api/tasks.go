@@ -5,28 +5,14 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/arizuko/arizukod/api/apiwire"
+	"github.com/arizuko/arizukod/logging"
 	"github.com/arizuko/arizukod/scheduler"
 	"github.com/arizuko/arizukod/store"
 )
 
-// Task is a scheduled task on the wire. Schedule is the expression as the store keeps it
-// (an interval in milliseconds).
-type Task struct {
-	ID           string `json:"id"`
-	Folder       string `json:"folder"`
-	Prompt       string `json:"prompt"`
-	ScheduleKind string `json:"scheduleKind"`
-	Schedule     string `json:"schedule"`
-	State        string `json:"state"`
-	NextRunAt    string `json:"nextRunAt,omitempty"`
-	LastRunAt    string `json:"lastRunAt,omitempty"`
-	LastRunID    string `json:"lastRunId,omitempty"`
-	CreatedAt    string `json:"createdAt"`
-	UpdatedAt    string `json:"updatedAt"`
-}
-
-func wireTask(t *store.Task) Task {
-	return Task{ID: t.ID, Folder: t.Folder, Prompt: t.Prompt, ScheduleKind: string(t.ScheduleKind),
+func wireTask(t *store.Task) apiwire.Task {
+	return apiwire.Task{ID: t.ID, Folder: t.Folder, Prompt: t.Prompt, ScheduleKind: string(t.ScheduleKind),
 		Schedule: t.ScheduleExpr, State: string(t.State), NextRunAt: msTime(t.NextRunAt),
 		LastRunAt: msTime(t.LastRunAt), LastRunID: t.LastRunID, CreatedAt: msTime(t.CreatedAt), UpdatedAt: msTime(t.UpdatedAt)}
 }
@@ -55,7 +41,7 @@ func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
 		s.internal(w, r, err)
 		return
 	}
-	out := make([]Task, 0, len(tasks))
+	out := make([]apiwire.Task, 0, len(tasks))
 	for i := range tasks {
 		out = append(out, wireTask(&tasks[i]))
 	}
@@ -135,6 +121,6 @@ func (s *Server) taskVerb(w http.ResponseWriter, r *http.Request) {
 		s.internal(w, r, err)
 		return
 	}
-	s.log.Info("api: task "+past, "task", t.ID, "state", string(t.State), "next_run_at", msTime(t.NextRunAt))
+	s.log.Info("api: task "+past, logging.FieldTaskID, t.ID, "state", string(t.State), "next_run_at", msTime(t.NextRunAt))
 	writeJSON(w, http.StatusOK, wireTask(t))
 }

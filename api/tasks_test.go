@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/arizuko/arizukod/api"
+	"github.com/arizuko/arizukod/api/apiwire"
 	"github.com/arizuko/arizukod/store"
 )
 
@@ -40,19 +40,19 @@ func TestTasksAPI(t *testing.T) {
 	cron := mk("main/research", "cron", "0 9 * * *", store.TaskPaused)
 	once := mk("main", "once", "2001-01-01T00:00:00Z", store.TaskPaused)
 
-	list := func(query string) []api.Task {
+	list := func(query string) []apiwire.Task {
 		t.Helper()
 		code, body := serve(t, srv, http.MethodGet, "/v1/tasks"+query, "")
 		if code != http.StatusOK {
 			t.Fatalf("GET /v1/tasks%s: %d %s", query, code, body)
 		}
-		var out struct{ Tasks []api.Task }
+		var out struct{ Tasks []apiwire.Task }
 		if err := json.Unmarshal([]byte(body), &out); err != nil {
 			t.Fatal(err)
 		}
 		return out.Tasks
 	}
-	ids := func(ts []api.Task) (out []string) {
+	ids := func(ts []apiwire.Task) (out []string) {
 		for _, x := range ts {
 			out = append(out, x.ID)
 		}
@@ -78,10 +78,10 @@ func TestTasksAPI(t *testing.T) {
 		}
 	}
 
-	verb := func(id, v string) (int, api.Task, string) {
+	verb := func(id, v string) (int, apiwire.Task, string) {
 		t.Helper()
 		code, body := serve(t, srv, http.MethodPost, "/v1/tasks/"+id+"/"+v, "")
-		var task api.Task
+		var task apiwire.Task
 		if code == http.StatusOK {
 			if err := json.Unmarshal([]byte(body), &task); err != nil {
 				t.Fatal(err)
@@ -151,7 +151,7 @@ func TestInboxList(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, body := serve(t, srv, http.MethodGet, "/v1/groups/main/messages?limit=1", "")
-	var in api.Inbox
+	var in apiwire.Inbox
 	if code != http.StatusOK || json.Unmarshal([]byte(body), &in) != nil {
 		t.Fatalf("list: %d %s", code, body)
 	}

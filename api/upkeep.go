@@ -2,12 +2,11 @@ package api
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"strconv"
 
+	"github.com/arizuko/arizukod/api/apiwire"
 	"github.com/arizuko/arizukod/retention"
 )
 
@@ -19,13 +18,8 @@ type Upkeep interface {
 	Backup(ctx context.Context) (io.ReadCloser, int64, error)
 }
 
-// PruneRequest is the body of POST /v1/prune.
-type PruneRequest struct {
-	DryRun bool `json:"dry_run"`
-}
-
 func (s *Server) prune(w http.ResponseWriter, r *http.Request) {
-	var req PruneRequest
+	var req apiwire.PruneRequest
 	if r.ContentLength != 0 && !decode(w, r, &req) {
 		return
 	}
@@ -38,11 +32,8 @@ func (s *Server) prune(w http.ResponseWriter, r *http.Request) {
 		s.internal(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, rep)
+	writeJSON(w, http.StatusOK, apiwire.PruneReport(rep))
 }
-
-// BackupContentType is the media type of POST /v1/backup's answer: an SQLite database.
-const BackupContentType = "application/vnd.sqlite3"
 
 func (s *Server) backup(w http.ResponseWriter, r *http.Request) {
 	if s.Upkeep == nil {
@@ -55,43 +46,9 @@ func (s *Server) backup(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer rc.Close()
-	w.Header().Set("Content-Type", BackupContentType)
+	w.Header().Set("Content-Type", apiwire.BackupContentType)
 	w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
 	if _, err := io.Copy(w, rc); err != nil {
 		s.log.Warn("api: backup not sent whole", "err", err)
 	}
-}
-
-// Prune prunes by the daemon's retention rules, or only counts with dryRun.
-func (c *Client) Prune(ctx context.Context, dryRun bool) (retention.Report, error) {
-	var rep retention.Report
-	err := c.Do(ctx, http.MethodPost, "/v1/prune", PruneRequest{DryRun: dryRun}, &rep)
-	return rep, err
-}
-
-// Backup writes a consistent copy of the daemon's store to w and returns its size. A copy
-// that arrives short is an error.
-func (c *Client) Backup(ctx context.Context, w io.Writer) (int64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://arizukod/v1/backup", nil)
-	if err != nil {
-		return 0, err
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return 0, fmt.Errorf("arizukod at %s: %w", c.socket, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode >= 400 || resp.Header.Get("Content-Type") != BackupContentType {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-		var e apiError
-		if json.Unmarshal(b, &e) != nil || e.Error == "" {
-			e.Error = string(b)
-		}
-		return 0, &Error{Code: resp.StatusCode, Field: e.Field, Msg: e.Error}
-	}
-	n, err := io.Copy(w, resp.Body)
-	if err == nil && resp.ContentLength >= 0 && n != resp.ContentLength {
-		err = fmt.Errorf("backup: got %d of %d bytes", n, resp.ContentLength)
-	}
-	return n, err
 }

@@ -32,17 +32,23 @@ type bench struct {
 	rlInfo   engine.Info
 	rlWork   string
 	docker   engine.Engine
-	pInfo    engine.Info
-	p5Info   engine.Info
-	dInfo    engine.Info
-	daemons  []*daemonProc
-	report   report
+	// podmanGVisor is the Podman service whose own runtime is runsc; nil without
+	// -podman-gvisor.
+	podmanGVisor engine.Engine
+	pInfo        engine.Info
+	p5Info       engine.Info
+	dInfo        engine.Info
+	daemons      []*daemonProc
+	report       report
 }
 
 func (b *bench) run(ctx context.Context) error {
 	b.report.machine = describeMachine(ctx, b.o)
 	b.report.began = b.began
 	if err := b.openEngines(ctx); err != nil {
+		return err
+	}
+	if err := b.openGVisor(ctx); err != nil {
 		return err
 	}
 	b.report.machine.engines = append(b.report.machine.engines, fmt.Sprintf("podman %s (API %s) at %s", b.pInfo.Version, b.pInfo.APIVersion, b.o.podmanSocket))
@@ -73,6 +79,11 @@ func (b *bench) run(ctx context.Context) error {
 	}
 	if b.o.mode == "all" || b.o.mode == "throughput" {
 		if err := b.throughput(ctx); err != nil {
+			return err
+		}
+	}
+	if b.o.mode == "all" || b.o.mode == "gvisor" {
+		if err := b.gvisor(ctx); err != nil {
 			return err
 		}
 	}
@@ -163,7 +174,7 @@ func (b *bench) importImages(ctx context.Context) error {
 	for _, e := range []struct {
 		name string
 		eng  engine.Engine
-	}{{"podman", b.podman}, {"podman 5", b.podman5}, {"rootless podman", b.rootless}, {"docker", b.docker}} {
+	}{{"podman", b.podman}, {"podman 5", b.podman5}, {"rootless podman", b.rootless}, {"docker", b.docker}, {"podman gVisor", b.podmanGVisor}} {
 		if e.eng == nil {
 			continue
 		}
@@ -211,7 +222,7 @@ func (b *bench) cleanup() {
 			defer os.RemoveAll(w)
 		}
 	}
-	for _, eng := range []engine.Engine{b.podman, b.podman5, b.rootless, b.docker} {
+	for _, eng := range []engine.Engine{b.podman, b.podman5, b.rootless, b.docker, b.podmanGVisor} {
 		if eng == nil {
 			continue
 		}

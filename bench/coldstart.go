@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/arizuko/arizukod/api"
+	"github.com/arizuko/arizukod/api/apiwire"
 )
 
 // coldResult is the socket-activated start of the daemon.
@@ -132,15 +132,15 @@ func coldOnce(ctx context.Context, ssa, bin, cfg, sock, logPath string) (coldTim
 		}
 	}
 	time.Sleep(20 * time.Millisecond) // let it reach accept()
-	c := api.NewClient(sock)
+	c := apiwire.NewClient(sock)
 	t0 := time.Now()
 	for {
-		var h api.HealthReport
+		var h apiwire.HealthReport
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		err := c.Do(cctx, "GET", "/health", nil, &h)
 		cancel()
 		now := time.Since(t0)
-		var apiErr *api.Error
+		var apiErr *apiwire.Error
 		switch {
 		case err == nil || errors.As(err, &apiErr):
 			if t.first == 0 {
@@ -152,7 +152,7 @@ func coldOnce(ctx context.Context, ssa, bin, cfg, sock, logPath string) (coldTim
 			if err == nil && t.ok == 0 {
 				t.ok = now
 			}
-			if err == nil && h.Status == "ok" && h.Engine.Limits != api.LimitsPending {
+			if err == nil && h.Status == "ok" && h.Engine.Limits != apiwire.LimitsPending {
 				t.detailed = now
 				return t, nil
 			}

@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/arizuko/arizukod/api"
+	"github.com/arizuko/arizukod/api/apiwire"
 	"github.com/arizuko/arizukod/contract"
 )
 
@@ -27,7 +27,7 @@ type daemonProc struct {
 	dataDir  string
 	instance string
 	cmd      *exec.Cmd
-	client   *api.Client
+	client   *apiwire.Client
 }
 
 // daemonConfig writes the configuration of a bench daemon in dir and returns its path.
@@ -113,7 +113,7 @@ func (b *bench) startDaemonIn(ctx context.Context, dir, skills, name, engine, so
 		return nil, fmt.Errorf("start arizukod: %w", err)
 	}
 	b.daemons = append(b.daemons, d)
-	d.client = api.NewClient(d.socket)
+	d.client = apiwire.NewClient(d.socket)
 	if err := d.waitHealthy(ctx, 60*time.Second); err != nil {
 		return nil, fmt.Errorf("arizukod %s (log %s): %w", name, filepath.Join(dir, "daemon.log"), err)
 	}
@@ -124,7 +124,7 @@ func (d *daemonProc) waitHealthy(ctx context.Context, limit time.Duration) error
 	deadline := time.Now().Add(limit)
 	var last error
 	for time.Now().Before(deadline) {
-		var h api.HealthReport
+		var h apiwire.HealthReport
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		err := d.client.Do(cctx, "GET", "/health", nil, &h)
 		cancel()
@@ -167,7 +167,7 @@ func (d *daemonProc) stop() {
 // addGroups registers folders with the daemon.
 func (d *daemonProc) addGroups(ctx context.Context, folders ...string) error {
 	for _, f := range folders {
-		if err := d.client.Do(ctx, "POST", "/v1/groups", api.PutGroupRequest{Folder: f, Name: f}, nil); err != nil {
+		if err := d.client.Do(ctx, "POST", "/v1/groups", apiwire.PutGroupRequest{Folder: f, Name: f}, nil); err != nil {
 			return fmt.Errorf("register group %s: %w", f, err)
 		}
 	}
@@ -176,7 +176,7 @@ func (d *daemonProc) addGroups(ctx context.Context, folders ...string) error {
 
 // turnResult is one turn through the API.
 type turnResult struct {
-	run       api.Run
+	run       apiwire.Run
 	submitted time.Time
 	done      time.Time
 }
@@ -184,7 +184,7 @@ type turnResult struct {
 // turn submits one run and waits for its end.
 func (d *daemonProc) turn(ctx context.Context, folder, message string) (turnResult, error) {
 	tr := turnResult{submitted: time.Now()}
-	run, err := d.client.CreateRun(ctx, api.CreateRunRequest{Folder: folder, Messages: []contract.Message{{Role: "user", Content: message}}})
+	run, err := d.client.CreateRun(ctx, apiwire.CreateRunRequest{Folder: folder, Messages: []contract.Message{{Role: "user", Content: message}}})
 	if err != nil {
 		return tr, err
 	}
@@ -199,7 +199,7 @@ func (d *daemonProc) turn(ctx context.Context, folder, message string) (turnResu
 	return tr, nil
 }
 
-func runOK(r api.Run) error {
+func runOK(r apiwire.Run) error {
 	if r.State != "exited" || r.Status != "ok" {
 		return fmt.Errorf("run %s in %s ended %s/%s: %s %s", r.ID, r.Folder, r.State, r.Status, r.Failure, r.Error)
 	}

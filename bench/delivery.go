@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/arizuko/arizukod/api"
+	"github.com/arizuko/arizukod/api/apiwire"
 )
 
 // deliveryResult is the outbox stream under load: chat messages routed in through POST
@@ -67,7 +67,7 @@ func (b *bench) delivery(ctx context.Context) error {
 	go func() {
 		defer close(done)
 		for cctx.Err() == nil {
-			lease, err := d.client.LeaseOutbox(cctx, api.OutboxQuery{Wait: 5 * time.Second, Limit: 500})
+			lease, err := d.client.LeaseOutbox(cctx, apiwire.OutboxQuery{Wait: 5 * time.Second, Limit: 500})
 			rows := lease.Items
 			if err != nil || len(rows) == 0 {
 				continue
@@ -97,7 +97,7 @@ func (b *bench) delivery(ctx context.Context) error {
 	t0 := time.Now()
 	for i := 0; i < res.messages; i++ {
 		chat := i%res.chats + 1
-		msg := api.InboundMessage{Platform: "bench", ChatJID: fmt.Sprintf("tg:%d", chat), Content: fmt.Sprintf("reply m%d", i)}
+		msg := apiwire.InboundMessage{Platform: "bench", ChatJID: fmt.Sprintf("tg:%d", chat), Content: fmt.Sprintf("reply m%d", i)}
 		posted[i] = time.Now()
 		if err := d.client.Do(ctx, http.MethodPost, "/v1/messages", msg, nil); err != nil {
 			return fmt.Errorf("delivery: message %d: %w", i, err)
@@ -147,7 +147,7 @@ func (b *bench) delivery(ctx context.Context) error {
 		res.latency = append(res.latency, answers[chat][j].at.Sub(posted[i]))
 	}
 	for id, at := range handed {
-		var run api.Run
+		var run apiwire.Run
 		if err := d.client.Do(ctx, http.MethodGet, "/v1/runs/"+runOf[id], nil, &run); err != nil {
 			return fmt.Errorf("delivery: run of row %d: %w", id, err)
 		}

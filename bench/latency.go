@@ -120,7 +120,7 @@ func (b *bench) latency(ctx context.Context) error {
 		if ds.binary != b.o.arizukod {
 			name = strings.TrimSuffix(ds.name, "-"+ds.kind) + " on " + ds.kind
 		}
-		about := "api.Client CreateRun + WaitRun against `" + ds.about + " serve` (engine " + ds.kind + ", max_running 5, prepared 5: the default)"
+		about := "apiwire.Client CreateRun + WaitRun against `" + ds.about + " serve` (engine " + ds.kind + ", max_running 5, prepared 5: the default)"
 		if ds.extra != "" {
 			name += ", nothing prepared"
 			about = "as above with `" + strings.TrimSpace(ds.extra) + "`: every turn creates its container"

@@ -30,34 +30,36 @@ type options struct {
 	podmanSocket  string
 	dockerSocket  string
 	podman5Socket string
-	podman5Chroot string // the Podman 5 service's chroot, for its local CLI
-	rootless      string // the rootless Podman service, run by rootlessUID:rootlessGID
-	rootlessUID   int
-	rootlessGID   int
-	testhostDir   string
-	dockerCLI     string
-	arizukod      string
-	depsFloor     string
-	depsFloorAPI  string
-	agent         string
-	image         string
-	skillsDir     string
-	repo          string
-	work          string
-	out           string
-	warm          int
-	turns         int
-	phaseTurns    int
-	tpTurns       int
-	tpFolders     int
-	dlMessages    int
-	dlChats       int
-	sweep         intsFlag
-	coldRuns      int
-	skipGoBench   bool
-	keepWork      bool
-	daemonEngines string
-	candidates    candidateFlag
+	// podmanGVisorSocket is a Podman 4 service whose own runtime is runsc.
+	podmanGVisorSocket string
+	podman5Chroot      string // the Podman 5 service's chroot, for its local CLI
+	rootless           string // the rootless Podman service, run by rootlessUID:rootlessGID
+	rootlessUID        int
+	rootlessGID        int
+	testhostDir        string
+	dockerCLI          string
+	arizukod           string
+	depsFloor          string
+	depsFloorAPI       string
+	agent              string
+	image              string
+	skillsDir          string
+	repo               string
+	work               string
+	out                string
+	warm               int
+	turns              int
+	phaseTurns         int
+	tpTurns            int
+	tpFolders          int
+	dlMessages         int
+	dlChats            int
+	sweep              intsFlag
+	coldRuns           int
+	skipGoBench        bool
+	keepWork           bool
+	daemonEngines      string
+	candidates         candidateFlag
 }
 
 // candidate is another arizukod build measured next to the one under test.
@@ -125,9 +127,10 @@ func main() {
 func run(ctx context.Context, args []string) error {
 	var o options
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.StringVar(&o.mode, "mode", "all", "all: every measurement and BENCHMARKS.md; phases, latency, throughput, delivery, cold: only that measurement, printed")
+	fs.StringVar(&o.mode, "mode", "all", "all: every measurement and BENCHMARKS.md; phases, latency, throughput, delivery, cold, gvisor: only that measurement, printed")
 	fs.StringVar(&o.podmanSocket, "podman", os.Getenv("ARIZUKO_TEST_PODMAN4"), "the Podman 4 API service (unix://PATH)")
 	fs.StringVar(&o.podman5Socket, "podman5", os.Getenv("ARIZUKO_TEST_PODMAN5"), "the Podman 5 API service (unix://PATH); empty skips its latency rows")
+	fs.StringVar(&o.podmanGVisorSocket, "podman-gvisor", os.Getenv("ARIZUKO_TEST_PODMAN4_GVISOR"), "a Podman 4 API service whose own runtime is runsc (unix://PATH); empty skips its gVisor rows")
 	fs.StringVar(&o.podman5Chroot, "podman5-chroot", os.Getenv("ARIZUKO_TEST_PODMAN5_CHROOT"), "the chroot of -podman5, where its local CLI runs; empty skips that CLI's row")
 	fs.StringVar(&o.rootless, "podman-rootless", os.Getenv("ARIZUKO_TEST_PODMAN_ROOTLESS"), "a rootless Podman API service (unix://PATH); empty skips its latency rows")
 	fs.IntVar(&o.rootlessUID, "rootless-uid", envInt("ARIZUKO_TEST_ROOTLESS_UID"), "the user of -podman-rootless, whom its daemon runs as")
@@ -185,9 +188,9 @@ func run(ctx context.Context, args []string) error {
 	b := &bench{o: o, log: log, instance: fmt.Sprintf("bench%d", os.Getpid()), began: time.Now()}
 	defer b.cleanup()
 	switch o.mode {
-	case "all", "phases", "latency", "throughput", "delivery", "cold":
+	case "all", "phases", "latency", "throughput", "delivery", "cold", "gvisor":
 	default:
-		return fmt.Errorf("-mode %q: must be all, phases, latency, throughput, delivery or cold", o.mode)
+		return fmt.Errorf("-mode %q: must be all, phases, latency, throughput, delivery, cold or gvisor", o.mode)
 	}
 	return b.run(ctx)
 }

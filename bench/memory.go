@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/arizuko/arizukod/api"
+	"github.com/arizuko/arizukod/api/apiwire"
 	"github.com/arizuko/arizukod/contract"
 	"github.com/arizuko/arizukod/runtime/engine"
 )
@@ -57,8 +57,8 @@ func depsFloor(ctx context.Context, bin string) (rss, anon int64, err error) {
 	return rss, anon, nil
 }
 
-func apiRun(folder, message string) api.CreateRunRequest {
-	return api.CreateRunRequest{Folder: folder, Messages: []contract.Message{{Role: "user", Content: message}}}
+func apiRun(folder, message string) apiwire.CreateRunRequest {
+	return apiwire.CreateRunRequest{Folder: folder, Messages: []contract.Message{{Role: "user", Content: message}}}
 }
 
 // memory reads VmRSS of a fresh daemon, of the bench's worked daemon when idle, and of the
@@ -118,7 +118,7 @@ func (b *bench) memory(ctx context.Context) error {
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		var list struct {
-			Runs []api.Run `json:"runs"`
+			Runs []apiwire.Run `json:"runs"`
 		}
 		if err := d.client.Do(ctx, "GET", "/v1/runs?state=running", nil, &list); err != nil {
 			return err

@@ -115,11 +115,12 @@ func newPhaseBench(ctx context.Context, kind, uri, image, instance, dataDir, ski
 	if err != nil {
 		return nil, err
 	}
-	r, err := runner.New(runner.Config{Engine: eng, Info: info, Layout: layout, Instance: instance, Image: image, SkillsDir: skillsDir})
+	r, err := runner.New(runner.Config{Engine: eng, Info: info, Layout: layout, Instance: instance, Image: image, SkillsDir: skillsDir,
+		Timeout: config.DefaultRunTimeout, StopGrace: config.DefaultStopGrace})
 	if err != nil {
 		return nil, err
 	}
-	mounts, err := r.Mounts(f, dirs, nil)
+	mounts, err := r.Mounts(f, dirs, nil, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -19,6 +19,7 @@ type report struct {
 	phases     []*phaseResult
 	goBench    []goBenchResult
 	delivery   *deliveryResult
+	gvisor     []gvisorRow
 }
 
 func (r *report) markdown(mode string) string {
@@ -28,7 +29,7 @@ func (r *report) markdown(mode string) string {
 	p("")
 	p("Made by `make bench` (hack/bench.sh, which runs the program in bench/) on %s in %s. Every figure", r.began.UTC().Format("2006-01-02 15:04 MST"), r.took.Round(time.Second))
 	p("below comes from that one run, on the same engines and the same image. Regenerate with `make bench`;")
-	p("do not edit by hand. `hack/bench.sh -mode=phases` (or latency, throughput, delivery, cold) repeats one part and only prints it.")
+	p("do not edit by hand. `hack/bench.sh -mode=phases` (or latency, throughput, delivery, cold, gvisor) repeats one part and only prints it.")
 	p("")
 	r.machineSection(p)
 	if r.latency != nil {
@@ -39,6 +40,9 @@ func (r *report) markdown(mode string) string {
 	}
 	if r.delivery != nil {
 		r.deliverySection(p)
+	}
+	if len(r.gvisor) > 0 {
+		r.gvisorSection(p)
 	}
 	if r.cold != nil {
 		r.coldSection(p)
@@ -126,7 +130,7 @@ func (r *report) latencySection(p printer) {
 	p("")
 	p("%d measured turns per method after %d warm-up turns, interleaved: each round runs every method once,", l.turns, l.warm)
 	p("in an order that rotates by one each round. Agent message `noop`: the example agent answers at once.")
-	p("arizukod's figure is `api.Client.CreateRun` + `WaitRun` (HTTP over its unix socket; the run goes")
+	p("arizukod's figure is `apiwire.Client.CreateRun` + `WaitRun` (HTTP over its unix socket; the run goes")
 	p("through the store, the queue, prompt assembly, session seeding and the runner). Every command line")
 	p("runs `run --rm -i` with `%s` and gets the same JSON line on stdin.", strings.Join(hardening, " "))
 	p("arizukod does strictly more per turn: it also bind-mounts the group, session, IPC and skills")

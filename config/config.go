@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/arizuko/arizukod/mountsec"
+	"github.com/arizuko/arizukod/pricing"
 	"github.com/arizuko/arizukod/runtime/engine"
 )
 
@@ -94,9 +95,12 @@ type Config struct {
 	Model        ModelConf
 	Delivery     DeliveryConf
 	Webhooks     []Webhook // [[webhook]] tables, in file order
-	Metrics      MetricsConf
-	Retention    Retention
-	Source       string // the file read, or SourceDefaults
+	// Prices are the [prices."MODEL"] tables: each replaces the shipped price of its
+	// model (pricing.Defaults); nil when the file has none.
+	Prices    map[string]pricing.Price
+	Metrics   MetricsConf
+	Retention Retention
+	Source    string // the file read, or SourceDefaults
 }
 
 // ModelConf is where the model gateway forwards a turn's model traffic, and with which
@@ -124,6 +128,9 @@ type Limits struct {
 	// AllowedNetworks are the named engine networks a container may join
 	// (limits.allowed_networks); the modes of engine.CheckNetwork need no listing.
 	AllowedNetworks []string
+	// AllowedRuntimes are the OCI runtimes a container may run under besides the
+	// engine's default (limits.allowed_runtimes); Runtime, the default, is one of them.
+	AllowedRuntimes []string
 	// AllowUnlimited lets turns run where the engine cannot apply the memory, CPU and
 	// pids limits (limits.allow_unlimited); otherwise such turns are refused.
 	AllowUnlimited bool
@@ -242,6 +249,9 @@ func load(mode Mode, path string, explicit bool, getenv func(string) string) (*C
 		return nil, &Error{Source: l.c.Source, Line: l.lines["limits.network"], Key: "limits.network", Err: err}
 	}
 	l.c.Limits.Network = network
+	if err := engine.CheckRuntime(l.c.Limits.Runtime, l.c.Limits.AllowedRuntimes); err != nil {
+		return nil, &Error{Source: l.c.Source, Line: l.lines["limits.runtime"], Key: "limits.runtime", Err: err}
+	}
 	return l.c, nil
 }
 

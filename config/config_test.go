@@ -202,6 +202,10 @@ func TestEveryKey(t *testing.T) {
 			c.Limits.Network, c.Limits.AllowedNetworks = "arizuko-net", []string{"arizuko-net", "b.2"}
 		}},
 		{"[limits]\nallowed_networks = []", func(c *Config) { c.Limits.AllowedNetworks = []string{} }},
+		{"[limits]\nruntime = \"runsc\"\nallowed_runtimes = [\"runc\", \"runsc\"]", func(c *Config) {
+			c.Limits.Runtime, c.Limits.AllowedRuntimes = "runsc", []string{"runc", "runsc"}
+		}},
+		{"[limits]\nallowed_runtimes = [\"runsc\"]", func(c *Config) { c.Limits.AllowedRuntimes = []string{"runsc"} }},
 		{"[limits]\nallow_unlimited = true", func(c *Config) { c.Limits.AllowUnlimited = true }},
 		{"[limits]\nallow_unlimited = false", func(*Config) {}},
 		{"limits = { pids = 64 }", func(c *Config) { c.Limits.PidsLimit = 64 }},
@@ -327,6 +331,11 @@ func TestBadValues(t *testing.T) {
 		{"[limits]\nnetwork = \"a b\"", "limits.network", 2, "want \"none\", \"bridge\""},
 		{"\n[limits]\nnetwork = \"agents\"", "limits.network", 3, "not in limits.allowed_networks"},
 		{"[limits]\nnetwork = \"agents\"\nallowed_networks = [\"other\"]", "limits.network", 2, "it lists other"},
+		{"\n[limits]\nruntime = \"runsc\"", "limits.runtime", 3, "not in limits.allowed_runtimes"},
+		{"[limits]\nruntime = \"runsc\"\nallowed_runtimes = [\"runc\"]", "limits.runtime", 2, "it lists runc"},
+		{"[limits]\nruntime = \"/usr/bin/runsc\"", "limits.runtime", 2, "not a path"},
+		{"[limits]\nallowed_runtimes = [\"runsc\", \"runsc\"]", "limits.allowed_runtimes", 2, "listed twice"},
+		{"[limits]\nallowed_runtimes = [\"a b\"]", "limits.allowed_runtimes", 2, "OCI runtime's name"},
 		{"[limits]\nallowed_networks = \"agents\"", "limits.allowed_networks", 2, "want an array of strings, not a string"},
 		{"[limits]\nallowed_networks = [\"host\"]", "limits.allowed_networks", 2, "element 1: \"host\": an engine's reserved word"},
 		{"[limits]\nallowed_networks = [\"a\", \"Bridge\"]", "limits.allowed_networks", 2, "element 2: \"Bridge\": an engine's reserved word"},
@@ -557,6 +566,7 @@ func TestSample(t *testing.T) {
 		if name == "uncommented" {
 			want.EnvAllow = []string{}
 			want.Limits.AllowedNetworks = []string{}
+			want.Limits.AllowedRuntimes = []string{}
 		}
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("%s:\ngot  %+v\nwant %+v", name, got, want)

@@ -60,9 +60,14 @@ func (l *loader) decode(path string, data []byte) error {
 			return err
 		}
 	}
+	if p, ok := top["prices"]; ok {
+		if err := l.prices(&md, path, p); err != nil {
+			return err
+		}
+	}
 	for _, k := range md.Keys() {
 		name := k.String()
-		if slices.Contains(tables, name) || k[0] == "webhook" {
+		if slices.Contains(tables, name) || k[0] == "webhook" || k[0] == "prices" {
 			continue
 		}
 		set, ok := fileKeys[name]

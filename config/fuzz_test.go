@@ -21,6 +21,7 @@ func FuzzDecode(f *testing.F) {
 		"listen = \"unix:\"\n",
 		"engine_socket = \"tcp://[::1]:0\"\n",
 		"[limits]\nnetwork = \"container:x\"\nallowed_networks = [\"host\", 1]\nallow_unlimited = 1\n",
+		"[prices.\"m\"]\ninput = 1e300\noutput = nan\ncache_read = -0.0\ncache_write = inf\n[prices.x.y]\nz = 1\n",
 	} {
 		f.Add([]byte(s))
 	}

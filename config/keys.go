@@ -53,6 +53,8 @@ var fileKeys = map[string]setter{
 	"limits.pids":             integer(MinPids, MaxPids, func(c *Config) *int64 { return &c.Limits.PidsLimit }),
 	"limits.network":          text(setNetwork),
 	"limits.allowed_networks": setAllowedNetworks,
+	"limits.runtime":          text(setRuntime),
+	"limits.allowed_runtimes": setAllowedRuntimes,
 	"limits.allow_unlimited":  boolean(func(c *Config) *bool { return &c.Limits.AllowUnlimited }),
 	"memory.diary_max":        integer(1, 365, func(c *Config) *int { return &c.Memory.DiaryMax }),
 	"memory.episodes_max":     integer(1, 100, func(c *Config) *int { return &c.Memory.EpisodesMax }),
@@ -408,6 +410,38 @@ func setAllowedNetworks(c *Config, v any) error {
 		}
 	}
 	c.Limits.AllowedNetworks = names
+	return nil
+}
+
+// setRuntime takes an OCI runtime's name, "" for the engine's default. It must be in limits.allowed_runtimes, which
+// may come later in the file: Load checks it against that list once the whole file is read.
+func setRuntime(c *Config, s string) error {
+	if s == "" {
+		c.Limits.Runtime = ""
+		return nil
+	}
+	if err := engine.CheckRuntimeName(s); err != nil {
+		return err
+	}
+	c.Limits.Runtime = s
+	return nil
+}
+
+// setAllowedRuntimes takes an array of OCI runtime names, each at most once.
+func setAllowedRuntimes(c *Config, v any) error {
+	names, err := stringArray(v)
+	if err != nil {
+		return err
+	}
+	for i, s := range names {
+		if err := engine.CheckRuntimeName(s); err != nil {
+			return fmt.Errorf("element %d: %w", i+1, err)
+		}
+		if slices.Contains(names[:i], s) {
+			return fmt.Errorf("element %d: %q is listed twice", i+1, s)
+		}
+	}
+	c.Limits.AllowedRuntimes = names
 	return nil
 }
 

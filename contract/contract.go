@@ -1,7 +1,8 @@
 // Package contract is the wire contract between arizukod and an agent container: the one
-// JSON line written to the container's stdin, and the marked block the container prints on
-// stdout. It owns the types, the markers and the parser; it must not know about engines,
-// stores or files, so that agent authors can import it alone.
+// JSON line written to the container's stdin, the marked block the container prints on
+// stdout, and where in the container the agent finds the sockets of its turn (IPCDir and
+// the names in it). It owns the types, the markers, the parser and those names; it must
+// not know about engines, stores or files, so that agent authors can import it alone.
 package contract
 
 import (
@@ -17,6 +18,27 @@ const (
 	StartMarker = "---ARIZUKO_OUTPUT_START---"
 	EndMarker   = "---ARIZUKO_OUTPUT_END---"
 )
+
+// Where an agent finds what arizukod serves it for a turn: the group's IPC directory is
+// mounted in its container at IPCDir, with these names in it.
+const (
+	IPCDir = "/var/run/pub/arizuko"
+	// RouterSocket is the MCP server of arizukod's tools.
+	RouterSocket = "router.sock"
+	// ModelSocket is the model gateway (the Messages API).
+	ModelSocket = "model.sock"
+	// EgressSocket is the egress proxy (HTTP CONNECT).
+	EgressSocket = "egress.sock"
+	// SidecarDir holds the group's sidecars' sockets, <name>.sock.
+	SidecarDir = "sidecars"
+	// InputDir holds the steering messages of a running turn, and its close sentinel.
+	InputDir = "input"
+)
+
+// EgressCAFile is the certificate (PEM) of the CA the egress proxy presents for the hosts
+// it sends a secret to, mounted read-only in every agent container: an agent's TLS
+// through egress.sock trusts it besides the system's roots.
+const EgressCAFile = "/etc/arizuko/egress-ca.pem"
 
 // MaxInputBytes bounds the stdin line of one turn, newline included.
 const MaxInputBytes = 1 << 20

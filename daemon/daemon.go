@@ -1,5 +1,6 @@
-// Package daemon is `arizukod serve`: it wires the configuration, the store, the engine, the
-// runner, the queue and the API together, listens (socket-activated or on its own socket),
+// Package daemon is `arizukod serve`: over the turn machinery assembly builds from the
+// configuration (store, engine, runner, turn builder), it runs the queue, the scheduler
+// and the API, listens (socket-activated or on its own socket),
 // tells systemd how it is doing over sd_notify, watches the engine, and stops gracefully by
 // detaching from running turns. It owns the lifecycle and nothing else: every decision
 // about a turn lives in the packages it wires.
@@ -9,8 +10,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -23,19 +24,18 @@ import (
 	"github.com/coreos/go-systemd/v22/daemon"
 
 	"github.com/arizuko/arizukod/api"
+	"github.com/arizuko/arizukod/assembly"
 	"github.com/arizuko/arizukod/config"
-	"github.com/arizuko/arizukod/delivery"
 	"github.com/arizuko/arizukod/gateway"
 	"github.com/arizuko/arizukod/groupfolder"
-	"github.com/arizuko/arizukod/logging"
+	"github.com/arizuko/arizukod/metrics"
 	"github.com/arizuko/arizukod/mountsec"
+	"github.com/arizuko/arizukod/pricing"
 	"github.com/arizuko/arizukod/queue"
 	"github.com/arizuko/arizukod/retention"
-	"github.com/arizuko/arizukod/runtime/detect"
 	"github.com/arizuko/arizukod/runtime/engine"
 	"github.com/arizuko/arizukod/runtime/runner"
 	"github.com/arizuko/arizukod/scheduler"
-	"github.com/arizuko/arizukod/sidecar"
 	"github.com/arizuko/arizukod/store"
 	"github.com/arizuko/arizukod/turn"
 )
@@ -52,12 +52,9 @@ type Daemon struct {
 	layout  groupfolder.Layout
 	opts    options
 
-	// What a reload (SIGHUP) replaces; turns in flight keep what they started with.
-	live    atomic.Pointer[config.Config]
-	secrets secretSet     // the filter of every text stored or logged (redact)
-	sources secretSources // the secrets the last (re)load read; the reload's goroutine's
-	builder atomic.Pointer[turn.Builder]
-	gateway atomic.Pointer[turn.ModelGateway]
+	// sys is the turn machinery of the latest configuration, which a reload (SIGHUP)
+	// replaces; turns in flight keep what they started with.
+	sys     atomic.Pointer[assembly.System]
 	api     *api.Server
 	pushers *pushers
 	pruning sync.Mutex             // one pruning at a time
@@ -104,150 +101,116 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	d := &Daemon{cfg: cfg, log: log, version: version, answered: make(chan struct{})}
+	d := &Daemon{cfg: cfg, version: version, answered: make(chan struct{})}
 	for _, o := range opts {
 		o(&d.opts)
 	}
-	d.live.Store(cfg)
-	layout, err := groupfolder.NewLayout(cfg.DataDir)
-	if err != nil {
-		return fmt.Errorf("data_dir: %w", err)
-	}
-	d.layout = layout
-	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
-		return fmt.Errorf("data_dir: %w", err)
-	}
-	if d.engine, err = openEngine(cfg); err != nil {
-		return err
-	}
-	// The engine's first answer, all the first /health waits for, is on its way meanwhile.
-	d.pingAhead(ctx)
-	allow, allowErr := mountsec.LoadAllowlist(cfg.Allowlist, mountsec.Options{Protected: []string{cfg.DataDir}})
-	if allowErr != nil && !errors.Is(allowErr, mountsec.ErrNoAllowlist) {
-		return allowErr
-	}
-	if errors.Is(allowErr, mountsec.ErrNoAllowlist) {
-		log.Info("no mount allowlist: groups get no additional mounts", "path", cfg.Allowlist)
-	}
-	var skills fs.FS
-	if fi, err := os.Stat(cfg.SkillsDir); err == nil && fi.IsDir() {
-		skills = os.DirFS(cfg.SkillsDir)
-	}
-	model, err := turn.NewModelGateway(d.modelOptions(cfg), layout, log)
+	met, err := d.assemble(ctx, log)
 	if err != nil {
 		return err
 	}
-	// Every secret known, wherever it came from (the env file, passed on or not, the model
-	// credential, the groups' credentials; the webhooks' below), is redacted.
-	if d.sources, err = loadSecrets(ctx, cfg, layout, model, nil); err != nil {
-		return err
-	}
-	d.secrets.reload(d.sources.all())
-	d.gateway.Store(model)
-	// From here on no secret value reaches the journal or the store, whoever writes it:
-	// an agent's answer, stderr line, outbox message or MCP call may echo one.
-	log = slog.New(logging.Redacting(log.Handler(), d.redact))
-	d.log = log
-	dbPath, err := layout.StorePath()
-	if err != nil {
-		return err
-	}
-	if d.store, err = store.Open(ctx, dbPath, store.WithRedact(d.redact)); err != nil {
-		return err
-	}
-	defer d.store.Close()
-	d.runner, err = runner.New(runner.Config{
-		Engine: d.engine, Layout: layout, Instance: cfg.Instance, Image: cfg.Image,
-		Timeout: cfg.RunTimeout, StopGrace: cfg.StopGrace, SkillsDir: existingDir(cfg.SkillsDir),
-		WebDir: existingDir(cfg.WebDir), Redact: d.redact, Logger: log,
-		InfoFunc: d.engineInfo, Networks: cfg.Limits.AllowedNetworks, AllowUnlimited: cfg.Limits.AllowUnlimited,
-		Prepared: cfg.Prepared,
-	})
-	if err != nil {
-		return err
-	}
-	builder := &turn.Builder{
-		Layout: layout, Store: d.store, Allowlist: allow, AllowlistErr: allowErr, Skills: skills,
-		Location: cfg.Location, Networks: cfg.Limits.AllowedNetworks,
-		Limits:   cfg.Limits.Limits,
-		DiaryMax: cfg.Memory.DiaryMax, EpisodesMax: cfg.Memory.EpisodesMax, Logger: log,
-	}
-	d.builder.Store(builder)
-	sidecars, err := sidecar.New(ctx, sidecar.Options{Engine: d.engine, InfoFunc: d.engineInfo, Layout: layout,
-		Instance: cfg.Instance, StopGrace: cfg.StopGrace, Networks: cfg.Limits.AllowedNetworks, Logger: log,
-		Secret: d.secrets.learn})
-	if err != nil {
-		return err
-	}
-	defer sidecars.Close()
-	log.Info("sidecars run as " + string(sidecars.Mode()))
-	met := newMetrics(d)
-	builder.Services = &turn.Services{Store: d.store, Sidecars: sidecars, Model: model, Location: cfg.Location, Logger: log,
-		OnUsage: func(u gateway.Usage) { met.ModelUsage(usageMetrics(u)) }}
-	d.queue, err = queue.New(queue.Config{
-		Store: meteredStore{d.store, met}, Runner: d.runner, Turns: currentBuilder(d.builder.Load), EngineUp: d.up, CheckEngine: d.checkEngine,
-		MaxRunning: cfg.MaxRunning, RetryMax: cfg.RetryMax, RetryBackoff: cfg.RetryBackoff,
-		Prepare: cfg.Prepared, Logger: log, OnChange: d.notifyStatus,
-	})
-	if err != nil {
-		return err
-	}
-
-	sched := scheduler.New(scheduler.Config{Store: d.store, Location: cfg.Location, Wake: d.queue.Wake, Logger: log})
-
-	policy := leasePolicy(cfg)
-	pusher, err := delivery.New(d.store, cfg.Webhooks, policy, log)
-	if err != nil {
-		return err
-	}
-	d.sources.webhooks = pusher.Secrets()
-	d.secrets.reload(d.sources.all())
-
+	defer d.sys.Load().Close()
 	l, activated, err := listen(passed, cfg.Listen, cfg.SocketMode, cfg.AllowGroup)
 	if err != nil {
 		return err
 	}
-	pl, err := newPeerListener(l, cfg.AllowGroup, log)
+	srv, pl, err := d.server(ctx, l, met)
 	if err != nil {
 		l.Close()
 		return err
 	}
-	handler := api.New(d.store, d.queue, d, log)
-	handler.Networks = cfg.Limits.AllowedNetworks
-	handler.Location = cfg.Location
-	handler.Layout = layout
-	handler.SetDelivery(policy)
+	d.log.Info("arizukod listening", "socket", l.Addr().String(), "socket_activated", activated, "data_dir", cfg.DataDir, "config", cfg.Source,
+		"engine_from", d.sys.Load().EngineChoice.Source())
+	d.serve(ctx, srv, pl, hup)
+	if !activated {
+		os.Remove(cfg.Listen)
+	}
+	return nil
+}
+
+// assemble builds the turn machinery of the configuration (assembly) and the queue over
+// it, and starts asking the engine.
+func (d *Daemon) assemble(ctx context.Context, log *slog.Logger) (*metrics.Metrics, error) {
+	cfg := d.cfg
+	var met *metrics.Metrics // made once the log is: turns, which hear usage, start after
+	sys, err := assembly.New(ctx, cfg, assembly.Options{Mode: assembly.Serve, Logger: log, InfoFunc: d.engineInfo,
+		OnUsage: func(u gateway.Usage) { met.ModelUsage(usageMetrics(u)) },
+		OnCost: func(f groupfolder.Folder, model string, c pricing.Cost) {
+			met.ModelCost(string(f), model, int64(c.Micros), c.Known())
+		}})
+	if err != nil {
+		return nil, err
+	}
+	d.sys.Store(sys)
+	d.log, d.layout, d.engine, d.store, d.runner = sys.Logger, sys.Layout, sys.Engine, sys.Store, sys.Runner
+	met = newMetrics(d)
+	// The engine's first answer, all the first /health waits for, is on its way meanwhile.
+	d.pingAhead(ctx)
+	if errors.Is(sys.Builder.AllowlistErr, mountsec.ErrNoAllowlist) {
+		d.log.Info("no mount allowlist: groups get no additional mounts", "path", cfg.Allowlist)
+	}
+	d.log.Info("sidecars run as " + string(sys.Sidecars.Mode()))
+	d.queue, err = queue.New(queue.Config{
+		Store: meteredStore{d.store, met}, Runner: d.runner, Turns: currentBuilder(func() *turn.Builder { return d.sys.Load().Builder }),
+		EngineUp: d.up, CheckEngine: d.checkEngine, MaxRunning: cfg.MaxRunning, RetryMax: cfg.RetryMax, RetryBackoff: cfg.RetryBackoff,
+		Prepare: cfg.Prepared, Logger: d.log, OnChange: d.notifyStatus,
+	})
+	if err != nil {
+		sys.Close()
+		return nil, err
+	}
+	return met, nil
+}
+
+// server is the API, with the listener that checks its callers' peers on l, and the
+// metrics listener when [metrics] listen names one.
+func (d *Daemon) server(ctx context.Context, l net.Listener, met *metrics.Metrics) (*http.Server, net.Listener, error) {
+	cfg, sys := d.cfg, d.sys.Load()
+	pl, err := newPeerListener(l, cfg.AllowGroup, d.log)
+	if err != nil {
+		return nil, nil, err
+	}
+	handler := api.New(d.store, d.queue, d, d.log)
+	handler.Networks, handler.Runtimes, handler.Location, handler.Layout = cfg.Limits.AllowedNetworks, cfg.Limits.AllowedRuntimes, cfg.Location, d.layout
+	handler.SetDelivery(sys.LeasePolicy())
+	handler.Metrics, handler.Upkeep = met, d
+	handler.Prices = func() pricing.Table { return d.sys.Load().Model.Prices() }
+	handler.Projects = projects{func() *turn.Builder { return d.sys.Load().Builder }}
 	d.api = handler
-	handler.Metrics = met
-	handler.Upkeep = d
 	if cfg.Metrics.Listen != "" {
 		if _, err := met.Serve(ctx, cfg.Metrics.Listen); err != nil {
-			l.Close()
-			return err
+			return nil, nil, err
 		}
 	}
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	srv.RegisterOnShutdown(handler.Close)
-	log.Info("arizukod listening", "socket", l.Addr().String(), "socket_activated", activated, "data_dir", cfg.DataDir, "config", cfg.Source)
+	return srv, pl, nil
+}
 
+// serve runs the queue, the scheduler, the webhooks' pusher, the watches, the reloads on
+// hup and srv on l until ctx ends (or srv stops), then stops them: running turns are
+// detached.
+func (d *Daemon) serve(ctx context.Context, srv *http.Server, l net.Listener, hup <-chan os.Signal) {
+	sys, log := d.sys.Load(), d.log
+	sched := scheduler.New(scheduler.Config{Store: d.store, Location: d.cfg.Location, Wake: d.queue.Wake, Logger: log})
 	var wg sync.WaitGroup
 	qctx, stopQueue := context.WithCancel(context.WithoutCancel(ctx))
 	d.pushers = &pushers{ctx: ctx}
-	d.pushers.start(pusher)
+	d.pushers.start(sys.Pusher)
 	wg.Add(8)
-	go func() { defer wg.Done(); d.clearSidecars(ctx, sidecars) }()
+	go func() { defer wg.Done(); d.clearSidecars(ctx, sys.Sidecars) }()
 	go func() { defer wg.Done(); d.runner.WatchImages(qctx) }()
 	go func() { defer wg.Done(); d.watchEngine(ctx) }()
 	go func() { defer wg.Done(); d.reloadOnHUP(ctx, hup) }()
 	go func() {
 		defer wg.Done()
-		retention.Run(ctx, d.store, layout, func() config.Retention { return d.live.Load().Retention }, log)
+		retention.Run(ctx, d.store, d.layout, func() config.Retention { return d.sys.Load().Config.Retention }, log)
 	}()
 	go func() { defer wg.Done(); sched.Run(ctx) }()
 	go func() { defer wg.Done(); d.queue.Run(qctx) }()
 	go func() { defer wg.Done(); d.watchdog(ctx) }()
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(pl) }()
+	go func() { serveErr <- srv.Serve(l) }()
 
 	select {
 	case <-ctx.Done():
@@ -262,32 +225,6 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 	stopQueue()
 	wg.Wait()
 	d.pushers.wait()
-	d.runner.Close()
-	if !activated {
-		os.Remove(cfg.Listen)
-	}
-	return nil
-}
-
-func existingDir(p string) string {
-	if p == "" {
-		return ""
-	}
-	if fi, err := os.Stat(p); err == nil && fi.IsDir() {
-		return p
-	}
-	return ""
-}
-
-func openEngine(cfg *config.Config) (engine.Engine, error) {
-	if cfg.EngineSocket != "" {
-		kind := cfg.Engine
-		if kind == "" {
-			kind = "podman"
-		}
-		return detect.Open(kind, cfg.EngineSocket)
-	}
-	return detect.New(cfg.Engine), nil
 }
 
 // watchEngine pings the engine: every 2 s while it is away or its details are not known

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/arizuko/arizukod/api"
+	"github.com/arizuko/arizukod/api/apiwire"
 	"github.com/arizuko/arizukod/runtime/engine"
 	"github.com/arizuko/arizukod/sidecar"
 )
@@ -148,7 +148,7 @@ func (d *Daemon) clearSidecars(ctx context.Context, m *sidecar.Manager) {
 // the ping under way, so that its first answer says how the engine is rather than
 // "starting"; nothing else of the start (the engine's details, a killed daemon's sidecars)
 // holds it up.
-func (d *Daemon) Health(ctx context.Context) api.HealthReport {
+func (d *Daemon) Health(ctx context.Context) apiwire.HealthReport {
 	d.mu.Lock()
 	unchecked := d.checkedAt.IsZero()
 	d.mu.Unlock()
@@ -159,10 +159,10 @@ func (d *Daemon) Health(ctx context.Context) api.HealthReport {
 }
 
 // report is the daemon's state as last seen, for Health and STATUS=.
-func (d *Daemon) report(ctx context.Context) api.HealthReport {
+func (d *Daemon) report(ctx context.Context) apiwire.HealthReport {
 	d.mu.Lock()
 	info, known := d.info, d.infoKnown
-	h := api.HealthReport{Status: "ok", Version: d.version, Image: d.cfg.Image, Engine: api.EngineHealth{Up: d.engineUp, Error: d.engErr}}
+	h := apiwire.HealthReport{Status: "ok", Version: d.version, Image: d.cfg.Image, Engine: apiwire.EngineHealth{Up: d.engineUp, Error: d.engErr}}
 	if known {
 		h.Engine.Name, h.Engine.Version, h.Engine.Socket = info.Name, info.Version, info.Socket
 	}
@@ -181,9 +181,9 @@ func (d *Daemon) report(ctx context.Context) api.HealthReport {
 	case h.Engine.Up && known:
 		h.Engine.Limits = limitsHealth(info, d.cfg.Limits.AllowUnlimited)
 	case h.Engine.Up:
-		h.Engine.Limits = api.LimitsPending
+		h.Engine.Limits = apiwire.LimitsPending
 	}
-	if m := d.gateway.Load(); m != nil {
+	if m := d.sys.Load().Model; m != nil {
 		h.Model.Upstream = m.Upstream()
 		if cred, err := m.Credential(); err != nil {
 			h.Model.Error = err.Error()

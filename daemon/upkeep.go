@@ -17,7 +17,7 @@ import (
 func (d *Daemon) Prune(ctx context.Context, dryRun bool) (retention.Report, error) {
 	d.pruning.Lock()
 	defer d.pruning.Unlock()
-	return retention.Prune(ctx, d.store, d.layout, d.live.Load().Retention, time.Now(), dryRun)
+	return retention.Prune(ctx, d.store, d.layout, d.sys.Load().Config.Retention, time.Now(), dryRun)
 }
 
 // Backup copies the store into a new file of the data dir, opens it and removes its name at

@@ -30,7 +30,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/arizuko/arizukod/api"
+	"github.com/arizuko/arizukod/api/apiwire"
 	"github.com/arizuko/arizukod/config"
 	"github.com/arizuko/arizukod/store"
 )
@@ -220,9 +220,18 @@ func backoff(first, most time.Duration, attempt int) time.Duration {
 	return min(d, most)
 }
 
+// Row is an outbox item as every gateway gets it: pushed here to a webhook, or pulled
+// from the API's outbox stream, which renders its rows with this too.
+func Row(it store.OutboxItem) apiwire.OutboxRow {
+	return apiwire.OutboxRow{ID: it.ID, Folder: it.Folder, RunID: it.RunID, Kind: string(it.Kind), Target: it.Target,
+		Platform: it.Platform, Content: it.Content, DocPath: it.DocPath, DocName: it.DocName, CreatedAt: it.CreatedAt,
+		State: string(it.State), Attempts: it.Attempts, LeaseUntil: it.LeaseUntil, LastError: it.LastError,
+		DeliveredAt: it.DeliveredAt}
+}
+
 // post sends one row; any answer but a 2xx is an error saying what came back.
 func (w *worker) post(ctx context.Context, it store.OutboxItem) error {
-	body, err := json.Marshal(api.WireOutbox(it))
+	body, err := json.Marshal(Row(it))
 	if err != nil {
 		return err
 	}

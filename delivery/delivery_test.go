@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/arizuko/arizukod/api"
+	"github.com/arizuko/arizukod/api/apiwire"
 	"github.com/arizuko/arizukod/config"
 	"github.com/arizuko/arizukod/delivery"
 	"github.com/arizuko/arizukod/store"
@@ -29,14 +29,14 @@ type receiver struct {
 
 	mu     sync.Mutex
 	pushes int
-	got    []api.OutboxRow
+	got    []apiwire.OutboxRow
 	bad    []string
 	change chan struct{}
 }
 
 func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
-	var row api.OutboxRow
+	var row apiwire.OutboxRow
 	rc.mu.Lock()
 	defer func() {
 		rc.mu.Unlock()

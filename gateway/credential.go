@@ -118,12 +118,12 @@ func fileExists(p string) bool {
 func readCredential(path string, bearer bool) (Credential, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return Credential{}, fmt.Errorf("model credential: %w", err)
+		return Credential{}, fmt.Errorf("credential: %w", err)
 	}
 	v, _, _ := strings.Cut(string(data), "\n")
 	v = strings.TrimSpace(v)
 	if v == "" {
-		return Credential{}, fmt.Errorf("model credential: %s is empty", path)
+		return Credential{}, fmt.Errorf("credential: %s is empty", path)
 	}
 	return Credential{Value: v, Bearer: bearer, Source: path}, nil
 }

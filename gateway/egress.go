@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -97,10 +99,19 @@ type EgressConfig struct {
 	// Logger gets the first refusal of each destination, and when the proxy stops, how
 	// many refusals it did not log one by one.
 	Logger *slog.Logger
+	// Bindings are the secrets the proxy sends for the agent, each to its hosts, which
+	// the proxy intercepts with CA (required with any binding); their placeholders are
+	// set once the container is named (SetPlaceholders).
+	Bindings []Binding
+	CA       *CA
+	// UpstreamRoots verify the hosts of the bindings; nil is the system's roots (which
+	// honour SSL_CERT_FILE and SSL_CERT_DIR).
+	UpstreamRoots *x509.CertPool
 }
 
 // Egress is one turn's running egress proxy: an HTTP proxy (CONNECT, and plain HTTP in
-// absolute form) that reaches only the allowed host:ports.
+// absolute form) that reaches only the allowed host:ports, and sends the bound secrets
+// to their hosts (intercept.go).
 type Egress struct {
 	cfg   EgressConfig
 	rules []egressRule
@@ -112,17 +123,31 @@ type Egress struct {
 	named    map[string]bool // destinations recorded by name: whether a refusal was logged
 	refused  int             // refusals of the turn
 	unlogged int             // refusals not logged one by one
+	// placeholderLogged are the destinations a placeholder was refused to and logged, at
+	// most maxDestinations.
+	placeholderLogged map[string]bool
 }
 
 // StartEgress listens on cfg.SocketPath and serves until Stop.
 func StartEgress(cfg EgressConfig) (*Egress, error) {
-	e := &Egress{cfg: cfg, done: make(chan struct{}), named: map[string]bool{}}
+	e := &Egress{cfg: cfg, done: make(chan struct{}), named: map[string]bool{}, placeholderLogged: map[string]bool{}}
 	for _, a := range cfg.Allow {
 		r, err := parseEgress(a)
 		if err != nil {
 			return nil, fmt.Errorf("egress proxy: %w", err)
 		}
 		e.rules = append(e.rules, r)
+	}
+	e.cfg.Bindings = slices.Clone(cfg.Bindings)
+	for _, b := range e.cfg.Bindings {
+		if cfg.CA == nil {
+			return nil, fmt.Errorf("egress proxy: credential %s: no CA to intercept its hosts with", b.Name)
+		}
+		for _, h := range b.Hosts {
+			if err := CheckBindingHost(h, cfg.Allow); err != nil {
+				return nil, fmt.Errorf("egress proxy: credential %s: %w", b.Name, err)
+			}
+		}
 	}
 	if e.cfg.Logger == nil {
 		e.cfg.Logger = slog.New(slog.DiscardHandler)
@@ -334,6 +359,11 @@ func (e *Egress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Port() == "" {
 		target = net.JoinHostPort(r.URL.Hostname(), "80")
 	}
+	// A secret is sent over TLS only: a placeholder in plain HTTP goes nowhere.
+	if names := placeholdersIn(r, e.bindings()); len(names) > 0 {
+		e.refusePlaceholder(w, target, names)
+		return
+	}
 	addr, err := e.resolve(r.Context(), target)
 	if err != nil {
 		e.refuse(w, target, err)
@@ -374,6 +404,17 @@ func (e *Egress) connect(w http.ResponseWriter, r *http.Request) {
 	addr, err := e.resolve(r.Context(), target)
 	if err != nil {
 		e.refuse(w, target, err)
+		return
+	}
+	host, port, _ := net.SplitHostPort(target)
+	all := e.bindings()
+	bound := bindingsFor(all, host, port)
+	if names := foreignPlaceholders(r, all, bound); len(names) > 0 {
+		e.refusePlaceholder(w, target, names)
+		return
+	}
+	if len(bound) > 0 {
+		e.intercept(w, target, addr)
 		return
 	}
 	dst, err := (&net.Dialer{Timeout: 10 * time.Second}).DialContext(r.Context(), "tcp", addr)

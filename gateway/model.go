@@ -4,7 +4,8 @@
 //
 // It owns the model credential (read on the host, added to each forwarded request, never
 // handed to the container), the per-turn token that the agent presents instead, the
-// parsing of usage from the API's answers and the egress allowlist. It does not touch the
+// parsing of usage from the API's answers, the egress allowlist, and the egress CA with
+// which the proxy sends the secrets a group binds to hosts (intercept.go). It does not touch the
 // store or the engine: what it counts and refuses it reports through callbacks.
 package gateway
 
@@ -46,6 +47,9 @@ type Usage struct {
 	OutputTokens     int64
 	CacheReadTokens  int64
 	CacheWriteTokens int64
+	// CacheWrite1hTokens are the cache writes, of CacheWriteTokens, to the 1-hour cache
+	// (the API's cache_creation.ephemeral_1h_input_tokens), priced above the 5-minute ones.
+	CacheWrite1hTokens int64
 	// Refused says why the gateway refused a request; "" for a forwarded one.
 	Refused string
 	// UpstreamError says how the upstream last failed (unreachable, no answer in time, a
@@ -59,6 +63,7 @@ func (u *Usage) add(d Usage) {
 	u.OutputTokens += d.OutputTokens
 	u.CacheReadTokens += d.CacheReadTokens
 	u.CacheWriteTokens += d.CacheWriteTokens
+	u.CacheWrite1hTokens += d.CacheWrite1hTokens
 	if d.Model != "" {
 		u.Model = d.Model
 	}
@@ -88,14 +93,14 @@ type ModelConfig struct {
 	Models []string
 	// RequestsPerTurn, when positive, bounds the turn's forwarded requests.
 	RequestsPerTurn int64
-	// Reserve, when set, is asked to reserve the tokens a Messages request may use at most
-	// (its max_tokens and an estimate of its input, a token for every 3 bytes of its body)
-	// before it is forwarded, and release is called once the request has ended and its
-	// usage has been recorded: parallel requests cannot overshoot a budget by more than
-	// their reservations underestimate. An error that is ErrBudget refuses the request
-	// with its text, which the agent and the operator read; any other refuses it as a
-	// failure of the gateway. A request under a budget must say its max_tokens.
-	Reserve func(ctx context.Context, tokens int64) (release func(), err error)
+	// Reserve, when set, is asked to reserve what a Messages request may use at most (its
+	// model, its max_tokens and an estimate of its input, a token for every 3 bytes of its
+	// body) before it is forwarded, and release is called once the request has ended and
+	// its usage has been recorded: parallel requests cannot overshoot a budget by more
+	// than their reservations underestimate. An error that is ErrBudget refuses the
+	// request with its text, which the agent and the operator read; any other refuses it
+	// as a failure of the gateway. A request under a budget must say its max_tokens.
+	Reserve func(ctx context.Context, a Ask) (release func(), err error)
 	// Shared, when set, bounds the requests in flight and their buffered bodies together
 	// with every other gateway that shares it, beyond the turn's own bounds.
 	Shared *Pool
@@ -114,6 +119,16 @@ type ModelConfig struct {
 	Transport http.RoundTripper
 	Logger    *slog.Logger
 }
+
+// Ask is what one Messages request may use at most: its model's Input tokens (an
+// estimate from the size of its body) and Output tokens (its max_tokens).
+type Ask struct {
+	Model         string
+	Input, Output int64
+}
+
+// Tokens is the sum of a's tokens.
+func (a Ask) Tokens() int64 { return a.Input + a.Output }
 
 // ErrBudget is a budget that a request would exceed (ModelConfig.Reserve).
 var ErrBudget = errors.New("budget reached")
@@ -385,7 +400,7 @@ func inputEstimate(n int) int64 { return (int64(n) + 2) / 3 }
 func (m *Model) count(w http.ResponseWriter, r *http.Request, req request, size int) (release func(), ok bool) {
 	if m.cfg.Reserve != nil && req.MaxTokens == 0 {
 		m.refuse(w, r, http.StatusBadRequest, "invalid_request_error",
-			"max_tokens: required: this group's token budget reserves it before the request is forwarded", false)
+			"max_tokens: required: this group's budget reserves it before the request is forwarded", false)
 		return nil, false
 	}
 	m.mu.Lock()
@@ -402,13 +417,13 @@ func (m *Model) count(w http.ResponseWriter, r *http.Request, req request, size 
 	release = func() {}
 	if m.cfg.Reserve != nil {
 		input := inputEstimate(size)
-		rel, err := m.cfg.Reserve(r.Context(), req.MaxTokens+input)
+		rel, err := m.cfg.Reserve(r.Context(), Ask{Model: req.Model, Input: input, Output: req.MaxTokens})
 		if err != nil {
 			m.mu.Lock()
 			m.forwards--
 			m.mu.Unlock()
 			if !errors.Is(err, ErrBudget) {
-				m.refuse(w, r, http.StatusServiceUnavailable, "api_error", "checking the token budget: "+err.Error(), false)
+				m.refuse(w, r, http.StatusServiceUnavailable, "api_error", "checking the budget: "+err.Error(), false)
 				return nil, false
 			}
 			m.refuse(w, r, http.StatusForbidden, "permission_error",

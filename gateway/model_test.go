@@ -149,13 +149,13 @@ func TestModelRefuses(t *testing.T) {
 		{"not JSON", "POST", "/v1/messages", tok, "nope", nil, 400, "invalid_request_error"},
 		{"model not allowed", "POST", "/v1/messages", tok, msg, func(c *ModelConfig) { c.Models = []string{"claude-small"} }, 403, "permission_error"},
 		{"daily budget", "POST", "/v1/messages", tok, msg, func(c *ModelConfig) {
-			c.Reserve = func(context.Context, int64) (func(), error) { return nil, errBudget }
+			c.Reserve = func(context.Context, Ask) (func(), error) { return nil, errBudget }
 		}, 403, "permission_error"},
 		{"budget unknown", "POST", "/v1/messages", tok, msg, func(c *ModelConfig) {
-			c.Reserve = func(context.Context, int64) (func(), error) { return nil, errors.New("database is locked") }
+			c.Reserve = func(context.Context, Ask) (func(), error) { return nil, errors.New("database is locked") }
 		}, 503, "api_error"},
 		{"budget without max_tokens", "POST", "/v1/messages", tok, `{"model":"claude-test","messages":[]}`, func(c *ModelConfig) {
-			c.Reserve = func(context.Context, int64) (func(), error) { return func() {}, nil }
+			c.Reserve = func(context.Context, Ask) (func(), error) { return func() {}, nil }
 		}, 400, "invalid_request_error"},
 		{"no model in common", "POST", "/v1/messages", tok, msg, func(c *ModelConfig) { c.Models = []string{} }, 403, "permission_error"},
 		// An encoded path is refused: it was judged as count_tokens (not counted, not
@@ -269,7 +269,7 @@ func TestModelStopEndsTheToken(t *testing.T) {
 func TestSSEUsage(t *testing.T) {
 	stream := strings.Join([]string{
 		`event: message_start`,
-		`data: {"type":"message_start","message":{"model":"claude-x","usage":{"input_tokens":120,"output_tokens":1,"cache_read_input_tokens":30,"cache_creation_input_tokens":7}}}`,
+		`data: {"type":"message_start","message":{"model":"claude-x","usage":{"input_tokens":120,"output_tokens":1,"cache_read_input_tokens":30,"cache_creation_input_tokens":7,"cache_creation":{"ephemeral_5m_input_tokens":2,"ephemeral_1h_input_tokens":5}}}}`,
 		``,
 		`event: content_block_delta`,
 		`data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"hi"}}`,
@@ -289,9 +289,31 @@ func TestSSEUsage(t *testing.T) {
 		if string(out) != stream {
 			t.Fatalf("size %d: the stream changed", size)
 		}
-		want := Usage{Model: "claude-x", InputTokens: 120, OutputTokens: 42, CacheReadTokens: 30, CacheWriteTokens: 7}
+		want := Usage{Model: "claude-x", InputTokens: 120, OutputTokens: 42, CacheReadTokens: 30, CacheWriteTokens: 7, CacheWrite1hTokens: 5}
 		if len(got) != 1 || got[0] != want {
 			t.Errorf("size %d: recorded %+v, want once %+v", size, got, want)
+		}
+	}
+}
+
+// TestJSONUsage: a non-streamed answer's usage, cache writes split by the cache's
+// lifetime; a 1-hour count above the writes' is taken as all of them.
+func TestJSONUsage(t *testing.T) {
+	for _, tc := range []struct {
+		body string
+		want Usage
+	}{
+		{`{"model":"m","usage":{"input_tokens":3,"output_tokens":4,"cache_read_input_tokens":5,"cache_creation_input_tokens":6,"cache_creation":{"ephemeral_5m_input_tokens":2,"ephemeral_1h_input_tokens":4}}}`,
+			Usage{Model: "m", InputTokens: 3, OutputTokens: 4, CacheReadTokens: 5, CacheWriteTokens: 6, CacheWrite1hTokens: 4}},
+		{`{"model":"m","usage":{"input_tokens":3,"cache_creation_input_tokens":6}}`, Usage{Model: "m", InputTokens: 3, CacheWriteTokens: 6}},
+		{`{"model":"m","usage":{"cache_creation_input_tokens":1,"cache_creation":{"ephemeral_1h_input_tokens":9}}}`, Usage{Model: "m", CacheWriteTokens: 1, CacheWrite1hTokens: 1}},
+	} {
+		var m apiMessage
+		if err := json.Unmarshal([]byte(tc.body), &m); err != nil {
+			t.Fatal(err)
+		}
+		if got := m.usage(); got != tc.want {
+			t.Errorf("%s: %+v, want %+v", tc.body, got, tc.want)
 		}
 	}
 }

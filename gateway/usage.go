@@ -6,12 +6,24 @@ import (
 	"io"
 )
 
-// apiUsage is the usage object of the Messages API.
+// apiUsage is the usage object of the Messages API. cache_creation splits the cache
+// writes by the cache's lifetime, which their price depends on.
 type apiUsage struct {
 	InputTokens              int64 `json:"input_tokens"`
 	OutputTokens             int64 `json:"output_tokens"`
 	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
 	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
+	CacheCreation            *struct {
+		Ephemeral1h int64 `json:"ephemeral_1h_input_tokens"`
+	} `json:"cache_creation"`
+}
+
+// write1h is how many of u's cache writes are to the 1-hour cache.
+func (u *apiUsage) write1h() int64 {
+	if u.CacheCreation == nil {
+		return 0
+	}
+	return min(u.CacheCreation.Ephemeral1h, u.CacheCreationInputTokens)
 }
 
 // apiMessage is the part of a message (a non-streamed answer, or message_start's) that
@@ -28,6 +40,7 @@ func (m apiMessage) usage() Usage {
 		u.OutputTokens = m.Usage.OutputTokens
 		u.CacheReadTokens = m.Usage.CacheReadInputTokens
 		u.CacheWriteTokens = m.Usage.CacheCreationInputTokens
+		u.CacheWrite1hTokens = m.Usage.write1h()
 	}
 	return u
 }
@@ -112,6 +125,7 @@ func (s *sseUsage) event(line []byte) {
 			s.seen.InputTokens = max(s.seen.InputTokens, u.InputTokens)
 			s.seen.CacheReadTokens = max(s.seen.CacheReadTokens, u.CacheReadInputTokens)
 			s.seen.CacheWriteTokens = max(s.seen.CacheWriteTokens, u.CacheCreationInputTokens)
+			s.seen.CacheWrite1hTokens = max(s.seen.CacheWrite1hTokens, u.write1h())
 		}
 		s.flush()
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/arizuko/arizukod/contract"
 	"golang.org/x/sys/unix"
 )
 
@@ -87,8 +88,8 @@ func (l Layout) Ensure(f Folder, uid, gid int) (Dirs, error) {
 		{"groups", []string{segs[0], "share"}, owned},
 		{"groups", []string{"global"}, owned},
 		{"sessions", []string{f.ContainerSlug()}, owned},
-		{"ipc", []string{f.ContainerSlug(), "input"}, scratch},
-		{"ipc", []string{f.ContainerSlug(), "sidecars"}, scratch},
+		{"ipc", []string{f.ContainerSlug(), contract.InputDir}, scratch},
+		{"ipc", []string{f.ContainerSlug(), contract.SidecarDir}, scratch},
 	} {
 		fd, err := l.walkLast(root, append([]string{w.top}, w.rel...), daemonPolicy(), owned, w.last)
 		if err != nil {

@@ -18,6 +18,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/arizuko/arizukod/contract"
 )
 
 // Limits on folder names.
@@ -73,28 +75,28 @@ func (e *NameError) Unwrap() error { return ErrInvalidFolder }
 // (the group directory is /workspace, so a child folder "main/extra" would sit
 // on top of /workspace/extra). They are reserved at every depth.
 var reserved = map[string]string{
-	"share":     "the world's shared directory groups/<world>/share",
-	"media":     "the group's media directory",
-	"logs":      "the group's container logs directory",
-	"diary":     "the group's diary",
-	"episodes":  "the group's episodes",
-	"facts":     "the group's facts",
-	"users":     "the group's user notes",
-	"extra":     "/workspace/extra, where additional mounts land",
-	"web":       "/workspace/web, the web assets mount",
-	"env":       "the data directory's env directory",
-	"env_dir":   "/workspace/env-dir, the credentials mount",
-	"skills":    "the skills directory",
-	"ipc":       "the IPC directory",
-	"input":     "the IPC input directory ipc/<folder>/input",
-	"sidecars":  "the sidecar socket directory ipc/<folder>/sidecars",
-	"sessions":  "the sessions directory",
-	"tmp":       "temporary files",
-	"global":    "/workspace/global",
-	"group":     "/workspace/group",
-	"scripts":   "/workspace/scripts",
-	"workspace": "the container's /workspace",
-	"task":      "scheduled task containers arizuko-<slug>-task-<id>",
+	"share":             "the world's shared directory groups/<world>/share",
+	"media":             "the group's media directory",
+	"logs":              "the group's container logs directory",
+	"diary":             "the group's diary",
+	"episodes":          "the group's episodes",
+	"facts":             "the group's facts",
+	"users":             "the group's user notes",
+	"extra":             "/workspace/extra, where additional mounts land",
+	"web":               "/workspace/web, the web assets mount",
+	"env":               "the data directory's env directory",
+	"env_dir":           "/workspace/env-dir, the credentials mount",
+	"skills":            "the skills directory",
+	"ipc":               "the IPC directory",
+	contract.InputDir:   "the IPC input directory ipc/<folder>/input",
+	contract.SidecarDir: "the sidecar socket directory ipc/<folder>/sidecars",
+	"sessions":          "the sessions directory",
+	"tmp":               "temporary files",
+	"global":            "/workspace/global",
+	"group":             "/workspace/group",
+	"scripts":           "/workspace/scripts",
+	"workspace":         "the container's /workspace",
+	"task":              "scheduled task containers arizuko-<slug>-task-<id>",
 }
 
 // Folder is a validated group folder name. Obtain one with Parse or ParseSlug;

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+
+	"github.com/arizuko/arizukod/contract"
 )
 
 // ErrOutsideDataDir is wrapped when a path is not inside the data directory.
@@ -123,12 +125,12 @@ func (l Layout) IPCDir(f Folder) (string, error) {
 
 // IPCInputDir is IPCDir/input.
 func (l Layout) IPCInputDir(f Folder) (string, error) {
-	return l.buildFor(f, "ipc", f.ContainerSlug(), "input")
+	return l.buildFor(f, "ipc", f.ContainerSlug(), contract.InputDir)
 }
 
 // SidecarSocketDir is IPCDir/sidecars.
 func (l Layout) SidecarSocketDir(f Folder) (string, error) {
-	return l.buildFor(f, "ipc", f.ContainerSlug(), "sidecars")
+	return l.buildFor(f, "ipc", f.ContainerSlug(), contract.SidecarDir)
 }
 
 // MediaDir is GroupDir/media.
@@ -141,11 +143,26 @@ func (l Layout) LogsDir(f Folder) (string, error) {
 	return l.buildFor(f, "groups", string(f), "logs")
 }
 
+// ProjectsDir is DataDir/projects: the groups' own git repositories of their projects
+// (package project), one per folder slug.
+func (l Layout) ProjectsDir() (string, error) { return l.build("projects") }
+
 // EnvDir is DataDir/env, holding the filtered env file.
 func (l Layout) EnvDir() (string, error) { return l.build("env") }
 
 // EnvFile is DataDir/env/env, mounted read-only at /workspace/env-dir/env.
 func (l Layout) EnvFile() (string, error) { return l.build("env", "env") }
+
+// EgressCAName is the file of DataDir/env holding the egress proxy's CA certificate,
+// mounted read-only at contract.EgressCAFile.
+const EgressCAName = "egress-ca.pem"
+
+// EgressCAFile is DataDir/env/egress-ca.pem.
+func (l Layout) EgressCAFile() (string, error) { return l.build("env", EgressCAName) }
+
+// EgressCAKeyPath is DataDir/egress-ca.key, the egress proxy's CA key and certificate.
+// It is never mounted.
+func (l Layout) EgressCAKeyPath() (string, error) { return l.build("egress-ca.key") }
 
 // TokenSecretPath is DataDir/model-token.key, the secret the per-turn model tokens are
 // derived from. It is never mounted.

@@ -10,7 +10,9 @@
 #   allow_unlimited = true;
 #   group members may use the API and others may not; the agent image is imported into
 #   the arizuko user's rootless Podman; a real turn runs through the daemon and is found
-#   with `journalctl -u arizukod ARIZUKO_RUN_ID=...`; a user's own daemon (the user units)
+#   with `journalctl -u arizukod ARIZUKO_RUN_ID=...`; a group's sidecar is a transient unit
+#   of arizuko's own user manager while its turn runs, logs to the journal, and is gone
+#   after the turn and after a SIGKILL of the daemon; a user's own daemon (the user units)
 #   runs a turn too; an upgrade keeps a changed conffile, restarts arizukod and leaves
 #   Podman running; `apt-get remove` leaves nothing of the package running and keeps the
 #   data; `apt-get purge` removes the data.
@@ -134,6 +136,13 @@ fi
 DEB=$(cd "$(dirname "$DEB")" && pwd)/$(basename "$DEB")
 say "package: $DEB"
 
+# The example MCP sidecar (not packaged), static, for a group with a sidecar.
+t=$(now)
+SIDECAR_BIN=$ST_DIR/sidecar
+bash -c '. hack/env.sh && go build -trimpath -ldflags "-s -w" -o "$1" ./examples/sidecar' _ "$SIDECAR_BIN" >"$LOGS/sidecar-build.log" 2>&1 ||
+	die "building examples/sidecar failed: $(tail -n 20 "$LOGS/sidecar-build.log")"
+pass "build examples/sidecar (static)" "$(since "$t")" "$SIDECAR_BIN"
+
 # ---- the cached tree --------------------------------------------------------------------------
 
 include=systemd,systemd-sysv,dbus,curl
@@ -248,6 +257,7 @@ rm -f "$RUN/.arizuko-systemtest-ready"
 	[[ -z $SECURITY ]] || echo "deb $SECURITY $SUITE-security main"
 } >"$RUN/etc/apt/sources.list"
 install -m 0644 "$DEB" "$RUN/root/$(basename "$DEB")"
+install -m 0755 "$SIDECAR_BIN" "$RUN/root/sidecar"
 # The test's tuning of the arizuko user's Podman for this machine (see the header).
 install -D -m 0644 hack/systemtest/containers.conf "$RUN/etc/arizuko-systemtest/containers.conf"
 install -D -m 0644 /dev/stdin "$RUN/etc/systemd/system/arizuko-podman.service.d/systemtest.conf" <<'EOF'
@@ -441,6 +451,153 @@ left=$(ct runuser -u arizuko -- env XDG_RUNTIME_DIR=/run/arizuko/podman CONTAINE
 	podman --remote ps -a --filter "name=^$container\$" --format '{{.Names}}' 2>&1) || fail "the turn's container" "podman ps: $left"
 [[ -z $left ]] || fail "the turn's container" "still there: $left"
 pass "container of the turn: ran, removed" "$(since "$t")" "podman events: $events; $logs run log(s)"
+
+# ---- sidecars: transient units of arizuko's own user manager ---------------------------------
+
+# The daemon runs as arizuko in the system service: a group's sidecars become transient units
+# of user@UID.service of the lingering arizuko (never of the system manager, which polkit
+# would refuse), and run as arizuko. usd: systemctl for that manager, from root.
+usd() { ct systemctl --no-pager --user -M arizuko@ "$@"; }
+sc_unit=arizuko-sc-tools-echo.service
+sc_container=arizuko-sc-tools-echo
+# sc_left prints the sidecar units arizuko's manager still has and the sidecar containers
+# its Podman still has.
+# A failing command prints its error, which fails the caller's check.
+sc_left() {
+	usd list-units --all --plain --no-legend 'arizuko-sc-*' 2>&1 | awk '{ print $1 }' || true
+	ct runuser -u arizuko -- env XDG_RUNTIME_DIR=/run/arizuko/podman CONTAINER_HOST="unix://$PODMAN_SOCK" \
+		podman --remote ps -a --filter 'name=^arizuko-sc-' --format '{{.Names}}' 2>&1 || true
+}
+# wait_unit_active: until the sidecar's unit is active, for at most 60 s.
+wait_unit_active() {
+	local s=
+	for _ in $(seq 1 120); do
+		s=$(usd is-active "$sc_unit" 2>&1 || true)
+		[[ $s == active ]] && return 0
+		sleep 0.5
+	done
+	fail "$1" "$sc_unit is '$s' after 60 s"
+}
+
+t=$(now)
+arizuko_uid=$(ct id -u arizuko)
+out=$(CT_TIMEOUT=180 ct arizukod image import-static --engine-socket "unix://$PODMAN_SOCK" \
+	--tag localhost/arizuko-sidecar:test /root/sidecar 2>&1) || fail "sidecar image" "$out"
+out=$(ct arizukod groups add tools --config \
+	'{"sidecars":[{"name":"echo","image":"localhost/arizuko-sidecar:test"}]}' 2>&1) || fail "groups add tools" "$out"
+inv=$(ct systemctl show -P InvocationID arizukod.service)
+said=$(ct journalctl --no-pager -o cat -u arizukod "_SYSTEMD_INVOCATION_ID=$inv" | grep -E 'sidecars run' | tr '\n' ' ' || true)
+[[ $said == *'sidecars run as systemd-user'* && $said != *'on the engine'* ]] || fail "sidecar mode" "the daemon says: '$said'"
+ct test -S "/run/user/$arizuko_uid/systemd/private" || fail "sidecar mode" "no user manager socket /run/user/$arizuko_uid/systemd/private"
+doc=$(ct runuser -u arizuko -- env ARIZUKO_MODE=system DATA_DIR=/var/lib/arizuko CONTAINER_HOST="unix://$PODMAN_SOCK" \
+	arizukod doctor --check sidecars 2>&1) || fail "sidecar mode: doctor" "$doc"
+[[ $doc == *"systemd-user: transient units of the user manager of uid $arizuko_uid"* ]] || fail "sidecar mode: doctor" "$doc"
+pass "sidecars: arizuko's user manager" "$(since "$t")" "daemon: \"${said% }\"; user@$arizuko_uid.service $(ct systemctl is-active "user@$arizuko_uid.service"); doctor: $(grep sidecars <<<"$doc" | tr -s ' ' | cut -c1-110)"
+
+# The agent calls the sidecar's echo tool through its socket; the unit's journal has what
+# the sidecar printed.
+t=$(now)
+CT_TIMEOUT=180 ct arizukod run --folder tools --message 'mcp-socket echo.sock echo {"text":"hi from the sidecar"}' \
+	>"$LOGS/run-sidecar.json" 2>&1 || fail "a turn with a sidecar" "$(cat "$LOGS/run-sidecar.json")"
+grep -q 'hi from the sidecar' "$LOGS/run-sidecar.json" && grep -q '"status": "ok"' "$LOGS/run-sidecar.json" ||
+	fail "a turn with a sidecar" "$(cat "$LOGS/run-sidecar.json")"
+for _ in $(seq 1 20); do
+	sc_log=$(ct journalctl --no-pager -o cat "_SYSTEMD_USER_UNIT=$sc_unit" 2>&1)
+	[[ $sc_log == *'a session made 1 tool calls'* ]] && break
+	sleep 0.25
+done
+[[ $sc_log == *'listening on /var/run/pub/arizuko/sidecars/echo.sock'* && $sc_log == *'a session made 1 tool calls'* ]] ||
+	fail "the sidecar's journal" "journalctl _SYSTEMD_USER_UNIT=$sc_unit: $sc_log"
+left=$(sc_left)
+[[ -z $left ]] || fail "nothing left after the turn" "$left"
+pass "turn calls the sidecar; its journal" "$(since "$t")" "journalctl _SYSTEMD_USER_UNIT=$sc_unit: $(grep -c . <<<"$sc_log") lines, the sidecar's: $(grep -o 'arizuko-example-sidecar: .*' <<<"$sc_log" | tr '\n' '|')"
+
+# While a turn runs, its sidecar is an active unit of arizuko's manager, running as
+# arizuko; after the turn nothing is left of it.
+t=$(now)
+CT_TIMEOUT=120 ct arizukod run --folder tools --message "sleep 8s" >"$LOGS/run-sidecar-sleep.json" 2>&1 &
+turn_pid=$!
+wait_unit_active "sidecar unit while the turn runs"
+status=$(usd status "$sc_unit" 2>&1 || true)
+printf '%s\n' "$status" >"$LOGS/sidecar-status.txt"
+sc_user=$(usd show -P UID "$sc_unit" 2>&1 || true)
+sc_main=$(usd show -P MainPID "$sc_unit" 2>&1 || true)
+sc_cg=$(usd show -P ControlGroup "$sc_unit" 2>&1 || true)
+owner=$(ct stat -c %U "/proc/$sc_main" 2>&1 || true)
+[[ $owner == arizuko && $sc_cg == /user.slice/user-$arizuko_uid.slice/user@$arizuko_uid.service/* ]] ||
+	fail "sidecar unit while the turn runs" "main process $sc_main of $owner (UID=$sc_user), cgroup $sc_cg"
+wait "$turn_pid" || fail "a turn with a sidecar" "$(cat "$LOGS/run-sidecar-sleep.json")"
+grep -q '"status": "ok"' "$LOGS/run-sidecar-sleep.json" || fail "a turn with a sidecar" "$(cat "$LOGS/run-sidecar-sleep.json")"
+left=$(sc_left)
+[[ -z $left ]] || fail "nothing left after the turn" "$left"
+pass "sidecar unit active during the turn" "$(since "$t")" "$(grep -E '^ *Active:' <<<"$status" | sed 's/^ *//'); main pid $sc_main of $owner; $sc_cg"
+say "systemctl --user -M arizuko@ status $sc_unit, while the turn ran:"
+sed 's/^/    /' "$LOGS/sidecar-status.txt" | head -n 12 >&2
+pass "after the turn: no unit, no container" "0.0" "systemctl --user -M arizuko@ list-units 'arizuko-sc-*' and podman ps -a: none"
+
+# A sidecar that cannot start fails its turn, saying why; nothing is left of it.
+t=$(now)
+out=$(ct arizukod groups add broken --config \
+	'{"sidecars":[{"name":"bad","image":"localhost/arizuko-sidecar:test","command":["-fail","boom: no API key"]}]}' 2>&1) ||
+	fail "groups add broken" "$out"
+CT_TIMEOUT=180 ct arizukod run --folder broken --message "reply hi" >"$LOGS/run-sidecar-bad.json" 2>&1 || true
+bad_log=$(ct journalctl --no-pager -o cat _SYSTEMD_USER_UNIT=arizuko-sc-broken-bad.service 2>&1)
+[[ $bad_log == *'boom: no API key'* ]] || fail "a failing sidecar" "journalctl _SYSTEMD_USER_UNIT=arizuko-sc-broken-bad.service: $bad_log"
+grep -q 'arizuko-sc-broken-bad.service' "$LOGS/run-sidecar-bad.json" || fail "a failing sidecar" "the run does not name the unit: $(cat "$LOGS/run-sidecar-bad.json")"
+left=$(sc_left)
+[[ -z $left ]] || fail "a failing sidecar" "left: $left"
+pass "a failing sidecar fails its turn" "$(since "$t")" "$(grep -o '"error": "[^"]*' "$LOGS/run-sidecar-bad.json" | head -n 1 | cut -c1-300)"
+
+# A daemon killed during a turn leaves the sidecar's unit running (it lives in arizuko's
+# user manager, not in arizukod.service). systemd restarts the daemon (Restart=on-failure);
+# before any turn it stops what its killed predecessor left, then adopts the turn, whose
+# sidecar starts afresh (a new invocation of the unit) and stops when the turn ends.
+t=$(now)
+CT_TIMEOUT=120 ct arizukod run --folder tools --message "sleep 20s" >"$LOGS/run-sidecar-kill.json" 2>&1 &
+turn_pid=$!
+wait_unit_active "sidecar unit before the kill"
+old_main=$(usd show -P MainPID "$sc_unit" 2>&1 || true)
+old_inv=$(usd show -P InvocationID "$sc_unit" 2>&1 || true)
+d_pid=$(ct systemctl show -P MainPID arizukod.service)
+ct systemctl kill -s KILL arizukod.service
+state=
+for _ in $(seq 1 120); do
+	d_pid2=$(ct systemctl show -P MainPID arizukod.service)
+	state=$(ct systemctl is-active arizukod.service || true)
+	[[ $state == active && $d_pid2 != "$d_pid" && $d_pid2 != 0 ]] && break
+	sleep 0.5
+done
+[[ $state == active && $d_pid2 != "$d_pid" ]] || fail "restart after SIGKILL" "arizukod.service is $state, MainPID $d_pid -> $d_pid2"
+inv=$(ct systemctl show -P InvocationID arizukod.service)
+for _ in $(seq 1 60); do
+	said=$(ct journalctl --no-pager -o cat "_SYSTEMD_INVOCATION_ID=$inv" | grep -E 'leftover sidecar unit|adopting run|sidecar started' | tr '\n' '|' || true)
+	[[ $said == *'stopped leftover sidecar unit'*'adopting run'*'sidecar started'* ]] && break
+	sleep 0.5
+done
+[[ $said == *'stopped leftover sidecar unit'*'adopting run'*'sidecar started'* ]] ||
+	fail "nothing left after SIGKILL" "the restarted daemon says: '$said'"
+! ct test -e "/proc/$old_main" || fail "nothing left after SIGKILL" "the killed daemon's sidecar (pid $old_main) still runs"
+new_inv=$(usd show -P InvocationID "$sc_unit" 2>&1 || true)
+[[ $new_inv != "$old_inv" ]] || fail "nothing left after SIGKILL" "$sc_unit is still invocation $old_inv"
+t_ready=$(since "$t")
+wait "$turn_pid" || fail "the adopted turn" "$(cat "$LOGS/run-sidecar-kill.json")"
+grep -q '"status": "ok"' "$LOGS/run-sidecar-kill.json" || fail "the adopted turn" "$(cat "$LOGS/run-sidecar-kill.json")"
+left=$(sc_left)
+[[ -z $left ]] || fail "nothing left after SIGKILL" "after the adopted turn: $left"
+pass "SIGKILL: old unit stopped, none left" "$(since "$t")" "arizukod pid $d_pid -> $d_pid2; ${t_ready}s: pid $old_main gone, invocation ${old_inv:0:8} -> ${new_inv:0:8}; daemon: ${said%|}; after the adopted turn: none"
+
+# logind mounts /run/user/UID after a daemon started at boot may have: the daemon's view of
+# /run/user (BindReadOnlyPaths= over ProtectHome=tmpfs) must receive such mounts.
+t=$(now)
+main=$(ct systemctl show -P MainPID arizukod.service)
+ct mkdir -p /run/user/4242
+ct mount -t tmpfs -o mode=0755,size=1m arizuko-systemtest /run/user/4242
+ct touch /run/user/4242/probe
+seen=$(ct nsenter -t "$main" -m stat -c %n /run/user/4242/probe 2>&1 || true)
+ct umount /run/user/4242
+ct rmdir /run/user/4242
+[[ $seen == /run/user/4242/probe ]] || fail "a later runtime directory" "the daemon does not see a tmpfs mounted on /run/user/4242 after its start: $seen"
+pass "daemon sees later /run/user mounts" "$(since "$t")" "tmpfs on /run/user/4242 after the start: visible in its namespace"
 
 # ---- a user's own daemon (the user units) -----------------------------------------------------
 

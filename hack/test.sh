@@ -6,6 +6,10 @@
 # installs the .deb on a Debian booted with systemd as PID 1 (hack/systemtest.sh), then
 # stops the test host.
 #
+# A plain `go test ./...` is the unit suite: it starts no service. The tests that need the
+# test host live in files named *_e2e_test.go and run here, where ARIZUKO_REQUIRE_ENGINES=1
+# turns a missing engine into a failure.
+#
 #   hack/test.sh            everything
 #   hack/test.sh ./runtime  only these packages (the test host still starts)
 #   FUZZTIME=0 hack/test.sh no fuzzing
@@ -32,19 +36,27 @@ bash hack/testhost/up.sh
 trap 'say "stopping the test host"; bash hack/testhost/down.sh' EXIT
 # shellcheck disable=SC1091
 . "${ARIZUKO_TESTHOST_DIR:-/var/tmp/arizuko-testhost}/env"
+# The tests get a TMPDIR of their own (t.TempDir(), enginetest.DataDir, go's work files),
+# in a directory the test host shares with the Podman 5 chroot at the same path, and it
+# must be empty when they end: checking it rather than /tmp, whatever else on the machine
+# writes to /tmp meanwhile cannot fail a correct run.
+TMPDIR=$(mktemp -d "$ARIZUKO_TESTHOST_TESTS_TMP/XXXXXX")
+# Like /tmp: the rootless engine's user reaches the directories the tests open to it.
+chmod 1777 "$TMPDIR"
+export TMPDIR
+trap 'rm -rf --one-file-system "$TMPDIR"; say "stopping the test host"; bash hack/testhost/down.sh' EXIT
 export ARIZUKO_REQUIRE_ENGINES=1
 # The Claude image's Debian rootfs and Claude Code's npm package (about 175 MB): downloaded
 # once, kept outside the clone between runs.
 export ARIZUKO_CACHE_DIR=${ARIZUKO_CACHE_DIR:-/var/tmp/arizuko-cache}
-# Podman 5's real Quadlet generator lives in the Debian 13 chroot; /tmp is shared with it, so
-# the tests' unit directories resolve there too.
+# Podman 5's real Quadlet generator lives in the Debian 13 chroot; the tests' TMPDIR is
+# shared with it, so their unit directories resolve there too.
 QUADLET_GENERATOR=$ARIZUKO_TESTHOST_DIR/quadlet-generator
 printf '#!/bin/sh\nexec chroot %s /usr/libexec/podman/quadlet "$@"\n' "$ARIZUKO_TEST_PODMAN5_CHROOT" >"$QUADLET_GENERATOR"
 chmod +x "$QUADLET_GENERATOR"
 export QUADLET_GENERATOR
 
-# The suite must leave the work tree and /tmp as it found them.
-tmp_before=$(ls -A /tmp | sort)
+# The suite must leave the work tree as it found it, and its TMPDIR empty.
 tree_before=$(git status --porcelain)
 
 say "go test ${PKGS[*]} (a line per package as it finishes)"
@@ -72,8 +84,8 @@ if [[ $FUZZTIME != 0 && ${PKGS[*]} == ./... ]]; then
 		[[ $ok == 1 ]] || { cat "$FUZZLOG"; exit 1; }
 	done < <(git grep -o -E '^func Fuzz[A-Za-z0-9_]+' -- '*_test.go' | sed -E 's/:func / /')
 fi
-tmp_left=$(comm -13 <(printf '%s\n' "$tmp_before") <(ls -A /tmp | sort))
-[[ -z $tmp_left ]] || { echo "the tests left these in /tmp:" $tmp_left >&2; exit 1; }
+tmp_left=$(ls -A "$TMPDIR")
+[[ -z $tmp_left ]] || { echo "the tests left these in $TMPDIR:" $tmp_left >&2; exit 1; }
 [[ $(git status --porcelain) == "$tree_before" ]] || { echo "the tests changed the work tree:" >&2; git status --porcelain >&2; exit 1; }
 
 if [[ ${PKGS[*]} == ./... ]]; then

@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/arizuko/arizukod/api"
+	"github.com/arizuko/arizukod/api/apiwire"
 	"github.com/arizuko/arizukod/contract"
 	"github.com/arizuko/arizukod/ipc"
 	"github.com/arizuko/arizukod/queue"
@@ -37,7 +38,9 @@ func (idleQueue) Ended(string) (<-chan struct{}, func()) { return nil, func() {}
 
 type okHealth struct{}
 
-func (okHealth) Health(context.Context) api.HealthReport { return api.HealthReport{Status: "ok"} }
+func (okHealth) Health(context.Context) apiwire.HealthReport {
+	return apiwire.HealthReport{Status: "ok"}
+}
 
 func newOperator(e *env) operator {
 	return operator{srv: api.New(e.st, idleQueue{}, okHealth{}, slog.New(slog.NewTextHandler(io.Discard, nil)))}
@@ -67,8 +70,8 @@ func (o operator) do(t testing.TB, method, path string, body any, code int, out 
 
 func (o operator) addRoute(t testing.TB, seq int64, match, target string) int64 {
 	t.Helper()
-	var r api.Route
-	o.do(t, http.MethodPost, "/v1/routes", api.AddRouteRequest{Seq: &seq, Match: &match, Target: target}, http.StatusCreated, &r)
+	var r apiwire.Route
+	o.do(t, http.MethodPost, "/v1/routes", apiwire.AddRouteRequest{Seq: &seq, Match: &match, Target: target}, http.StatusCreated, &r)
 	if r.Owner != "" || r.Target != target {
 		t.Fatalf("operator route %+v", r)
 	}
@@ -77,12 +80,12 @@ func (o operator) addRoute(t testing.TB, seq int64, match, target string) int64 
 
 func (o operator) grant(t testing.TB, folder string, rules ...string) {
 	t.Helper()
-	o.do(t, http.MethodPut, "/v1/groups/"+strings.ReplaceAll(folder, "/", "%2F")+"/grants", api.GrantsRequest{Rules: rules}, http.StatusOK, nil)
+	o.do(t, http.MethodPut, "/v1/groups/"+strings.ReplaceAll(folder, "/", "%2F")+"/grants", apiwire.GrantsRequest{Rules: rules}, http.StatusOK, nil)
 }
 
 // deliver posts an inbound message and returns the folder it reached, or ""
 // when no route takes it (422).
-func (o operator) deliver(t testing.TB, msg api.InboundMessage) string {
+func (o operator) deliver(t testing.TB, msg apiwire.InboundMessage) string {
 	t.Helper()
 	b, _ := json.Marshal(msg)
 	req := httptest.NewRequest(http.MethodPost, "http://arizukod/v1/messages", bytes.NewReader(b))
@@ -194,17 +197,17 @@ func runCapture(t *testing.T, e *env, callerOf func(folder string) caller) {
 	}
 
 	deliveries := []struct {
-		msg  api.InboundMessage
+		msg  apiwire.InboundMessage
 		want string
 	}{
-		{api.InboundMessage{Platform: "tg", Room: "main", Content: "to main"}, "main"},
-		{api.InboundMessage{Platform: "tg", Room: "main", Verb: "mention", Content: "refined by main"}, "main/a/b"},
-		{api.InboundMessage{Platform: "tg", Room: "z", Content: "to main/z"}, "main/z"},
-		{api.InboundMessage{Platform: "tg", Room: "other", Content: "to other"}, "other"},
-		{api.InboundMessage{Platform: "irc", Room: "o2", Content: "to other/a, refined by it"}, "other/a/b"},
-		{api.InboundMessage{Platform: "irc", Room: "a", Content: "to main/a, refined by it"}, "main/a/b/c"},
-		{api.InboundMessage{Platform: "irc", Content: "anything else"}, "main"},
-		{api.InboundMessage{Platform: "irc", Verb: "mention", Content: "anything else, mentioned"}, "main/a/b"},
+		{apiwire.InboundMessage{Platform: "tg", Room: "main", Content: "to main"}, "main"},
+		{apiwire.InboundMessage{Platform: "tg", Room: "main", Verb: "mention", Content: "refined by main"}, "main/a/b"},
+		{apiwire.InboundMessage{Platform: "tg", Room: "z", Content: "to main/z"}, "main/z"},
+		{apiwire.InboundMessage{Platform: "tg", Room: "other", Content: "to other"}, "other"},
+		{apiwire.InboundMessage{Platform: "irc", Room: "o2", Content: "to other/a, refined by it"}, "other/a/b"},
+		{apiwire.InboundMessage{Platform: "irc", Room: "a", Content: "to main/a, refined by it"}, "main/a/b/c"},
+		{apiwire.InboundMessage{Platform: "irc", Content: "anything else"}, "main"},
+		{apiwire.InboundMessage{Platform: "irc", Verb: "mention", Content: "anything else, mentioned"}, "main/a/b"},
 	}
 	for _, d := range deliveries {
 		if got := op.deliver(t, d.msg); got != d.want {
@@ -223,11 +226,11 @@ func runCapture(t *testing.T, e *env, callerOf func(folder string) caller) {
 	mustFail(t, "the grant is main's, not main/a's", callerOf("main/a").call(t, "add_route", fwd), outside("main/a", "other/a"))
 	mustFail(t, "the grant names other/a only", callerOf("main").call(t, "add_route", map[string]any{"seq": 0, "match": "", "target": "other"}), outside("main", "other"))
 	mustOK(t, "granted forward", callerOf("main").call(t, "add_route", fwd))
-	forwarded := api.InboundMessage{Platform: "irc", Sender: "desk", Content: "main's message for the desk"}
+	forwarded := apiwire.InboundMessage{Platform: "irc", Sender: "desk", Content: "main's message for the desk"}
 	if got := op.deliver(t, forwarded); got != "other/a/b" {
 		t.Errorf("forwarded message reached %q, want other/a (refined by other/a to other/a/b)", got)
 	}
-	if got := op.deliver(t, api.InboundMessage{Platform: "tg", Room: "other", Sender: "desk", Content: "other's own"}); got != "other" {
+	if got := op.deliver(t, apiwire.InboundMessage{Platform: "tg", Room: "other", Sender: "desk", Content: "other's own"}); got != "other" {
 		t.Errorf("other's message with the forward's sender reached %q, want other", got)
 	}
 	op.grant(t, "main", "*")

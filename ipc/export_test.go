@@ -12,3 +12,6 @@ func ToolParams(tool string) (names []string, ok bool) {
 	}
 	return names, true
 }
+
+// SocketPath returns the path the server listens on.
+func (s *Server) SocketPath() string { return s.cfg.SocketPath }

@@ -101,7 +101,7 @@ type ServerConfig struct {
 	// so that the daemon's queue makes a turn for it. It runs inside the
 	// tool call and must not block. May be nil.
 	Wake    func(folder string)
-	Logger  *slog.Logger     // nil: slog.Default()
+	Logger  *slog.Logger     // the turn's, with its journal fields (logging.Field*); nil: slog.Default()
 	Now     func() time.Time // nil: time.Now
 	NextRun NextRunFunc
 }
@@ -158,7 +158,6 @@ func Start(ctx context.Context, cfg ServerConfig) (*Server, error) {
 	if s.log == nil {
 		s.log = slog.Default()
 	}
-	s.log = s.log.With("folder", s.folder, "run", cfg.RunID)
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -219,9 +218,6 @@ func (s *Server) Stop() error {
 	})
 	return s.stopErr
 }
-
-// SocketPath returns the path the server listens on.
-func (s *Server) SocketPath() string { return s.cfg.SocketPath }
 
 func (s *Server) accept() {
 	defer s.wg.Done()

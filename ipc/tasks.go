@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/arizuko/arizukod/logging"
 	"github.com/arizuko/arizukod/store"
 )
 
@@ -76,7 +77,7 @@ func (s *Server) scheduleTask(ctx context.Context, a args) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.log.Info("ipc: task scheduled", "task", t.ID, "for", folder, "kind", kind, "schedule", expr, "next_run_at", msTime(next))
+	s.log.Info("ipc: task scheduled", logging.FieldTaskID, t.ID, "for", folder, "kind", kind, "schedule", expr, "next_run_at", msTime(next))
 	return viewTask(t), nil
 }
 
@@ -143,7 +144,7 @@ func (s *Server) updateTask(ctx context.Context, a args) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.log.Info("ipc: task updated", "task", t.ID, "state", string(t.State), "next_run_at", msTime(t.NextRunAt))
+	s.log.Info("ipc: task updated", logging.FieldTaskID, t.ID, "state", string(t.State), "next_run_at", msTime(t.NextRunAt))
 	return viewTask(t), nil
 }
 
@@ -159,7 +160,7 @@ func (s *Server) cancelTask(ctx context.Context, a args) (any, error) {
 		if t, err = s.store.UpdateTask(ctx, t.ID, store.TaskPatch{State: &done, NextRunAt: &none}); err != nil {
 			return nil, err
 		}
-		s.log.Info("ipc: task cancelled", "task", t.ID)
+		s.log.Info("ipc: task cancelled", logging.FieldTaskID, t.ID)
 	}
 	return viewTask(t), nil
 }

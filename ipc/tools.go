@@ -2,7 +2,6 @@ package ipc
 
 import (
 	"context"
-	"slices"
 
 	"github.com/mark3labs/mcp-go/mcp"
 )
@@ -17,10 +16,6 @@ type toolSpec struct {
 	readOnly bool
 	defaults func(s *Server, a args) error
 	run      func(s *Server, ctx context.Context, a args) (any, error)
-}
-
-func (t *toolSpec) hasParam(name string) bool {
-	return slices.ContainsFunc(t.params, func(p param) bool { return p.name == name })
 }
 
 // mcpTool is the tool as tools/list shows it.

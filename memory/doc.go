@@ -5,7 +5,7 @@
 // format reference for agent and skill authors.
 //
 // It owns the on-disk layout of those four layers, the JID to file name encoding
-// of users/ (the literal JID first, then EncodeJID, DecodeJID), the escaping that keeps file content from
+// of users/ (the literal JID first, then EncodeJID), the escaping that keeps file content from
 // closing or forging a block, and the byte caps that keep the prompt (and so the
 // turn's stdin line) bounded: the prompt is at most MaxTotalCap bytes and its JSON
 // encoding at most MaxPromptJSON bytes.

@@ -5,8 +5,8 @@ import (
 	"fmt"
 )
 
-// ErrInvalidJID is wrapped by EncodeJID and DecodeJID when a JID or a users/
-// file name cannot be mapped.
+// ErrInvalidJID is wrapped by EncodeJID when a JID cannot be mapped to a users/
+// file name.
 var ErrInvalidJID = errors.New("invalid JID")
 
 // maxUserStem is the longest encoded JID: a file name is at most 255 bytes and
@@ -26,7 +26,7 @@ func plainByte(c byte) bool {
 // users/<EncodeJID(jid)>.md. Every byte outside [a-z0-9._-] is written as '%'
 // followed by two uppercase hex digits, so "telegram:123" becomes
 // "telegram%3A123" and "matrix:@a/b" becomes "matrix%3A%40a%2Fb". The mapping is
-// reversible (DecodeJID) and the result never contains '/' or '%' other than as
+// reversible (its tests decode it back) and the result never contains '/' or '%' other than as
 // an escape, so it names a file directly inside users/. Empty JIDs, JIDs whose
 // encoding is "." or "..", and encodings longer than 252 bytes are rejected.
 func EncodeJID(jid string) (string, error) {
@@ -56,53 +56,4 @@ func EncodeJID(jid string) (string, error) {
 		return "", fmt.Errorf("%w %q: encodes to %q", ErrInvalidJID, jid, stem)
 	}
 	return stem, nil
-}
-
-// DecodeJID is the inverse of EncodeJID: it takes a users/ file name stem
-// (without ".md") and returns the JID. Only canonical encodings are accepted
-// (plain bytes unescaped, everything else as %XX with uppercase hex), so each JID
-// has exactly one file name.
-func DecodeJID(stem string) (string, error) {
-	if stem == "" || stem == "." || stem == ".." {
-		return "", fmt.Errorf("%w: file name stem %q", ErrInvalidJID, stem)
-	}
-	if len(stem) > maxUserStem {
-		return "", fmt.Errorf("%w: file name stem is %d bytes, the limit is %d", ErrInvalidJID, len(stem), maxUserStem)
-	}
-	b := make([]byte, 0, len(stem))
-	for i := 0; i < len(stem); i++ {
-		c := stem[i]
-		switch {
-		case plainByte(c):
-			b = append(b, c)
-		case c == '%':
-			if i+2 >= len(stem) {
-				return "", fmt.Errorf("%w: file name stem %q: truncated escape at byte %d", ErrInvalidJID, stem, i)
-			}
-			hi, lo := unhex(stem[i+1]), unhex(stem[i+2])
-			if hi < 0 || lo < 0 {
-				return "", fmt.Errorf("%w: file name stem %q: bad escape %q at byte %d", ErrInvalidJID, stem, stem[i:i+3], i)
-			}
-			d := byte(hi<<4 | lo)
-			if plainByte(d) {
-				return "", fmt.Errorf("%w: file name stem %q: %q must not be escaped", ErrInvalidJID, stem, d)
-			}
-			b = append(b, d)
-			i += 2
-		default:
-			return "", fmt.Errorf("%w: file name stem %q: byte %q at %d must be escaped", ErrInvalidJID, stem, c, i)
-		}
-	}
-	return string(b), nil
-}
-
-// unhex returns the value of an uppercase hex digit, or -1.
-func unhex(c byte) int {
-	switch {
-	case c >= '0' && c <= '9':
-		return int(c - '0')
-	case c >= 'A' && c <= 'F':
-		return int(c-'A') + 10
-	}
-	return -1
 }

@@ -2,6 +2,7 @@ package memory
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -71,4 +72,53 @@ func FuzzJID(f *testing.F) {
 			}
 		}
 	})
+}
+
+// DecodeJID is the inverse of EncodeJID: it takes a users/ file name stem
+// (without ".md") and returns the JID. Only canonical encodings are accepted
+// (plain bytes unescaped, everything else as %XX with uppercase hex), so each JID
+// has exactly one file name.
+func DecodeJID(stem string) (string, error) {
+	if stem == "" || stem == "." || stem == ".." {
+		return "", fmt.Errorf("%w: file name stem %q", ErrInvalidJID, stem)
+	}
+	if len(stem) > maxUserStem {
+		return "", fmt.Errorf("%w: file name stem is %d bytes, the limit is %d", ErrInvalidJID, len(stem), maxUserStem)
+	}
+	b := make([]byte, 0, len(stem))
+	for i := 0; i < len(stem); i++ {
+		c := stem[i]
+		switch {
+		case plainByte(c):
+			b = append(b, c)
+		case c == '%':
+			if i+2 >= len(stem) {
+				return "", fmt.Errorf("%w: file name stem %q: truncated escape at byte %d", ErrInvalidJID, stem, i)
+			}
+			hi, lo := unhex(stem[i+1]), unhex(stem[i+2])
+			if hi < 0 || lo < 0 {
+				return "", fmt.Errorf("%w: file name stem %q: bad escape %q at byte %d", ErrInvalidJID, stem, stem[i:i+3], i)
+			}
+			d := byte(hi<<4 | lo)
+			if plainByte(d) {
+				return "", fmt.Errorf("%w: file name stem %q: %q must not be escaped", ErrInvalidJID, stem, d)
+			}
+			b = append(b, d)
+			i += 2
+		default:
+			return "", fmt.Errorf("%w: file name stem %q: byte %q at %d must be escaped", ErrInvalidJID, stem, c, i)
+		}
+	}
+	return string(b), nil
+}
+
+// unhex returns the value of an uppercase hex digit, or -1.
+func unhex(c byte) int {
+	switch {
+	case c >= '0' && c <= '9':
+		return int(c - '0')
+	case c >= 'A' && c <= 'F':
+		return int(c-'A') + 10
+	}
+	return -1
 }

@@ -1,7 +1,8 @@
 // Package metrics is how arizukod is watched: the Prometheus text exposition of its turns
 // (by status and failure class, with their durations), its queue (queued and running runs)
-// and the model traffic of its turns (tokens by kind, requests), served at GET /metrics on
-// the API socket and, when metrics.listen is set, on a loopback TCP listener of its own.
+// and the model traffic of its turns (tokens by kind, requests, cost by group and model),
+// served at GET /metrics on the API socket and, when metrics.listen is set, on a loopback
+// TCP listener of its own.
 //
 // It owns the metric names and that listener. It counts what the daemon reports to it and
 // reads the queue's gauges through the function it is given at each scrape; it must not
@@ -16,6 +17,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	vm "github.com/VictoriaMetrics/metrics"
@@ -35,14 +37,16 @@ var durationBuckets = []float64{1, 5, 15, 30, 60, 120, 300, 600, 1200, 3600}
 
 // help documents each metric in its # HELP line.
 var help = map[string]string{
-	"arizukod_turns_total":           "Runs ended, by status (ok, error, fatal) and failure class (none, timeout, oom, misconfig, no-output, bad-output, killed, engine, no-input, lost).",
-	"arizukod_turn_duration_seconds": "How long ended runs ran, from start to end, by status.",
-	"arizukod_runs_queued":           "Runs waiting to start.",
-	"arizukod_runs_running":          "Turns running now.",
-	"arizukod_outbox_backlog":        "Outbox rows waiting for a gateway or webhook to acknowledge them (parked rows not counted).",
-	"arizukod_prepared_containers":   "Containers created and initialized ahead for a folder's next turn, never started yet.",
-	"arizukod_model_requests_total":  "Requests the turns' model gateways forwarded.",
-	"arizukod_model_tokens_total":    "Model tokens the turns used, by kind (input, output, cache_read, cache_write).",
+	"arizukod_turns_total":                    "Runs ended, by status (ok, error, fatal) and failure class (none, timeout, oom, misconfig, no-output, bad-output, killed, engine, no-input, lost).",
+	"arizukod_turn_duration_seconds":          "How long ended runs ran, from start to end, by status.",
+	"arizukod_runs_queued":                    "Runs waiting to start.",
+	"arizukod_runs_running":                   "Turns running now.",
+	"arizukod_outbox_backlog":                 "Outbox rows waiting for a gateway or webhook to acknowledge them (parked rows not counted).",
+	"arizukod_prepared_containers":            "Containers created and initialized ahead for a folder's next turn, never started yet.",
+	"arizukod_model_requests_total":           "Requests the turns' model gateways forwarded.",
+	"arizukod_model_tokens_total":             "Model tokens the turns used, by kind (input, output, cache_read, cache_write).",
+	"arizukod_model_cost_microdollars_total":  "What the turns' model usage cost in millionths of a US dollar, at the daemon's prices, by group folder and model (a model with no price adds nothing here).",
+	"arizukod_model_unpriced_responses_total": "Model responses whose model has no price ([prices] in arizukod.toml), by group folder and model: their cost is unknown.",
 }
 
 // Metrics counts one daemon's turns and model traffic. Its zero value is not usable: call New.
@@ -101,6 +105,26 @@ func (m *Metrics) ModelUsage(u Usage) {
 	add(m.output, u.OutputTokens)
 	add(m.cacheRead, u.CacheReadTokens)
 	add(m.cacheWrite, u.CacheWriteTokens)
+}
+
+// ModelCost counts what one model response of a turn of folder cost, in micro-dollars,
+// or that its model has no price (priced false). Per folder and model: a daemon has few
+// of each, and a group's cost today or this month is the increase of its series.
+func (m *Metrics) ModelCost(folder, model string, micros int64, priced bool) {
+	labels := `{folder="` + escapeLabel(folder) + `",model="` + escapeLabel(model) + `"}`
+	if !priced {
+		m.set.GetOrCreateCounter("arizukod_model_unpriced_responses_total" + labels).Inc()
+		return
+	}
+	c := m.set.GetOrCreateCounter("arizukod_model_cost_microdollars_total" + labels)
+	if micros > 0 {
+		c.Add(int(micros))
+	}
+}
+
+// escapeLabel escapes a label value of the text exposition format.
+func escapeLabel(v string) string {
+	return strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(v)
 }
 
 // ServeHTTP writes every metric in the Prometheus text exposition format (version 0.0.4).

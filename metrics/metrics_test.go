@@ -14,7 +14,7 @@ import (
 )
 
 // sample is one line of the text exposition format: a name, optional labels, a value.
-var sample = regexp.MustCompile(`^[a-z_]+(\{[a-z_]+="[^"]*"(,[a-z_]+="[^"]*")*\})? [0-9.e+-]+$`)
+var sample = regexp.MustCompile(`^[a-z_]+(\{[a-z_]+="([^"\\]|\\.)*"(,[a-z_]+="([^"\\]|\\.)*")*\})? [0-9.e+-]+$`)
 
 func scrape(t *testing.T, h http.Handler) string {
 	t.Helper()
@@ -47,8 +47,14 @@ func TestExposition(t *testing.T) {
 	m.TurnEnded("fatal", "killed", 0) // killed before it started: counted, no duration
 	m.ModelUsage(Usage{Requests: 1, InputTokens: 100, OutputTokens: 20, CacheReadTokens: 5})
 	m.ModelUsage(Usage{Requests: 1, InputTokens: 1, CacheWriteTokens: 7})
+	m.ModelCost("main/kid", "claude-sonnet-4-5", 300_000, true)
+	m.ModelCost("main/kid", "claude-sonnet-4-5", 4, true)
+	m.ModelCost("main", "claude-\"odd\"", 0, false)
 	body := scrape(t, m)
 	for _, want := range []string{
+		"# TYPE arizukod_model_cost_microdollars_total counter",
+		`arizukod_model_cost_microdollars_total{folder="main/kid",model="claude-sonnet-4-5"} 300004`,
+		`arizukod_model_unpriced_responses_total{folder="main",model="claude-\"odd\""} 1`,
 		"# HELP arizukod_turns_total Runs ended, by status",
 		"# TYPE arizukod_turns_total counter",
 		`arizukod_turns_total{status="ok",failure="none"} 2`,

@@ -3,17 +3,8 @@ package mountsec
 import (
 	"fmt"
 	"path/filepath"
-	"slices"
 	"strings"
 )
-
-// BuiltinBlockedPatterns returns the patterns that always apply, on top of the
-// allowlist's own blockedPatterns. A pattern without '/' matches any single path component; a
-// relative pattern with '/' matches any run of consecutive components; a
-// pattern starting with '/' matches the path's leading components (the path
-// is that location or inside it). Each component is a filepath.Match glob,
-// compared case-insensitively.
-func BuiltinBlockedPatterns() []string { return slices.Clone(builtinBlocked) }
 
 var builtinBlocked = []string{
 	// SSH, GPG and cloud/cluster credentials.

@@ -99,15 +99,6 @@ func (e *RejectError) Error() string {
 // Unwrap makes errors.Is(err, ErrMountRejected) true.
 func (e *RejectError) Unwrap() error { return ErrMountRejected }
 
-// RuleOf returns the rule of a *RejectError in err's chain, or "".
-func RuleOf(err error) Rule {
-	var re *RejectError
-	if errors.As(err, &re) {
-		return re.Rule
-	}
-	return ""
-}
-
 func reject(req MountRequest, rule Rule, format string, args ...any) *RejectError {
 	return &RejectError{HostPath: req.HostPath, ContainerPath: req.ContainerPath, Rule: rule, Detail: fmt.Sprintf(format, args...)}
 }

@@ -301,3 +301,12 @@ func TestHomeUnknown(t *testing.T) {
 		t.Errorf("got %v", err)
 	}
 }
+
+// RuleOf returns the rule of a *RejectError in err's chain, or "".
+func RuleOf(err error) Rule {
+	var re *RejectError
+	if errors.As(err, &re) {
+		return re.Rule
+	}
+	return ""
+}

@@ -246,6 +246,16 @@ func BindMount(source, destination string, readOnly bool) string {
 	return csvRecord([]string{"type=bind", "source=" + source, "destination=" + destination, mode})
 }
 
+// Capabilities returns caps as the words of DropCapability= or AddCapability=: lower-case,
+// as the generator passes them to podman run.
+func Capabilities(caps []string) []string {
+	out := make([]string, len(caps))
+	for i, c := range caps {
+		out[i] = strings.ToLower(c)
+	}
+	return out
+}
+
 // checkMount refuses a Mount value the generator refuses (a reference to another unit
 // is the generator's business, not an error here).
 func checkMount(m string) error {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/arizuko/arizukod/contract"
@@ -163,25 +164,28 @@ func TestEngineNoInput(t *testing.T) {
 
 // TestEngineGoneAndBack: an engine that goes away while a container runs leaves the run
 // running; once it answers again the queue adopts the container and records its answer.
+// The queue's waits for the engine to come back pass on a synctest bubble's fake clock.
 func TestEngineGoneAndBack(t *testing.T) {
-	dir := t.TempDir()
-	eng := fakeengine.New(fakeengine.Script{Hang: true, OnClose: wrapUp})
-	fx := newEngineFixture(t, dir, openStore(t, dir, "main"), eng)
-	id := fx.submit("main")
-	fx.eventually("the agent got its input", func() bool { return fx.run(id).InputSentAt != 0 })
-	eng.SetDown(true)
-	fx.eventually("the run orphaned", func() bool { return fx.q.Running() == 0 })
-	if r := fx.run(id); r.State != store.RunRunning {
-		t.Fatalf("with the engine away: %+v, want still running", r)
-	}
-	eng.SetDown(false)
-	fx.q.Wake()
-	fx.eventually("the container adopted", func() bool { return fx.q.Running() == 1 })
-	fx.tellToWrapUp("main")
-	fx.eventually("the run ended", func() bool { return fx.run(id).State.Final() })
-	if r := fx.run(id); r.State != store.RunExited || r.Result != "wrapped up" {
-		t.Fatalf("ended %+v", r)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		dir := t.TempDir()
+		eng := fakeengine.New(fakeengine.Script{Hang: true, OnClose: wrapUp})
+		fx := newEngineFixture(t, dir, openStore(t, dir, "main"), eng)
+		id := fx.submit("main")
+		fx.eventually("the agent got its input", func() bool { return fx.run(id).InputSentAt != 0 })
+		eng.SetDown(true)
+		fx.eventually("the run orphaned", func() bool { return fx.q.Running() == 0 })
+		if r := fx.run(id); r.State != store.RunRunning {
+			t.Fatalf("with the engine away: %+v, want still running", r)
+		}
+		eng.SetDown(false)
+		fx.q.Wake()
+		fx.eventually("the container adopted", func() bool { return fx.q.Running() == 1 })
+		fx.tellToWrapUp("main")
+		fx.eventually("the run ended", func() bool { return fx.run(id).State.Final() })
+		if r := fx.run(id); r.State != store.RunExited || r.Result != "wrapped up" {
+			t.Fatalf("ended %+v", r)
+		}
+	})
 }
 
 // TestEngineDetachAdopt: a queue that stops leaves its container running; the next queue

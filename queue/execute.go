@@ -79,7 +79,7 @@ func (q *Queue) execute(ctx context.Context, run *store.Run, adoptContainer stri
 			container = name
 			q.setContainer(run.ID, id)
 			if err := q.cfg.Store.SetContainer(context.WithoutCancel(ctx), run.ID, name); err != nil {
-				log.Error("record container", "container", name, "err", err)
+				log.Error("record container", logging.FieldContainer, name, "err", err)
 			}
 			log.Info("turn started", logging.FieldContainer, name)
 		},

@@ -31,18 +31,18 @@ type Store interface {
 
 // Report is what one pruning removed (or, dry, would remove).
 type Report struct {
-	DryRun   bool  `json:"dry_run"`
-	Runs     int64 `json:"runs"`
-	Inbox    int64 `json:"inbox"`
-	Outbox   int64 `json:"outbox"`
-	Logs     int   `json:"logs"`
-	LogBytes int64 `json:"log_bytes"`
+	DryRun   bool
+	Runs     int64
+	Inbox    int64
+	Outbox   int64
+	Logs     int
+	LogBytes int64
 	// The database's size before and after compaction; a dry run does not compact.
-	DBBytesBefore int64 `json:"db_bytes_before"`
-	DBBytesAfter  int64 `json:"db_bytes_after"`
-	Vacuumed      bool  `json:"vacuumed"`
+	DBBytesBefore int64
+	DBBytesAfter  int64
+	Vacuumed      bool
 	// LogErrors are the groups whose logs could not be pruned, with why; the rest went on.
-	LogErrors []string `json:"log_errors,omitempty"`
+	LogErrors []string
 }
 
 // Prune applies rules at now: the store's rows in one transaction, then each registered

@@ -44,7 +44,7 @@
 // # Firing, catch-up and restarts
 //
 // A task fires when the daemon's clock reaches its due time (NextRunAt): the
-// scheduler checks at least every Poll and at once after Kick. The next due
+// scheduler checks at least every Poll. The next due
 // time is computed from the slot that fired, not from the moment the check
 // ran, so intervals do not drift. Slots missed while the daemon was down (or
 // the host slept) are not replayed: the task fires once, late, and its next

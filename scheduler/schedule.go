@@ -44,14 +44,6 @@ func NextRun(kind, expr string, after time.Time, loc *time.Location) (int64, err
 	return s.next(after, loc)
 }
 
-// Validate reports whether the schedule is well-formed: the checks of NextRun
-// that do not depend on the time. A cron expression must match some time (not
-// "0 0 30 2 *"); whether a once time lies in the future is NextRun's to say.
-func Validate(kind, expr string) error {
-	_, err := parse(kind, expr)
-	return err
-}
-
 // schedule is a parsed schedule expression.
 type schedule struct {
 	kind string

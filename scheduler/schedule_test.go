@@ -187,3 +187,11 @@ func TestValidate(t *testing.T) {
 		}
 	}
 }
+
+// Validate reports whether the schedule is well-formed: the checks of NextRun
+// that do not depend on the time. A cron expression must match some time (not
+// "0 0 30 2 *"); whether a once time lies in the future is NextRun's to say.
+func Validate(kind, expr string) error {
+	_, err := parse(kind, expr)
+	return err
+}

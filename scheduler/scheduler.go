@@ -56,7 +56,7 @@ type Config struct {
 	// because tasks are created, updated and deleted behind its back (by the
 	// MCP tools and the API, from other goroutines) and because the wall
 	// clock may jump (suspend, NTP); a check is one short transaction over an
-	// index. Kick makes a change take effect without waiting.
+	// index, so a change takes effect within one Poll.
 	Poll time.Duration
 }
 
@@ -69,14 +69,13 @@ type Scheduler struct {
 	wake  func()
 	log   *slog.Logger
 	poll  time.Duration
-	kick  chan struct{}
 }
 
 // New returns a Scheduler for cfg, filling in the defaults.
 func New(cfg Config) *Scheduler {
 	s := &Scheduler{
 		store: cfg.Store, clock: cfg.Clock, loc: cfg.Location, wake: cfg.Wake,
-		log: cfg.Logger, poll: cfg.Poll, kick: make(chan struct{}, 1),
+		log: cfg.Logger, poll: cfg.Poll,
 	}
 	if s.clock == nil {
 		s.clock = systemClock{}
@@ -96,7 +95,7 @@ func New(cfg Config) *Scheduler {
 	return s
 }
 
-// Run checks for due tasks at once, then after every Poll and every Kick,
+// Run checks for due tasks at once, then after every Poll,
 // until ctx is done; then it returns nil. A failed check is logged and tried
 // again at the next one: nothing is lost, since an unclaimed task stays due.
 func (s *Scheduler) Run(ctx context.Context) error {
@@ -107,20 +106,10 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		s.check(ctx)
 		select {
 		case <-ctx.Done():
-		case <-s.kick:
 		case <-s.clock.After(s.poll):
 		}
 	}
 	return nil
-}
-
-// Kick makes Run check for due tasks now, as after a task was created or
-// changed. It never blocks.
-func (s *Scheduler) Kick() {
-	select {
-	case s.kick <- struct{}{}:
-	default:
-	}
 }
 
 // check claims the tasks due now and queues their runs.

@@ -272,31 +272,18 @@ func TestPausedDoesNotFire(t *testing.T) {
 	if rs := runsOf(t, st, "t_paused"); len(rs) != 0 {
 		t.Fatalf("a paused task ran %d times", len(rs))
 	}
-	// Resumed, its due time long past, it fires once, at the Kick, and
-	// keeps its phase.
+	// Resumed, its due time long past, it fires once, at the next check,
+	// and keeps its phase.
 	active := store.TaskActive
 	if _, err := st.UpdateTask(context.Background(), "t_paused", store.TaskPatch{State: &active}); err != nil {
 		t.Fatal(err)
 	}
-	h.sched.Kick()
-	h.waitCheck()
-	if rs := runsOf(t, st, "t_paused"); len(rs) != 1 || rs[0].CreatedAt != ms(t0.Add(60*time.Second)) {
-		t.Errorf("after resume: runs %+v, want one at +60s", rs)
+	h.steps(1, time.Second)
+	if rs := runsOf(t, st, "t_paused"); len(rs) != 1 || rs[0].CreatedAt != ms(t0.Add(61*time.Second)) {
+		t.Errorf("after resume: runs %+v, want one at +61s", rs)
 	}
 	if tk := h.task("t_paused"); tk.NextRunAt != ms(t0.Add(70*time.Second)) {
 		t.Errorf("next run at +%v, want +70s", time.UnixMilli(tk.NextRunAt).Sub(t0))
-	}
-}
-
-func TestKick(t *testing.T) {
-	clk := newFakeClock(t0)
-	st := openStore(t, filepath.Join(t.TempDir(), "a.db"), clk)
-	h := start(t, clk, st, st)
-	createTask(t, st, store.Task{ID: "t_now", ScheduleKind: store.ScheduleInterval, ScheduleExpr: "1h", NextRunAt: ms(t0)})
-	h.sched.Kick()
-	h.waitCheck()
-	if rs := runsOf(t, st, "t_now"); len(rs) != 1 || h.wakes.Load() != 1 {
-		t.Errorf("after Kick: %d runs, %d wakes; want 1, 1", len(rs), h.wakes.Load())
 	}
 }
 
@@ -477,8 +464,9 @@ func TestRunWithoutStore(t *testing.T) {
 	}
 }
 
-// TestRealClock fires an interval task with the system clock and a real
-// store: its first slot, then (unless -short) the next one, 10s later.
+// TestRealClock fires an interval task with the system clock and a real store: its first
+// slot, a moment ahead, on time, and the next slot set 10s after it. The other tests drive
+// the scheduler with a fake clock.
 func TestRealClock(t *testing.T) {
 	t.Parallel()
 	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "a.db"))
@@ -486,7 +474,7 @@ func TestRealClock(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	due := time.Now().Add(time.Second)
+	due := time.Now().Add(300 * time.Millisecond)
 	createTask(t, st, store.Task{ID: "t_real", ScheduleKind: store.ScheduleInterval, ScheduleExpr: "10s", NextRunAt: due.UnixMilli()})
 	woke := make(chan time.Time, 4)
 	s := New(Config{Store: st, Wake: func() { woke <- time.Now() }, Logger: testLogger(t), Poll: 50 * time.Millisecond})
@@ -500,22 +488,22 @@ func TestRealClock(t *testing.T) {
 		}
 	}()
 
-	want := 2
-	if testing.Short() {
-		want = 1
-	}
-	for i := range want {
-		slot := due.Add(time.Duration(i) * 10 * time.Second)
-		select {
-		case at := <-woke:
-			if at.Before(slot) || at.Sub(slot) > time.Second {
-				t.Errorf("fire %d at %s, due %s", i+1, at.Format(time.StampMilli), slot.Format(time.StampMilli))
-			}
-		case <-time.After(time.Until(slot) + 5*time.Second):
-			t.Fatalf("fire %d: nothing by %s", i+1, time.Now().Format(time.StampMilli))
+	select {
+	case at := <-woke:
+		if at.Before(due) || at.Sub(due) > time.Second {
+			t.Errorf("fired at %s, due %s", at.Format(time.StampMilli), due.Format(time.StampMilli))
 		}
+	case <-time.After(time.Until(due) + 5*time.Second):
+		t.Fatalf("nothing by %s", time.Now().Format(time.StampMilli))
 	}
-	if rs := runsOf(t, st, "t_real"); len(rs) != want {
-		t.Errorf("%d runs, want %d", len(rs), want)
+	if rs := runsOf(t, st, "t_real"); len(rs) != 1 {
+		t.Errorf("%d runs, want 1", len(rs))
+	}
+	tk, err := st.GetTask(context.Background(), "t_real")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next := time.UnixMilli(tk.NextRunAt); next.Sub(time.UnixMilli(due.UnixMilli())) != 10*time.Second {
+		t.Errorf("next run at %s, want 10s after %s", next.Format(time.StampMilli), due.Format(time.StampMilli))
 	}
 }

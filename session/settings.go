@@ -10,12 +10,14 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/arizuko/arizukod/contract"
 )
 
 // Paths inside the container that the MCP entries point at.
 const (
-	RouterSocket     = "/var/run/pub/arizuko/router.sock"
-	SidecarSocketDir = "/var/run/pub/arizuko/sidecars"
+	RouterSocket     = contract.IPCDir + "/" + contract.RouterSocket
+	SidecarSocketDir = contract.IPCDir + "/" + contract.SidecarDir
 	// ManagedEnvKey lists, in settings.json's env, the keys arizukod set.
 	ManagedEnvKey = "ARIZUKO_MANAGED_ENV"
 	// RouterServer is the mcpServers name of the router.
@@ -25,7 +27,7 @@ const (
 	PreCompactCommand = "/usr/local/bin/arizuko-claude pre-compact"
 
 	settingsPath  = ".claude/settings.json"
-	ownedSocketIn = "UNIX-CONNECT:/var/run/pub/arizuko/"
+	ownedSocketIn = "UNIX-CONNECT:" + contract.IPCDir + "/"
 	maxSidecarLen = 64
 )
 

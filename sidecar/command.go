@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/arizuko/arizukod/runtime/engine"
 	"github.com/arizuko/arizukod/session"
 )
 
@@ -62,7 +63,8 @@ func (u *Unit) dockerRunArgs(envFile string) ([]string, error) {
 			return nil, fmt.Errorf("sidecar %s: %s: %w (docker)", u.Name, k.key, ErrUnsupported)
 		}
 	}
-	a := []string{"--name", c.ContainerName, "--pull", "never"}
+	h := engine.Hardened()
+	a := []string{"--name", c.ContainerName, "--pull", h.Pull}
 	for _, kv := range [][2]string{
 		{"--pids-limit", c.PidsLimit}, {"--shm-size", c.ShmSize}, {"--entrypoint", c.Entrypoint},
 		{"--workdir", c.WorkingDir}, {"--hostname", c.HostName}, {"--stop-signal", c.StopSignal},
@@ -81,7 +83,19 @@ func (u *Unit) dockerRunArgs(envFile string) ([]string, error) {
 	if isTrue(c.RunInit) {
 		a = append(a, "--init")
 	}
-	a = append(a, "--network", c.Network[0], "--security-opt", "no-new-privileges", "--cap-drop", "ALL", "--read-only")
+	a = append(a, "--network", c.Network[0])
+	if u.Runtime != "" {
+		a = append(a, "--runtime", u.Runtime)
+	}
+	if h.NoNewPrivileges {
+		a = append(a, "--security-opt", "no-new-privileges")
+	}
+	for _, capability := range h.CapDrop {
+		a = append(a, "--cap-drop", capability)
+	}
+	if h.ReadOnlyRoot {
+		a = append(a, "--read-only")
+	}
 	for _, kv := range []struct {
 		flag string
 		m    map[string]string

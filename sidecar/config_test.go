@@ -1,18 +1,22 @@
 package sidecar
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/godbus/dbus/v5"
 
 	"github.com/arizuko/arizukod/groupfolder"
+	"github.com/arizuko/arizukod/internal/enginetest"
 	"github.com/arizuko/arizukod/runtime/engine"
 	"github.com/arizuko/arizukod/session"
 )
@@ -160,7 +164,9 @@ func TestUnitNetwork(t *testing.T) {
 	}
 }
 
-// TestHardening: whatever the config says, the container has the agent's hardening.
+// TestHardening: whatever the config says, the container has the agent's hardening, and
+// every rendering of it carries every part of engine.Hardened: the Quadlet unit, and the
+// podman and docker command lines a transient unit runs.
 func TestHardening(t *testing.T) {
 	for _, c := range []Config{
 		{Name: "echo", Image: "localhost/echo:1"},
@@ -171,8 +177,27 @@ func TestHardening(t *testing.T) {
 		if q.ContainerName != "arizuko-sc-main-research-"+c.Name || u.Service != q.ContainerName+".service" {
 			t.Errorf("%s: names %q %q", c.Name, q.ContainerName, u.Service)
 		}
-		if !slices.Equal(q.DropCapability, []string{"all"}) || len(q.AddCapability) > 0 || !isTrue(q.NoNewPrivileges) || !isTrue(q.ReadOnly) {
-			t.Errorf("%s: not hardened: %+v", c.Name, q)
+		if len(q.AddCapability) > 0 {
+			t.Errorf("%s: capabilities added: %v", c.Name, q.AddCapability)
+		}
+		argv := func(kind, cli string) []string {
+			a, err := u.CommandLine(kind, cli, "unix:///run/engine.sock", "/run/sc.env")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return a
+		}
+		for _, r := range []struct {
+			rendering string
+			got       engine.Hardening
+		}{
+			{"quadlet unit", enginetest.QuadletHardening(q)},
+			{"podman command line", enginetest.ArgvHardening(argv(kindPodman, "/usr/bin/podman"))},
+			{"docker command line", enginetest.ArgvHardening(argv(kindDocker, "/usr/bin/docker"))},
+		} {
+			if want := engine.Hardened(); !reflect.DeepEqual(r.got, want) {
+				t.Errorf("%s, %s: hardening %+v, want %+v", c.Name, r.rendering, r.got, want)
+			}
 		}
 		if len(q.Mount) != 1 || len(q.Volume) > 0 || len(q.EnvironmentFile) > 0 || q.Pull != "never" || q.User != "1000:1000" {
 			t.Errorf("%s: mounts, env files, pull or user: %+v", c.Name, q)
@@ -279,22 +304,77 @@ func TestEnvFile(t *testing.T) {
 	}
 }
 
-func TestScope(t *testing.T) {
+// TestTarget: which systemd manager runs the sidecars' units. The packaged system
+// service runs as the lingering user arizuko with INVOCATION_ID and no XDG_RUNTIME_DIR:
+// its own user manager, in /run/user/UID, never the system manager (which refuses it).
+func TestTarget(t *testing.T) {
 	for _, tc := range []struct {
-		env  map[string]string
-		uid  int
-		want Mode
+		name       string
+		service    bool
+		runtimeDir string
+		uid        int
+		want       Mode
+		runtime    string
 	}{
-		{map[string]string{"INVOCATION_ID": "x"}, 0, ModeSystemdSystem},
-		{map[string]string{"INVOCATION_ID": "x"}, 990, ModeSystemdSystem},
-		{map[string]string{"INVOCATION_ID": "x", "XDG_RUNTIME_DIR": "/run/user/0"}, 0, ModeSystemdSystem},
-		{map[string]string{"INVOCATION_ID": "x", "XDG_RUNTIME_DIR": "/run/user/1000"}, 1000, ModeSystemdUser},
-		{map[string]string{"XDG_RUNTIME_DIR": "/run/user/1000"}, 1000, ModeSystemdUser},
-		{nil, 0, ModeSystemdUser},
+		{"root system service", true, "", 0, ModeSystemdSystem, ""},
+		{"root system service with a runtime dir", true, "/run/user/0", 0, ModeSystemdSystem, ""},
+		{"packaged service as arizuko", true, "", 990, ModeSystemdUser, "/run/user/990"},
+		{"user service", true, "/run/user/1000", 1000, ModeSystemdUser, "/run/user/1000"},
+		{"user login", false, "/run/user/1000", 1000, ModeSystemdUser, "/run/user/1000"},
+		{"user login, another runtime dir", false, "/srv/rt", 1000, ModeSystemdUser, "/srv/rt"},
+		{"root login", false, "/run/user/0", 0, ModeSystemdUser, "/run/user/0"},
+		{"runuser without a session", false, "", 990, ModeSystemdUser, ""},
+		{"root without a session", false, "", 0, ModeSystemdUser, ""},
 	} {
-		if got := scope(func(k string) string { return tc.env[k] }, tc.uid); got != tc.want {
-			t.Errorf("%v uid %d: %s, want %s", tc.env, tc.uid, got, tc.want)
+		mode, rt := target(tc.service, tc.runtimeDir, tc.uid)
+		if mode != tc.want || rt != tc.runtime {
+			t.Errorf("%s: %s %q, want %s %q", tc.name, mode, rt, tc.want, tc.runtime)
 		}
+	}
+}
+
+// TestDialNoManager: a runtime directory without a manager is ErrNoSystemd naming the
+// socket it tried, at once; so is no runtime directory.
+func TestDialNoManager(t *testing.T) {
+	rt := t.TempDir()
+	env := func(string) string { return "" }
+	start := time.Now()
+	_, err := dial(context.Background(), ModeSystemdUser, rt, env)
+	if !errors.Is(err, ErrNoSystemd) || !strings.Contains(err.Error(), rt+"/systemd/private") {
+		t.Fatalf("error %v", err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("took %s", d)
+	}
+	if _, err := dial(context.Background(), ModeSystemdUser, "", env); !errors.Is(err, ErrNoSystemd) {
+		t.Errorf("no runtime dir: %v", err)
+	}
+	if _, err := dial(context.Background(), ModeEngine, rt, env); err == nil || errors.Is(err, ErrNoSystemd) {
+		t.Errorf("engine mode: %v", err)
+	}
+}
+
+func TestRootJournal(t *testing.T) {
+	if got := rootJournal(ModeSystemdUser, "arizuko-sc-main-echo.service"); got != "journalctl _SYSTEMD_USER_UNIT=arizuko-sc-main-echo.service" {
+		t.Error(got)
+	}
+	if got := rootJournal(ModeSystemdSystem, "arizuko-sc-main-echo.service"); got != "journalctl -u arizuko-sc-main-echo.service" {
+		t.Error(got)
+	}
+}
+
+func TestUnavailable(t *testing.T) {
+	for _, err := range []error{
+		fmt.Errorf("sidecar x: %w", fmt.Errorf("%w (systemd-user): no socket", ErrNoSystemd)),
+		fmt.Errorf("%w: denied", errDenied),
+		fmt.Errorf("%w: exec: \"podman\": not found", errNoCLI),
+	} {
+		if !unavailable(err) {
+			t.Errorf("%v: not unavailable", err)
+		}
+	}
+	if unavailable(fmt.Errorf("%w: boom", ErrStart)) {
+		t.Error("a failed start is not unavailability")
 	}
 }
 
@@ -336,5 +416,34 @@ func TestDBusErrors(t *testing.T) {
 	}
 	if !noSuchUnit(wrap("org.freedesktop.systemd1.NoSuchUnit")) || noSuchUnit(errors.New("org.freedesktop.systemd1.NoSuchUnit")) {
 		t.Error("noSuchUnit")
+	}
+}
+
+// TestUnitRuntime: a sidecar runs under its group's OCI runtime: the docker command line
+// of a transient unit and the engine's spec name it; the podman one cannot (the remote
+// CLI has no --runtime: the service's own applies, which Start checks).
+func TestUnitRuntime(t *testing.T) {
+	for _, rt := range []string{"", "runsc"} {
+		u, err := NewUnit("main", Config{Name: "echo", Image: "i"},
+			UnitOptions{Instance: "i", RunID: "r", SocketDir: "/srv/ipc/main/sidecars", Runtime: rt})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for kind, want := range map[string]string{"podman": "", "docker": "--runtime"} {
+			argv, err := u.CommandLine(kind, kind, "unix:///run/e.sock", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			i := slices.Index(argv, want)
+			switch {
+			case (rt == "" || want == "") && slices.ContainsFunc(argv, func(a string) bool { return strings.HasPrefix(a, "--runtime") }):
+				t.Errorf("%s without a runtime: %q", kind, argv)
+			case rt != "" && want != "" && (i < 0 || argv[i+1] != rt):
+				t.Errorf("%s under %s: %q", kind, rt, argv)
+			}
+		}
+		if s, err := u.Spec(); err != nil || s.Runtime != rt {
+			t.Errorf("spec under %q: %+v, %v", rt, s, err)
+		}
 	}
 }

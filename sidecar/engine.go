@@ -46,6 +46,7 @@ func (u *Unit) Spec() (engine.Spec, error) {
 		MemoryBytes: u.MemoryBytes,
 		NanoCPUs:    u.NanoCPUs,
 		PidsLimit:   u.PidsLimit,
+		Runtime:     u.Runtime,
 		Rlimits:     u.Rlimits,
 		User:        c.User,
 		WorkingDir:  c.WorkingDir,

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	sddbus "github.com/coreos/go-systemd/v22/dbus"
@@ -26,6 +27,16 @@ import (
 // errDenied says the manager does not let this user start units (polkit): the sidecar
 // runs on the engine instead.
 var errDenied = errors.New("the systemd manager refused to start a unit for this user")
+
+// errNoCLI says the engine's CLI, which a transient unit runs, is not there: the sidecar
+// runs on the engine instead.
+var errNoCLI = errors.New("no engine CLI for transient units")
+
+// unavailable reports whether err says that no transient unit can run a sidecar now (no
+// manager answers, it refuses this user, no engine CLI), so that the engine runs it.
+func unavailable(err error) bool {
+	return errors.Is(err, ErrNoSystemd) || errors.Is(err, errDenied) || errors.Is(err, errNoCLI)
+}
 
 // ErrStart marks a sidecar that did not come up: its unit or container failed, or its
 // socket never answered. The error carries the last lines it logged.
@@ -72,16 +83,21 @@ type Options struct {
 
 // Manager starts and stops the sidecars of turns. It is safe for concurrent use.
 type Manager struct {
-	o    Options
-	mode Mode
-	sd   *manager
-	log  *slog.Logger
+	o   Options
+	sd  *manager // nil: the engine runs every sidecar
+	log *slog.Logger
+
+	mu   sync.Mutex
+	down bool // the last sidecar ran on the engine for want of a transient unit
 }
 
-// New returns a Manager. With Options.Mode empty it uses the systemd manager arizukod
-// runs under (the system's when it runs as a system service, else the user's) when that
-// one answers on D-Bus, and the engine otherwise; a forced systemd mode that does not
-// answer is an error.
+// New returns a Manager. With Options.Mode empty it uses the systemd manager target
+// chooses: the system's for root in a system service, else the user's own (for the
+// packaged service, the lingering arizuko user's). While that one does not answer (or no
+// engine CLI is there), sidecars run on the engine, which is logged once with the reason
+// and again when units work; each turn asks the manager anew, so a daemon started before
+// the user manager (at boot) gets units once it answers. A forced systemd mode that does
+// not answer at New is an error.
 func New(ctx context.Context, o Options) (*Manager, error) {
 	switch {
 	case o.Engine == nil:
@@ -103,26 +119,26 @@ func New(ctx context.Context, o Options) (*Manager, error) {
 	if o.StopGrace <= 0 {
 		o.StopGrace = DefaultStopGrace
 	}
-	m := &Manager{o: o, mode: o.Mode, log: o.Logger}
+	m := &Manager{o: o, log: o.Logger}
 	if m.log == nil {
 		m.log = slog.Default()
 	}
 	switch o.Mode {
 	case "":
-		want := scope(os.Getenv, os.Geteuid())
-		c, err := dial(ctx, want, os.Getenv)
-		if err != nil {
-			m.mode = ModeEngine
-			m.log.Info("sidecars run on the engine", "reason", err)
-			return m, nil
+		mode, rt := detect()
+		m.sd = &manager{mode: mode, runtimeDir: rt, getenv: os.Getenv}
+		if _, err := m.sd.get(ctx); err != nil {
+			m.onEngine(err)
 		}
-		m.mode, m.sd = want, &manager{mode: want, getenv: os.Getenv, conn: c}
 	case ModeSystemdUser, ModeSystemdSystem:
-		c, err := dial(ctx, o.Mode, os.Getenv)
-		if err != nil {
+		sd := &manager{mode: o.Mode, getenv: os.Getenv}
+		if o.Mode == ModeSystemdUser {
+			sd.runtimeDir = os.Getenv("XDG_RUNTIME_DIR")
+		}
+		if _, err := sd.get(ctx); err != nil {
 			return nil, err
 		}
-		m.sd = &manager{mode: o.Mode, getenv: os.Getenv, conn: c}
+		m.sd = sd
 	case ModeEngine:
 	default:
 		return nil, fmt.Errorf("sidecar manager: mode %q: want %s, %s or %s", o.Mode, ModeSystemdUser, ModeSystemdSystem, ModeEngine)
@@ -130,8 +146,41 @@ func New(ctx context.Context, o Options) (*Manager, error) {
 	return m, nil
 }
 
-// Mode says where sidecars run.
-func (m *Manager) Mode() Mode { return m.mode }
+// Mode says where the next sidecar runs, as far as the last one tells.
+func (m *Manager) Mode() Mode {
+	if m.sd == nil {
+		return ModeEngine
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.down {
+		return ModeEngine
+	}
+	return m.sd.mode
+}
+
+// onEngine notes that no transient unit could run a sidecar, for reason: it runs on the
+// engine. Logged at the first of a row only.
+func (m *Manager) onEngine(reason error) {
+	m.mu.Lock()
+	first := !m.down
+	m.down = true
+	m.mu.Unlock()
+	if first {
+		m.log.Warn("sidecars run on the engine, not as transient units, until the systemd manager serves them", "manager", m.sd.mode, "reason", reason)
+	}
+}
+
+// onUnits notes that a transient unit ran a sidecar; logged when the engine ran the last.
+func (m *Manager) onUnits() {
+	m.mu.Lock()
+	was := m.down
+	m.down = false
+	m.mu.Unlock()
+	if was {
+		m.log.Info("sidecars run as transient units again", "manager", m.sd.mode)
+	}
+}
 
 // Close drops the D-Bus connection.
 func (m *Manager) Close() {
@@ -141,9 +190,11 @@ func (m *Manager) Close() {
 }
 
 // Probe says where a Manager made now would run sidecars, and why: for `arizukod doctor`.
-func Probe(ctx context.Context) (Mode, string) {
-	want := scope(os.Getenv, os.Geteuid())
-	c, err := dial(ctx, want, os.Getenv)
+// service asks as a systemd service would (INVOCATION_ID set), whether this process is one
+// or not: `runuser -u arizuko arizukod doctor` for the packaged service.
+func Probe(ctx context.Context, service bool) (Mode, string) {
+	want, rt := target(service || os.Getenv("INVOCATION_ID") != "", os.Getenv("XDG_RUNTIME_DIR"), os.Geteuid())
+	c, err := dial(ctx, want, rt, os.Getenv)
 	if err != nil {
 		return ModeEngine, err.Error()
 	}
@@ -157,7 +208,11 @@ func Probe(ctx context.Context) (Mode, string) {
 	if len(clis) == 0 {
 		return ModeEngine, fmt.Sprintf("the %s manager answers, but no podman or docker CLI is in PATH for its units", want)
 	}
-	return want, "transient units, run by " + strings.Join(clis, " or ")
+	where := "the system manager"
+	if want == ModeSystemdUser {
+		where = fmt.Sprintf("the user manager of uid %d (%s)", os.Geteuid(), rt)
+	}
+	return want, "transient units of " + where + ", run by " + strings.Join(clis, " or ")
 }
 
 func (m *Manager) info() engine.Info {
@@ -193,8 +248,10 @@ func (h *Handle) Names() []string {
 // Start starts the sidecars of a turn of f, one after the other, each until its socket
 // answers. When one fails, those already started are stopped and the error (ErrStart,
 // with what the sidecar logged last) fails the turn. No sidecars is a Handle with none.
-// socketDir is f's sidecar socket directory, as Layout.Ensure made it for the turn.
-func (m *Manager) Start(ctx context.Context, f groupfolder.Folder, socketDir, runID string, cs []Config) (*Handle, error) {
+// socketDir is f's sidecar socket directory, as Layout.Ensure made it for the turn;
+// runtime is the OCI runtime of the group's turns ("" for the engine's default), which
+// its sidecars run under too.
+func (m *Manager) Start(ctx context.Context, f groupfolder.Folder, socketDir, runID, runtime string, cs []Config) (*Handle, error) {
 	h := &Handle{m: m}
 	if len(cs) == 0 {
 		return h, nil
@@ -203,12 +260,15 @@ func (m *Manager) Start(ctx context.Context, f groupfolder.Folder, socketDir, ru
 		return nil, err
 	}
 	info := m.info()
+	if err := info.CheckRuntime(runtime); err != nil {
+		return nil, fmt.Errorf("%w: sidecars of %s: %w", ErrStart, f, err)
+	}
 	user := ""
 	if !info.Rootless {
 		user = fmt.Sprintf("%d:%d", os.Getuid(), os.Getgid())
 	}
 	for _, c := range cs {
-		u, err := NewUnit(f, c, UnitOptions{Instance: m.o.Instance, RunID: runID, SocketDir: socketDir, User: user, Rlimits: m.o.Rlimits, Networks: m.o.Networks})
+		u, err := NewUnit(f, c, UnitOptions{Instance: m.o.Instance, RunID: runID, SocketDir: socketDir, User: user, Rlimits: m.o.Rlimits, Networks: m.o.Networks, Runtime: runtime})
 		if err != nil {
 			return nil, errors.Join(err, h.Stop(ctx))
 		}
@@ -226,8 +286,8 @@ func (m *Manager) Start(ctx context.Context, f groupfolder.Folder, socketDir, ru
 	return h, nil
 }
 
-// start starts one sidecar: as a transient unit when a systemd manager and the engine's
-// CLI are there, else on the engine.
+// start starts one sidecar: as a transient unit when a systemd manager serves it and the
+// engine's CLI is there, else on the engine.
 func (m *Manager) start(ctx context.Context, u *Unit, info engine.Info, runID string) (*running, error) {
 	log := m.log.With(logging.FieldFolder, u.Folder, logging.FieldRunID, runID, "sidecar", u.Name)
 	if err := removeSocket(u.Socket()); err != nil {
@@ -235,20 +295,23 @@ func (m *Manager) start(ctx context.Context, u *Unit, info engine.Info, runID st
 	}
 	if m.sd != nil {
 		cli, err := m.cli(info.Name)
+		var r *running
 		if err == nil {
-			r, err := m.startUnitWhenNameFree(ctx, u, info, cli)
-			if err == nil {
-				log.Info("sidecar started", "unit", u.Service, "mode", m.mode)
-			}
-			if !errors.Is(err, errDenied) {
-				return r, err
-			}
+			r, err = m.startUnitWhenNameFree(ctx, u, info, cli)
 		}
-		log.Warn("sidecar runs on the engine: no transient unit", "err", err)
+		if err == nil {
+			m.onUnits()
+			log.Info("sidecar started", "unit", u.Service, "mode", m.sd.mode)
+			return r, nil
+		}
+		if !unavailable(err) {
+			return nil, err
+		}
+		m.onEngine(err)
 	}
 	r, err := m.startContainer(ctx, u)
 	if err == nil {
-		log.Info("sidecar started", "container", u.Container.ContainerName, "mode", ModeEngine)
+		log.Info("sidecar started", logging.FieldContainer, u.Container.ContainerName, "mode", ModeEngine)
 	}
 	return r, err
 }
@@ -256,13 +319,13 @@ func (m *Manager) start(ctx context.Context, u *Unit, info engine.Info, runID st
 // cli is the absolute path of the engine's CLI.
 func (m *Manager) cli(kind string) (string, error) {
 	if kind != kindPodman && kind != kindDocker {
-		return "", fmt.Errorf("engine kind %q is unknown yet", kind)
+		return "", fmt.Errorf("%w: engine kind %q is unknown yet", errNoCLI, kind)
 	}
 	p := m.o.CLI
 	if p == "" {
 		var err error
 		if p, err = exec.LookPath(kind); err != nil {
-			return "", err
+			return "", fmt.Errorf("%w: %v", errNoCLI, err)
 		}
 	}
 	return filepath.Abs(p)
@@ -334,7 +397,7 @@ func (m *Manager) startUnit(ctx context.Context, u *Unit, info engine.Info, cli 
 	if home := os.Getenv("HOME"); home != "" {
 		props = append(props, property("Environment", []string{"HOME=" + home}))
 	}
-	if m.mode == ModeSystemdSystem && os.Geteuid() != 0 {
+	if m.sd.mode == ModeSystemdSystem && os.Geteuid() != 0 {
 		// The system manager would run the CLI as root; it runs as the daemon's user.
 		props = append(props, property("User", strconv.Itoa(os.Geteuid())), property("Group", strconv.Itoa(os.Getegid())))
 	}
@@ -344,7 +407,7 @@ func (m *Manager) startUnit(ctx context.Context, u *Unit, info engine.Info, cli 
 		if accessDenied(err) {
 			return nil, fmt.Errorf("%w: %v", errDenied, err)
 		}
-		return nil, fmt.Errorf("%w: %s (unit %s): %v\n%s", ErrStart, u.Name, u.Service, err, journalTail(ctx, m.mode, u.Service, "", started))
+		return nil, fmt.Errorf("%w: %s (unit %s): %v\n%s", ErrStart, u.Name, u.Service, err, journalTail(ctx, m.sd.mode, u.Service, "", started))
 	}
 	invocation := m.sd.invocation(ctx, u.Service)
 	err = m.waitSocket(ctx, u, func(ctx context.Context) (string, error) {
@@ -356,7 +419,7 @@ func (m *Manager) startUnit(ctx context.Context, u *Unit, info engine.Info, cli 
 	})
 	if err != nil {
 		m.stop(ctx, r)
-		return nil, fmt.Errorf("%w: %s (unit %s): %v; its last log lines:\n%s", ErrStart, u.Name, u.Service, err, journalTail(ctx, m.mode, u.Service, invocation, started))
+		return nil, fmt.Errorf("%w: %s (unit %s): %v; its last log lines:\n%s", ErrStart, u.Name, u.Service, err, journalTail(ctx, m.sd.mode, u.Service, invocation, started))
 	}
 	return r, nil
 }
@@ -427,6 +490,9 @@ func (m *Manager) create(ctx context.Context, spec engine.Spec) (string, error) 
 		}
 		id, err := m.o.Engine.Create(ctx, spec)
 		if !errors.Is(err, engine.ErrNameInUse) || time.Now().After(deadline) {
+			if err != nil {
+				err = m.info().CreateError(spec, err)
+			}
 			return id, err
 		}
 		select {
@@ -508,7 +574,10 @@ func (m *Manager) Cleanup(ctx context.Context) ([]string, error) {
 	var errs []error
 	if m.sd != nil {
 		units, err := m.sd.listUnits(ctx, unitPattern)
-		if err != nil {
+		switch {
+		case errors.Is(err, ErrNoSystemd):
+			// No manager answers, so none of its units can be stopped; New logged why.
+		case err != nil:
 			errs = append(errs, fmt.Errorf("list sidecar units: %w", err))
 		}
 		for _, u := range units {
@@ -535,7 +604,7 @@ func (m *Manager) Cleanup(ctx context.Context) ([]string, error) {
 			errs = append(errs, fmt.Errorf("remove leftover sidecar %s: %w", c.Name, err))
 			continue
 		}
-		m.log.Info("removed leftover sidecar container", "container", c.Name, logging.FieldFolder, c.Labels[engine.LabelFolder])
+		m.log.Info("removed leftover sidecar container", logging.FieldContainer, c.Name, logging.FieldFolder, c.Labels[engine.LabelFolder])
 		done = append(done, c.Name)
 	}
 	entries, err := os.ReadDir(m.o.EnvDir)

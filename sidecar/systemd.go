@@ -31,19 +31,45 @@ const (
 // ErrNoSystemd says no systemd manager answered on D-Bus.
 var ErrNoSystemd = errors.New("no systemd manager on D-Bus")
 
-// scope is the manager arizukod runs under: the system's when it runs as a system service
-// (INVOCATION_ID set, and uid 0 or no XDG_RUNTIME_DIR), else the user's.
-func scope(getenv func(string) string, uid int) Mode {
-	if getenv("INVOCATION_ID") != "" && (uid == 0 || getenv("XDG_RUNTIME_DIR") == "") {
-		return ModeSystemdSystem
+// dialTimeout bounds the check that a manager answers, at New and at every redial.
+const dialTimeout = 5 * time.Second
+
+// target is the systemd manager whose transient units run the sidecars, and for a user
+// manager the runtime directory that holds its private socket. service says the daemon
+// runs as a systemd service (INVOCATION_ID is set); runtimeDir is XDG_RUNTIME_DIR.
+//
+//   - root in a service: the system manager;
+//   - with XDG_RUNTIME_DIR: the user's own manager there (a user service, a login);
+//   - any other user in a service: that user's own manager in /run/user/UID, where
+//     systemd-logind makes it. This is the packaged system service, which runs as the
+//     lingering user arizuko without XDG_RUNTIME_DIR: its units go to user@UID.service,
+//     next to its rootless Podman, and run as arizuko. The system manager would refuse
+//     them (polkit), and contrib/systemd/README.md says why no polkit rule should allow it;
+//   - otherwise (a shell without a session): no runtime directory, so no manager.
+func target(service bool, runtimeDir string, uid int) (Mode, string) {
+	switch {
+	case service && uid == 0:
+		return ModeSystemdSystem, ""
+	case runtimeDir != "":
+		return ModeSystemdUser, runtimeDir
+	case service:
+		return ModeSystemdUser, filepath.Join("/run/user", strconv.Itoa(uid))
 	}
-	return ModeSystemdUser
+	return ModeSystemdUser, ""
 }
 
-// dial connects to the manager of mode. The connection lives until Close: it is not
-// bound to ctx, which only bounds the check that the manager answers.
-func dial(ctx context.Context, mode Mode, getenv func(string) string) (*sddbus.Conn, error) {
+// detect is target for this process.
+func detect() (Mode, string) {
+	return target(os.Getenv("INVOCATION_ID") != "", os.Getenv("XDG_RUNTIME_DIR"), os.Geteuid())
+}
+
+// dial connects to the manager of mode; runtimeDir is a user manager's runtime directory.
+// The connection lives until Close: it is not bound to ctx, which only bounds (with
+// dialTimeout) the check that the manager answers.
+func dial(ctx context.Context, mode Mode, runtimeDir string, getenv func(string) string) (*sddbus.Conn, error) {
 	bg := context.WithoutCancel(ctx)
+	ctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	defer cancel()
 	var tried []string
 	try := func(what string, connect func() (*sddbus.Conn, error)) *sddbus.Conn {
 		c, err := connect()
@@ -58,16 +84,19 @@ func dial(ctx context.Context, mode Mode, getenv func(string) string) (*sddbus.C
 	}
 	switch mode {
 	case ModeSystemdUser:
-		rt := getenv("XDG_RUNTIME_DIR")
-		if rt == "" {
-			return nil, fmt.Errorf("%w: XDG_RUNTIME_DIR is not set, so the user manager cannot be found", ErrNoSystemd)
+		if runtimeDir == "" {
+			return nil, fmt.Errorf("%w: XDG_RUNTIME_DIR is not set and this is no service, so the user manager cannot be found", ErrNoSystemd)
 		}
-		private := filepath.Join(rt, "systemd", "private")
-		if c := try(private, func() (*sddbus.Conn, error) { return privateConn(private) }); c != nil {
+		private := filepath.Join(runtimeDir, "systemd", "private")
+		if c := try(private, func() (*sddbus.Conn, error) { return directConn("unix:path="+private, false) }); c != nil {
 			return c, nil
 		}
-		if getenv("DBUS_SESSION_BUS_ADDRESS") != "" || exists(filepath.Join(rt, "bus")) {
-			if c := try("the session bus", func() (*sddbus.Conn, error) { return sddbus.NewUserConnectionContext(bg) }); c != nil {
+		bus := getenv("DBUS_SESSION_BUS_ADDRESS")
+		if bus == "" && exists(filepath.Join(runtimeDir, "bus")) {
+			bus = "unix:path=" + filepath.Join(runtimeDir, "bus")
+		}
+		if bus != "" {
+			if c := try("the session bus "+bus, func() (*sddbus.Conn, error) { return directConn(bus, true) }); c != nil {
 				return c, nil
 			}
 		}
@@ -86,19 +115,26 @@ func dial(ctx context.Context, mode Mode, getenv func(string) string) (*sddbus.C
 	return nil, fmt.Errorf("%w (%s): %s", ErrNoSystemd, mode, strings.Join(tried, "; "))
 }
 
-// privateConn speaks to a manager directly on its private socket, without a bus.
-func privateConn(socket string) (*sddbus.Conn, error) {
-	if !exists(socket) {
-		return nil, fmt.Errorf("no socket %s", socket)
+// directConn speaks to a manager at address: its private socket (no bus, no Hello) or a
+// bus. It never falls back to anything the environment names.
+func directConn(address string, bus bool) (*sddbus.Conn, error) {
+	if path, ok := strings.CutPrefix(address, "unix:path="); ok && !exists(path) {
+		return nil, fmt.Errorf("no socket %s", path)
 	}
 	return sddbus.NewConnection(func() (*dbus.Conn, error) {
-		c, err := dbus.Dial("unix:path=" + socket)
+		c, err := dbus.Dial(address)
 		if err != nil {
 			return nil, err
 		}
 		if err := c.Auth([]dbus.Auth{dbus.AuthExternal(strconv.Itoa(os.Getuid()))}); err != nil {
 			c.Close()
 			return nil, err
+		}
+		if bus {
+			if err := c.Hello(); err != nil {
+				c.Close()
+				return nil, err
+			}
 		}
 		return c, nil
 	})
@@ -111,8 +147,9 @@ func exists(p string) bool {
 
 // manager is a connection to one systemd manager, redialled when it drops.
 type manager struct {
-	mode   Mode
-	getenv func(string) string
+	mode       Mode
+	runtimeDir string // a user manager's
+	getenv     func(string) string
 
 	mu   sync.Mutex
 	conn *sddbus.Conn
@@ -128,7 +165,7 @@ func (s *manager) get(ctx context.Context) (*sddbus.Conn, error) {
 		s.conn.Close()
 		s.conn = nil
 	}
-	c, err := dial(ctx, s.mode, s.getenv)
+	c, err := dial(ctx, s.mode, s.runtimeDir, s.getenv)
 	if err != nil {
 		return nil, err
 	}
@@ -262,6 +299,16 @@ func (s *manager) listUnits(ctx context.Context, pattern string) ([]sddbus.UnitS
 // journalLines is how many lines of a failed unit's log go into the error.
 const journalLines = 20
 
+// rootJournal is the command that shows a unit's whole log to root. A system user's user
+// units (arizuko's, in the packaged service) log to the system journal, which that user
+// may not read.
+func rootJournal(mode Mode, unit string) string {
+	if mode == ModeSystemdUser {
+		return "journalctl _SYSTEMD_USER_UNIT=" + unit
+	}
+	return "journalctl -u " + unit
+}
+
 // journalTail returns the last lines a unit logged: those of one invocation when its id
 // is known, else the unit's since a time. journald may take a moment to write what a
 // dying process said, so an empty answer is asked again for up to 2 s.
@@ -294,7 +341,7 @@ func journalTail(ctx context.Context, mode Mode, unit, invocation string, since 
 			}
 		}
 		if time.Now().After(deadline) {
-			return "(the unit logged nothing)"
+			return "(no log lines this user may read; all of them, as root: " + rootJournal(mode, unit) + ")"
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

@@ -51,6 +51,10 @@ type UnitOptions struct {
 	Rlimits []engine.Rlimit // default engine.DefaultRlimits()
 	// Networks are the named networks a sidecar may join (limits.allowed_networks).
 	Networks []string
+	// Runtime is the OCI runtime of the group's turns (engine.CheckRuntime, checked by the
+	// caller); "" is the engine's default. Docker takes it per container; Podman runs
+	// every container under its service's (engine.Info.RuntimePerService).
+	Runtime string
 }
 
 // Unit is one sidecar of one turn, ready to run: names, limits and the hardened container.
@@ -68,6 +72,7 @@ type Unit struct {
 	NanoCPUs    int64
 	PidsLimit   int64
 	Rlimits     []engine.Rlimit
+	Runtime     string // the OCI runtime; "" is the engine's default
 }
 
 // ContainerName is arizuko-sc-<folder slug>-<name>, also the unit's name without
@@ -279,10 +284,11 @@ func NewUnit(f groupfolder.Folder, c Config, o UnitOptions) (*Unit, error) {
 	}
 	q.Description = fmt.Sprintf("%s, run %s %s", desc, o.RunID, instanceMark(o.Instance))
 	q.ContainerName = name
-	q.DropCapability = []string{"all"}
-	q.NoNewPrivileges = ptr(true)
-	q.ReadOnly = ptr(true)
-	q.ReadOnlyTmpfs = ptr(false)
+	h := engine.Hardened()
+	q.DropCapability = quadlet.Capabilities(h.CapDrop)
+	q.NoNewPrivileges = ptr(h.NoNewPrivileges)
+	q.ReadOnly = ptr(h.ReadOnlyRoot)
+	q.ReadOnlyTmpfs = ptr(h.EngineTmpfs)
 	q.Network = []string{src.network}
 	q.Memory = memoryString(src.memory)
 	q.PidsLimit = strconv.FormatInt(src.pids, 10)
@@ -304,7 +310,7 @@ func NewUnit(f groupfolder.Folder, c Config, o UnitOptions) (*Unit, error) {
 	})
 	q.Environment = map[string]string{EnvSocket: ContainerSocket(c.Name), EnvName: c.Name, EnvFolder: string(f)}
 	q.User = o.User
-	q.Pull = "never"
+	q.Pull = h.Pull
 	q.PodmanArgs = []string{"--cpus=" + cpusString(src.nanoCPUs)}
 	env := src.env
 	if len(env) == 0 {
@@ -313,6 +319,7 @@ func NewUnit(f groupfolder.Folder, c Config, o UnitOptions) (*Unit, error) {
 	return &Unit{
 		Name: c.Name, Folder: f, Service: name + ".service", Container: q, Env: env,
 		SocketDir: o.SocketDir, MemoryBytes: src.memory, NanoCPUs: src.nanoCPUs, PidsLimit: src.pids, Rlimits: rl,
+		Runtime: o.Runtime,
 	}, nil
 }
 

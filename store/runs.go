@@ -113,6 +113,8 @@ type Usage struct {
 	OutputTokens     int64
 	CacheReadTokens  int64
 	CacheWriteTokens int64
+	// CacheWrite1hTokens are the cache writes, of CacheWriteTokens, to the 1-hour cache.
+	CacheWrite1hTokens int64
 	// Refused is why the gateway last refused a request of the run ("" when it never did).
 	Refused string
 	// UpstreamError is how the model upstream last failed during the run ("" when it
@@ -155,7 +157,7 @@ type Outcome struct {
 const runColumns = `id, seq, folder, kind, task_id, container, state, status, failure, terminal,
 	exit_code, error, result, new_session_id, input, timeout_ms, attempt, inbox_first, inbox_last,
 	kill_requested_at, created_at, started_at, ended_at, model_requests, model, input_tokens,
-	output_tokens, cache_read_tokens, cache_write_tokens, model_refused, model_error, input_sent_at, session_cleared`
+	output_tokens, cache_read_tokens, cache_write_tokens, cache_write_1h_tokens, model_refused, model_error, input_sent_at, session_cleared`
 
 func scanRun(row interface{ Scan(...any) error }) (*Run, error) {
 	var (
@@ -168,7 +170,7 @@ func scanRun(row interface{ Scan(...any) error }) (*Run, error) {
 		&r.Failure, &r.Terminal, &exitCode, &r.Error, &r.Result, &r.NewSessionID, &input,
 		&r.TimeoutMS, &r.Attempt, &inFirst, &inLast, &kill, &r.CreatedAt, &start, &ended,
 		&r.Usage.Requests, &r.Usage.Model, &r.Usage.InputTokens, &r.Usage.OutputTokens,
-		&r.Usage.CacheReadTokens, &r.Usage.CacheWriteTokens, &r.Usage.Refused, &r.Usage.UpstreamError, &inputSent, &r.SessionCleared)
+		&r.Usage.CacheReadTokens, &r.Usage.CacheWriteTokens, &r.Usage.CacheWrite1hTokens, &r.Usage.Refused, &r.Usage.UpstreamError, &inputSent, &r.SessionCleared)
 	if err != nil {
 		return nil, err
 	}

@@ -7,12 +7,15 @@ import (
 )
 
 // AddUsage adds u to the run's model usage: its counts are added, its Model, Refused and
-// UpstreamError,
-// when not empty, replace the stored ones. The gateway calls it as each response ends,
+// UpstreamError, when not empty, replace the stored ones. Its tokens are added to its
+// folder's usage of u.Model in the current quarter hour too (ModelUsage). The gateway calls it as each response ends,
 // so the usage is stored before the agent can read the response's last byte.
 func (s *Store) AddUsage(ctx context.Context, runID string, u Usage) error {
-	if u.Requests < 0 || u.InputTokens < 0 || u.OutputTokens < 0 || u.CacheReadTokens < 0 || u.CacheWriteTokens < 0 {
+	if u.Requests < 0 || u.InputTokens < 0 || u.OutputTokens < 0 || u.CacheReadTokens < 0 || u.CacheWriteTokens < 0 || u.CacheWrite1hTokens < 0 {
 		return fmt.Errorf("store: add usage of run %q: %w: negative count", runID, ErrInvalid)
+	}
+	if u.CacheWrite1hTokens > u.CacheWriteTokens {
+		return fmt.Errorf("store: add usage of run %q: %w: more 1-hour cache writes than cache writes", runID, ErrInvalid)
 	}
 	u.Model, u.Refused, u.UpstreamError = s.redact(u.Model), s.redact(u.Refused), s.redact(u.UpstreamError)
 	err := s.write(ctx, func(tx *sql.Tx) error {
@@ -23,18 +26,30 @@ func (s *Store) AddUsage(ctx context.Context, runID string, u Usage) error {
 			output_tokens = output_tokens + ?,
 			cache_read_tokens = cache_read_tokens + ?,
 			cache_write_tokens = cache_write_tokens + ?,
+			cache_write_1h_tokens = cache_write_1h_tokens + ?,
 			model_refused = CASE WHEN ? = '' THEN model_refused ELSE ? END,
 			model_error = CASE WHEN ? = '' THEN model_error ELSE ? END
 			WHERE id = ?`,
 			u.Requests, u.Model, u.Model, u.InputTokens, u.OutputTokens, u.CacheReadTokens,
-			u.CacheWriteTokens, u.Refused, u.Refused, u.UpstreamError, u.UpstreamError, runID)
+			u.CacheWriteTokens, u.CacheWrite1hTokens, u.Refused, u.Refused, u.UpstreamError, u.UpstreamError, runID)
 		if err != nil {
 			return err
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
 			return fmt.Errorf("run %q: %w", runID, ErrNotFound)
 		}
-		return nil
+		if u.InputTokens+u.OutputTokens+u.CacheReadTokens+u.CacheWriteTokens == 0 {
+			return nil
+		}
+		now := s.nowMS()
+		_, err = tx.ExecContext(ctx, `INSERT INTO model_usage (folder, model, bucket, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cache_write_1h_tokens)
+			SELECT folder, ?, ?, ?, ?, ?, ?, ? FROM runs WHERE id = ?
+			ON CONFLICT (folder, bucket, model) DO UPDATE SET input_tokens = input_tokens + excluded.input_tokens,
+				output_tokens = output_tokens + excluded.output_tokens, cache_read_tokens = cache_read_tokens + excluded.cache_read_tokens,
+				cache_write_tokens = cache_write_tokens + excluded.cache_write_tokens,
+				cache_write_1h_tokens = cache_write_1h_tokens + excluded.cache_write_1h_tokens`,
+			u.Model, now-now%UsageBucket, u.InputTokens, u.OutputTokens, u.CacheReadTokens, u.CacheWriteTokens, u.CacheWrite1hTokens, runID)
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("store: add usage: %w", err)
@@ -55,6 +70,66 @@ func (s *Store) SubtreeTokens(ctx context.Context, folder string, since int64) (
 		return 0, fmt.Errorf("store: tokens of the subtree of %q: %w", folder, err)
 	}
 	return n, nil
+}
+
+// UsageBucket is the span of a row of model usage, in ms: a quarter hour, so that the
+// days and months of every time zone (whose offsets are whole quarter hours) start at a
+// bucket's start.
+const UsageBucket = 15 * 60 * 1000
+
+// ModelUsage is the tokens the turns of Folder used of Model; CacheWrite1hTokens are
+// those of CacheWriteTokens written to the 1-hour cache.
+type ModelUsage struct {
+	Folder, Model                                                string
+	InputTokens, OutputTokens, CacheReadTokens, CacheWriteTokens int64
+	CacheWrite1hTokens                                           int64
+}
+
+// ModelUsage sums the model usage of folder and of every folder below it ("" for every
+// folder) from from to before to (unix ms, each rounded down to its quarter hour), per
+// folder and model, ordered by folder and model.
+func (s *Store) ModelUsage(ctx context.Context, folder string, from, to int64) ([]ModelUsage, error) {
+	q := `SELECT folder, model, SUM(input_tokens), SUM(output_tokens), SUM(cache_read_tokens), SUM(cache_write_tokens),
+		SUM(cache_write_1h_tokens) FROM model_usage WHERE bucket >= ? AND bucket < ?`
+	args := []any{from - from%UsageBucket, to - to%UsageBucket}
+	if folder != "" {
+		q += ` AND ` + underClause("folder")
+		args = append(args, underArgs(folder)...)
+	}
+	rows, err := s.db.QueryContext(ctx, q+` GROUP BY folder, model ORDER BY folder, model`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: model usage of %q: %w", folder, err)
+	}
+	defer rows.Close()
+	var out []ModelUsage
+	for rows.Next() {
+		var u ModelUsage
+		if err := rows.Scan(&u.Folder, &u.Model, &u.InputTokens, &u.OutputTokens, &u.CacheReadTokens, &u.CacheWriteTokens, &u.CacheWrite1hTokens); err != nil {
+			return nil, fmt.Errorf("store: model usage of %q: %w", folder, err)
+		}
+		out = append(out, u)
+	}
+	return out, rows.Err()
+}
+
+// NoteBudget records that the notice of folder's budget for period (its start in unix
+// ms) at percent was sent, and says whether it is the first: each is sent once.
+func (s *Store) NoteBudget(ctx context.Context, folder, period string, start int64, percent int) (bool, error) {
+	var first bool
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `INSERT INTO budget_notices (folder, period, period_start, percent, sent_at)
+			VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`, folder, period, start, percent, s.nowMS())
+		if err != nil {
+			return err
+		}
+		n, _ := res.RowsAffected()
+		first = n == 1
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("store: note the budget notice of %q: %w", folder, err)
+	}
+	return first, nil
 }
 
 // Egress is what one run moved through the egress proxy to one host:port.

@@ -10,6 +10,7 @@ import (
 	"github.com/arizuko/arizukod/gateway"
 	"github.com/arizuko/arizukod/groupfolder"
 	"github.com/arizuko/arizukod/mountsec"
+	"github.com/arizuko/arizukod/pricing"
 	"github.com/arizuko/arizukod/runtime/engine"
 	"github.com/arizuko/arizukod/sidecar"
 )
@@ -23,6 +24,10 @@ type ContainerConfig struct {
 	Memory  string  `json:"memory,omitempty"`
 	CPUs    float64 `json:"cpus,omitempty"`
 	Pids    int64   `json:"pids,omitempty"`
+	// Runtime is the OCI runtime of the group's agent and sidecar containers (runc, crun,
+	// runsc for gVisor), one of limits.allowed_runtimes; "" keeps the daemon's
+	// limits.runtime.
+	Runtime string `json:"runtime,omitempty"`
 	// Sidecars are the group's MCP sidecars, started around each of its turns.
 	Sidecars []sidecar.Config `json:"sidecars,omitempty"`
 	// Model is the group's own model policy; it binds the group's whole subtree (see
@@ -31,6 +36,9 @@ type ContainerConfig struct {
 	Model *ModelPolicy `json:"model,omitempty"`
 	// Egress lists the HOST:PORTs the group's agent may reach through the egress proxy.
 	Egress []string `json:"egress,omitempty"`
+	// Credentials are secrets the egress proxy sends for the group's agent, each to hosts
+	// of Egress; the container holds only a placeholder of each.
+	Credentials []CredentialBinding `json:"credentials,omitempty"`
 	// DeliverResult false keeps an inbox turn's result out of the outbox, for agents that
 	// answer only through the send tools; nil or true delivers it to the chat (the store
 	// reads the key when the run ends).
@@ -47,13 +55,38 @@ type ModelPolicy struct {
 	TokensPerDay int64 `json:"tokens_per_day,omitempty"`
 	// RequestsPerTurn bounds the model requests of one turn.
 	RequestsPerTurn int64 `json:"requests_per_turn,omitempty"`
+	// USDPerDay and USDPerMonth bound what the model usage of the group's subtree costs
+	// over the calendar day and month, in US dollars at the daemon's prices ([prices]).
+	USDPerDay   float64 `json:"usd_per_day,omitempty"`
+	USDPerMonth float64 `json:"usd_per_month,omitempty"`
+	// BudgetAction is what reaching USDPerDay or USDPerMonth does: BudgetRefuse (the
+	// default), BudgetWarn or BudgetPark.
+	BudgetAction string `json:"budget_action,omitempty"`
 }
 
-// Budget is a daily token budget on a turn's path: TokensPerDay of Folder, which the
-// turns of Folder and of every folder below it spend together.
+// The actions of a money budget (ModelPolicy.BudgetAction).
+const (
+	// BudgetRefuse: a request that could take the cost past the budget is refused.
+	BudgetRefuse = "refuse"
+	// BudgetWarn: nothing is refused; at 80% and at 100% of the budget a notice goes to
+	// the chat of the turn that reached it and a warning to the log, once a period each.
+	BudgetWarn = "warn"
+	// BudgetPark: as refuse, and the group whose request was refused is parked until an
+	// operator unparks it.
+	BudgetPark = "park"
+)
+
+// Budget is a budget on a turn's path: TokensPerDay, and USDPerDay and USDPerMonth in
+// micro-dollars, of Folder, which the turns of Folder and of every folder below it spend
+// together.
 type Budget struct {
 	Folder       groupfolder.Folder
 	TokensPerDay int64
+	PerDay       pricing.Micros
+	PerMonth     pricing.Micros
+	// Action is what reaching PerDay or PerMonth does: BudgetRefuse, BudgetWarn or
+	// BudgetPark.
+	Action string
 }
 
 // EffectiveModel is the model policy a folder's turns run under: its own and every
@@ -68,8 +101,8 @@ type EffectiveModel struct {
 	Models []string
 	// RequestsPerTurn is the smallest on the path; 0 for none.
 	RequestsPerTurn int64
-	// Budgets are the daily token budgets on the path, the folder's own first: a request
-	// must fit in each.
+	// Budgets are the budgets on the path, the folder's own first: a request must fit in
+	// each that refuses.
 	Budgets []Budget
 }
 
@@ -100,8 +133,15 @@ func effectiveModel(path []groupfolder.Folder, policies []*ModelPolicy) (Effecti
 		if n := p.RequestsPerTurn; n > 0 && (e.RequestsPerTurn == 0 || n < e.RequestsPerTurn) {
 			e.RequestsPerTurn = n
 		}
-		if p.TokensPerDay > 0 {
-			e.Budgets = slices.Insert(e.Budgets, 0, Budget{Folder: f, TokensPerDay: p.TokensPerDay})
+		if p.TokensPerDay > 0 || p.USDPerDay > 0 || p.USDPerMonth > 0 {
+			b := Budget{Folder: f, TokensPerDay: p.TokensPerDay, Action: p.BudgetAction}
+			// checkModelPolicy accepted both amounts.
+			b.PerDay, _ = pricing.MicrosOf(p.USDPerDay)
+			b.PerMonth, _ = pricing.MicrosOf(p.USDPerMonth)
+			if b.Action == "" && (b.PerDay > 0 || b.PerMonth > 0) {
+				b.Action = BudgetRefuse
+			}
+			e.Budgets = slices.Insert(e.Budgets, 0, b)
 		}
 	}
 	return e, nil
@@ -129,7 +169,8 @@ func badField(field, format string, args ...any) error {
 // errors. networks are the named networks the operator allowed
 // (limits.allowed_networks): the network, and each sidecar's, must pass
 // engine.CheckNetwork with them. The returned config's Network is as CheckNetwork
-// names it ("" is "none").
+// names it ("" is "none"). The runtime is checked as a name here; CheckRuntime holds it
+// to the operator's list.
 func ParseContainerConfig(raw []byte, networks []string) (ContainerConfig, error) {
 	var c ContainerConfig
 	if len(bytes.TrimSpace(raw)) == 0 {
@@ -157,6 +198,11 @@ func ParseContainerConfig(raw []byte, networks []string) (ContainerConfig, error
 			return c, badField("memory", "memory: %v", err)
 		}
 	}
+	if c.Runtime != "" {
+		if err := engine.CheckRuntimeName(c.Runtime); err != nil {
+			return c, badField("runtime", "runtime: %v", err)
+		}
+	}
 	if c.Network != "" {
 		network, err := engine.CheckNetwork(c.Network, networks)
 		if err != nil {
@@ -173,7 +219,19 @@ func ParseContainerConfig(raw []byte, networks []string) (ContainerConfig, error
 	if err := checkModelPolicy(c.Model); err != nil {
 		return c, err
 	}
+	if err := checkCredentials(c.Credentials, c.Egress); err != nil {
+		return c, err
+	}
 	return c, nil
+}
+
+// CheckRuntime refuses a config whose runtime the operator did not allow
+// (limits.allowed_runtimes), naming the field.
+func (c ContainerConfig) CheckRuntime(allowed []string) error {
+	if err := engine.CheckRuntime(c.Runtime, allowed); err != nil {
+		return &ConfigError{Field: "runtime", Err: fmt.Errorf("runtime: %w", err)}
+	}
+	return nil
 }
 
 func checkModelPolicy(m *ModelPolicy) error {
@@ -185,6 +243,22 @@ func checkModelPolicy(m *ModelPolicy) error {
 		return badField("model.tokens_per_day", "model.tokens_per_day: must not be negative")
 	case m.RequestsPerTurn < 0:
 		return badField("model.requests_per_turn", "model.requests_per_turn: must not be negative")
+	}
+	for _, k := range []struct {
+		name string
+		v    float64
+	}{{"usd_per_day", m.USDPerDay}, {"usd_per_month", m.USDPerMonth}} {
+		if _, err := pricing.MicrosOf(k.v); err != nil {
+			return badField("model."+k.name, "model.%s: %v (dollars, like 5 or 2.50)", k.name, err)
+		}
+	}
+	switch m.BudgetAction {
+	case "", BudgetRefuse, BudgetWarn, BudgetPark:
+	default:
+		return badField("model.budget_action", "model.budget_action: %q is not refuse, warn or park", m.BudgetAction)
+	}
+	if m.BudgetAction != "" && m.USDPerDay == 0 && m.USDPerMonth == 0 {
+		return badField("model.budget_action", "model.budget_action: %q acts on usd_per_day or usd_per_month, and neither is set", m.BudgetAction)
 	}
 	if m.Credential != "" {
 		if err := gateway.CheckCredentialName(m.Credential); err != nil {

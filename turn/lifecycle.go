@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/arizuko/arizukod/contract"
 	"github.com/arizuko/arizukod/gateway"
 	"github.com/arizuko/arizukod/groupfolder"
+	"github.com/arizuko/arizukod/logging"
 	"github.com/arizuko/arizukod/runtime/runner"
 )
 
@@ -75,11 +75,7 @@ func (b *Builder) Run(ctx context.Context, req Request, r Runner, w Watch) (runn
 	t.OnInput, t.OnStderr, t.Detach = w.OnInput, w.OnStderr, w.Detach
 	t.OnCreated = func(name, id string) {
 		if err := serve(name); err != nil {
-			log := b.Logger
-			if log == nil {
-				log = slog.Default()
-			}
-			log.Error("model gateway", "container", name, "err", err)
+			b.turnLog(req).Error("model gateway", logging.FieldContainer, name, "err", err)
 		}
 		if w.OnCreated != nil {
 			w.OnCreated(name, id)
@@ -95,6 +91,9 @@ func (b *Builder) Run(ctx context.Context, req Request, r Runner, w Watch) (runn
 	} else {
 		res, err = r.Run(rctx, t)
 	}
+	if res.Failure != runner.FailDetached {
+		b.importProject(ctx, req)
+	}
 	if err != nil {
 		return res, fmt.Errorf("run: %w", err)
 	}
@@ -102,6 +101,24 @@ func (b *Builder) Run(ctx context.Context, req Request, r Runner, w Watch) (runn
 		res = modelFailure(res, context.Cause(rctx))
 	}
 	return res, nil
+}
+
+// importTimeout bounds taking a turn's commits into the project's repository: a local
+// fetch, which a daemon that stops still finishes.
+const importTimeout = 2 * time.Minute
+
+// importProject takes what the agent committed in the group's project into the
+// operator's repository, once its container is gone. A failure is logged: the turn's
+// result stands, and the next turn's end tries again.
+func (b *Builder) importProject(ctx context.Context, req Request) {
+	if b.Projects == nil {
+		return
+	}
+	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), importTimeout)
+	defer cancel()
+	if err := b.Projects.Import(ictx, req.Folder); err != nil {
+		b.turnLog(req).Error("project: the group's branch was not imported", "err", err)
+	}
 }
 
 // modelFailure is the result of a turn the model gateway gave up (its container was
@@ -139,8 +156,14 @@ func (b *Builder) Prepare(ctx context.Context, f groupfolder.Folder, r Preparer)
 		return err
 	}
 	t := runner.Turn{Folder: f, Limits: limits, ExtraMounts: extra, Timeout: plan.timeout()}
+	if b.Projects != nil {
+		if t.ProjectMounts, err = b.Projects.Mounts(ctx, f); err != nil {
+			return err
+		}
+	}
 	if b.Services != nil {
-		t.Env, t.ContainerEnv = serviceEnv(), b.Services.Model.ContainerEnv
+		creds := plan.Config.Credentials
+		t.Env, t.ContainerEnv = b.Services.env(creds), b.Services.Model.containerEnv(creds)
 	}
 	return r.Prepare(ctx, t)
 }

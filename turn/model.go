@@ -14,6 +14,7 @@ import (
 	"github.com/arizuko/arizukod/gateway"
 	"github.com/arizuko/arizukod/groupfolder"
 	"github.com/arizuko/arizukod/mountsec"
+	"github.com/arizuko/arizukod/pricing"
 	"github.com/arizuko/arizukod/store"
 )
 
@@ -33,6 +34,9 @@ type ModelOptions struct {
 	// Secret, when set, hears each group credential a turn reads (its name and value)
 	// before the turn's gateway uses it: the daemon redacts it from then on.
 	Secret func(name, value string)
+	// Prices are the operator's prices ([prices]), each replacing the shipped default of
+	// its model (pricing.Defaults).
+	Prices map[string]pricing.Price
 }
 
 // ModelGateway is what every turn's model gateway shares: the upstream, the daemon's
@@ -50,6 +54,10 @@ type ModelGateway struct {
 	// reserved by the requests in flight of every turn.
 	pool     *gateway.Pool
 	reserved *reservations
+	// prices turn usage into money; unpriced are the models without a price that were
+	// logged already, each once.
+	prices   pricing.Table
+	unpriced *sync.Map
 }
 
 // NewModelGateway reads what every turn's model gateway shares. No credential is not an
@@ -93,7 +101,8 @@ func NewModelGateway(o ModelOptions, layout groupfolder.Layout, log *slog.Logger
 	return &ModelGateway{upstream: up, credential: cred, credentialsDir: o.CredentialsDir, giveUp: o.GiveUp, secret: o.Secret,
 		tokens: tokens, transport: gateway.NewTransport(),
 		pool:     gateway.NewPool(gateway.SharedRequests, gateway.SharedBodyBytes),
-		reserved: &reservations{held: map[groupfolder.Folder]int64{}}}, nil
+		reserved: &reservations{held: map[groupfolder.Folder]reserved{}},
+		prices:   pricing.Defaults().With(o.Prices), unpriced: &sync.Map{}}, nil
 }
 
 // Reloaded reads the [model] settings again (a reload of the daemon's configuration) and
@@ -105,7 +114,7 @@ func (m *ModelGateway) Reloaded(o ModelOptions, layout groupfolder.Layout, log *
 	if err != nil {
 		return nil, err
 	}
-	n.tokens, n.transport, n.pool, n.reserved = m.tokens, m.transport, m.pool, m.reserved
+	n.tokens, n.transport, n.pool, n.reserved, n.unpriced = m.tokens, m.transport, m.pool, m.reserved, m.unpriced
 	return n, nil
 }
 
@@ -131,13 +140,36 @@ func (m *ModelGateway) Credential() (string, error) {
 // Upstream is where the model gateway forwards.
 func (m *ModelGateway) Upstream() string { return m.upstream.String() }
 
+// Prices is the price table the gateway turns usage into money with.
+func (m *ModelGateway) Prices() pricing.Table { return m.prices }
+
+// cost is what u's tokens cost; a model with no price is logged, once for the daemon.
+func (m *ModelGateway) cost(u gateway.Usage, log *slog.Logger) pricing.Cost {
+	var c pricing.Cost
+	c.Add(m.prices, u.Model, tokensOf(u))
+	for _, model := range c.Unpriced {
+		if _, logged := m.unpriced.LoadOrStore(model, true); !logged {
+			log.Warn("a model has no price: its cost is reported as unknown and no money budget counts it; add [prices.\"MODEL\"] to arizukod.toml",
+				"model", model)
+		}
+	}
+	return c
+}
+
+func tokensOf(u gateway.Usage) pricing.Tokens {
+	return pricing.Tokens{Input: u.InputTokens, Output: u.OutputTokens, CacheRead: u.CacheReadTokens, CacheWrite: u.CacheWriteTokens,
+		CacheWrite1h: u.CacheWrite1hTokens}
+}
+
 // GroupCredentialSecret is the name a group's credential name is redacted under.
 func GroupCredentialSecret(name string) string { return "credential:" + name }
 
 // startModel starts the model gateway of one turn on socket with the policy of its
-// folder's path; usage is recorded against the run when it is a row of the store. fail
-// hears that the turn cannot reach the model (gateway.ModelConfig.Fail).
-func (s *Services) startModel(ctx context.Context, req Request, policy EffectiveModel, socket string, fail func(error), log *slog.Logger) (*gateway.Model, error) {
+// folder's path; usage is recorded against the run when it is a row of the store, and
+// the budgets that warn are checked as it is. chat is the chat the turn answers, where
+// budget notices go. fail hears that the turn cannot reach the model
+// (gateway.ModelConfig.Fail).
+func (s *Services) startModel(ctx context.Context, req Request, chat string, policy EffectiveModel, socket string, fail func(error), log *slog.Logger) (*gateway.Model, error) {
 	m := s.Model
 	cfg := gateway.ModelConfig{
 		SocketPath:      socket,
@@ -151,17 +183,25 @@ func (s *Services) startModel(ctx context.Context, req Request, policy Effective
 		Transport:       m.transport,
 		Logger:          log,
 	}
-	if req.Recorded || s.OnUsage != nil {
-		cfg.Record = func(u gateway.Usage) {
-			if s.OnUsage != nil {
-				s.OnUsage(u)
+	cfg.Record = func(u gateway.Usage) {
+		if s.OnUsage != nil {
+			s.OnUsage(u)
+		}
+		used := tokensOf(u) != (pricing.Tokens{})
+		if used {
+			if c := m.cost(u, log); s.OnCost != nil {
+				s.OnCost(req.Folder, u.Model, c)
 			}
-			if !req.Recorded {
-				return
-			}
-			if err := s.Store.AddUsage(context.WithoutCancel(ctx), req.RunID, store.Usage(u)); err != nil {
-				log.Error("record model usage", "err", err)
-			}
+		}
+		if !req.Recorded {
+			return
+		}
+		if err := s.Store.AddUsage(context.WithoutCancel(ctx), req.RunID, store.Usage(u)); err != nil {
+			log.Error("record model usage", "err", err)
+			return
+		}
+		if used {
+			s.warnBudgets(context.WithoutCancel(ctx), req, chat, policy.Budgets, log)
 		}
 	}
 	if policy.Credential != "" {
@@ -175,61 +215,7 @@ func (s *Services) startModel(ctx context.Context, req Request, policy Effective
 		cfg.Credential = c
 	}
 	if len(policy.Budgets) > 0 {
-		cfg.Reserve = s.reserve(req.Folder, policy.Budgets)
+		cfg.Reserve = s.reserve(req, chat, policy.Budgets, log)
 	}
 	return gateway.StartModel(cfg)
-}
-
-// reservations are the tokens reserved by the model requests in flight, by the folder of
-// their turn: what they may still use, beyond the usage the store has of them.
-type reservations struct {
-	// mu is held from reading a budget's usage to reserving against it, so that no two
-	// requests reserve the same tokens.
-	mu   sync.Mutex
-	held map[groupfolder.Folder]int64
-}
-
-// inSubtree is what the requests of f and of the folders below it reserve.
-func (r *reservations) inSubtree(f groupfolder.Folder) int64 {
-	var n int64
-	for g, t := range r.held {
-		if g == f || f.IsAncestorOf(g) {
-			n += t
-		}
-	}
-	return n
-}
-
-// reserve reserves the tokens a model request of a turn of f may use, once they fit in
-// every budget on f's path beside what that budget's subtree used since midnight and
-// what its requests in flight reserve: parallel requests cannot overshoot a budget by
-// more than their reservations underestimate.
-func (s *Services) reserve(f groupfolder.Folder, budgets []Budget) func(context.Context, int64) (func(), error) {
-	loc := s.location()
-	r := s.Model.reserved
-	return func(ctx context.Context, tokens int64) (func(), error) {
-		now := time.Now().In(loc)
-		midnight := time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, loc)
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		for _, b := range budgets {
-			used, err := s.Store.SubtreeTokens(ctx, string(b.Folder), midnight.UnixMilli())
-			if err != nil {
-				return nil, err
-			}
-			held := r.inSubtree(b.Folder)
-			if used+held+tokens > b.TokensPerDay {
-				return nil, fmt.Errorf("%w: %s and the groups below it used %d of its %d tokens today and %d more are reserved by requests in flight (containerConfig.model.tokens_per_day of %s); it resets at midnight",
-					gateway.ErrBudget, b.Folder, used, b.TokensPerDay, held, b.Folder)
-			}
-		}
-		r.held[f] += tokens
-		return func() {
-			r.mu.Lock()
-			defer r.mu.Unlock()
-			if r.held[f] -= tokens; r.held[f] == 0 {
-				delete(r.held, f)
-			}
-		}, nil
-	}
 }

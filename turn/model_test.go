@@ -260,6 +260,17 @@ func TestEffectiveModel(t *testing.T) {
 			turn.EffectiveModel{}, `model.credential: main/x names "j", but main names "k"`},
 		{"an ancestor's bad policy", map[string]string{"main": `{"model":{"tokens_per_day":-1}}`, "main/x": `{}`}, "main/x",
 			turn.EffectiveModel{}, "group main, an ancestor of main/x: bad container config: model.tokens_per_day"},
+		{"money budgets", map[string]string{
+			"main":   `{"model":{"usd_per_day":2.5,"usd_per_month":40,"budget_action":"warn"}}`,
+			"main/x": `{"model":{"usd_per_month":0.25}}`,
+		}, "main/x", turn.EffectiveModel{Budgets: []turn.Budget{{Folder: "main/x", PerMonth: 250_000, Action: turn.BudgetRefuse},
+			{Folder: "main", PerDay: 2_500_000, PerMonth: 40_000_000, Action: turn.BudgetWarn}}}, ""},
+		{"a bad budget action", map[string]string{"main": `{"model":{"usd_per_day":1,"budget_action":"shout"}}`}, "main",
+			turn.EffectiveModel{}, `model.budget_action: "shout" is not refuse, warn or park`},
+		{"a budget action without a budget", map[string]string{"main": `{"model":{"tokens_per_day":5,"budget_action":"park"}}`}, "main",
+			turn.EffectiveModel{}, `model.budget_action: "park" acts on usd_per_day or usd_per_month, and neither is set`},
+		{"a negative budget", map[string]string{"main": `{"model":{"usd_per_month":-3}}`}, "main",
+			turn.EffectiveModel{}, "model.usd_per_month: -3: must not be negative"},
 		{"an ancestor's other keys", map[string]string{"main": `{"network":"nowhere","model":{"requests_per_turn":2}}`, "main/x": `{}`}, "main/x",
 			turn.EffectiveModel{RequestsPerTurn: 2}, ""},
 	} {

@@ -4,41 +4,40 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"path"
 	"path/filepath"
 	"time"
 
+	"github.com/arizuko/arizukod/contract"
 	"github.com/arizuko/arizukod/gateway"
 	"github.com/arizuko/arizukod/groupfolder"
 	"github.com/arizuko/arizukod/internal/agentdir"
 	"github.com/arizuko/arizukod/ipc"
 	"github.com/arizuko/arizukod/logging"
+	"github.com/arizuko/arizukod/pricing"
 	"github.com/arizuko/arizukod/runtime/runner"
 	"github.com/arizuko/arizukod/scheduler"
 	"github.com/arizuko/arizukod/sidecar"
 	"github.com/arizuko/arizukod/store"
 )
 
-// Where the agent finds the per-turn sockets: the group's IPC directory is mounted there.
-const (
-	containerIPCDir = "/var/run/pub/arizuko"
-	routerSocket    = "router.sock"
-	modelSocket     = "model.sock"
-	egressSocket    = "egress.sock"
-)
-
 // ServiceStore is what the services of a turn read and record: the MCP tools' tables,
-// model usage, egress and the tokens of the day of a folder's subtree.
+// model usage, egress, the tokens of the day and the model usage of a period of a
+// folder's subtree, the budget notices sent and the folders a budget parks.
 type ServiceStore interface {
 	ipc.Store
 	AddUsage(ctx context.Context, runID string, u store.Usage) error
 	AddEgress(ctx context.Context, runID string, e store.Egress) error
 	SubtreeTokens(ctx context.Context, folder string, since int64) (int64, error)
+	ModelUsage(ctx context.Context, folder string, from, to int64) ([]store.ModelUsage, error)
+	NoteBudget(ctx context.Context, folder, period string, start int64, percent int) (bool, error)
+	Park(ctx context.Context, folder, reason string) (store.Cursor, error)
 }
 
 // Services are what lives exactly as long as a turn's container, in the group's IPC
 // directory: the group's sidecars, its MCP server on router.sock, its model gateway on
 // model.sock and its egress proxy on egress.sock. Every field is required but Location
-// (time.Local), Logger (slog.Default) and OnUsage.
+// (time.Local), Logger (slog.Default), OnUsage and OnCost.
 type Services struct {
 	Store    ServiceStore
 	Sidecars *sidecar.Manager
@@ -46,9 +45,15 @@ type Services struct {
 	// Location is the daemon's time zone: of task schedules and the model budget's day.
 	Location *time.Location
 	Logger   *slog.Logger
+	// EgressCA is the CA the egress proxy intercepts the hosts of a group's credentials
+	// with (OpenEgressCA); without it a turn of a group with credentials fails.
+	EgressCA *gateway.CA
 	// OnUsage, when set, hears each model response's usage as the gateway reads it (the
 	// daemon's metrics), whether or not the run is a row of the store.
 	OnUsage func(gateway.Usage)
+	// OnCost, when set, hears what each model response of a turn of folder cost (the
+	// daemon's metrics), whether or not the run is a row of the store.
+	OnCost func(folder groupfolder.Folder, model string, c pricing.Cost)
 }
 
 func (s *Services) logger() *slog.Logger {
@@ -70,20 +75,27 @@ func (s *Services) location() *time.Location {
 // (ModelGateway.ContainerEnv).
 func serviceEnv() []string {
 	return []string{
-		"ARIZUKO_MODEL_SOCKET=" + containerIPCDir + "/" + modelSocket,
-		"ARIZUKO_EGRESS_SOCKET=" + containerIPCDir + "/" + egressSocket,
+		"ARIZUKO_MODEL_SOCKET=" + path.Join(contract.IPCDir, contract.ModelSocket),
+		"ARIZUKO_EGRESS_SOCKET=" + path.Join(contract.IPCDir, contract.EgressSocket),
 	}
 }
 
 // running are the services of one turn.
 type running struct {
-	stop  func()
-	model *gateway.Model
-	token func(container string) string
+	stop   func()
+	model  *gateway.Model
+	token  func(container string) string
+	egress *gateway.Egress
+	// placeholders are the container's placeholders of the group's credentials.
+	placeholders func(container string) map[string]string
 }
 
-// serve makes the model gateway take the token of the turn's container.
-func (r running) serve(container string) error { return r.model.Accept(r.token(container)) }
+// serve makes the model gateway take the token of the turn's container, and the egress
+// proxy know its placeholders.
+func (r running) serve(container string) error {
+	r.egress.SetPlaceholders(r.placeholders(container))
+	return r.model.Accept(r.token(container))
+}
 
 // start starts the services of one turn and hands the agent what reaches them in t's
 // environment; stop stops them, the last started first. fail hears that the turn cannot
@@ -96,7 +108,7 @@ func (s *Services) start(ctx context.Context, req Request, plan Plan, layout gro
 		}
 	}
 	log := s.logger().With(logging.FieldRunID, req.RunID, logging.FieldFolder, string(req.Folder))
-	sc, err := s.Sidecars.Start(ctx, req.Folder, dirs.SidecarSockets, req.RunID, plan.Config.Sidecars)
+	sc, err := s.Sidecars.Start(ctx, req.Folder, dirs.SidecarSockets, req.RunID, t.Limits.Runtime, plan.Config.Sidecars)
 	if err != nil {
 		return running{}, err
 	}
@@ -108,8 +120,8 @@ func (s *Services) start(ctx context.Context, req Request, plan Plan, layout gro
 		}
 	})
 	srv, err := ipc.Start(ctx, ipc.ServerConfig{
-		Folder: string(req.Folder), SocketPath: filepath.Join(dirs.IPC, routerSocket), OpenGroup: func() (*agentdir.Dir, error) { return layout.OpenGroup(req.Folder) },
-		ReplyTo: t.Input.ChatJID, Store: s.Store, RunID: s.recordedID(req), Logger: s.logger(), Wake: req.Wake,
+		Folder: string(req.Folder), SocketPath: filepath.Join(dirs.IPC, contract.RouterSocket), OpenGroup: func() (*agentdir.Dir, error) { return layout.OpenGroup(req.Folder) },
+		ReplyTo: t.Input.ChatJID, Store: s.Store, RunID: s.recordedID(req), Logger: log, Wake: req.Wake,
 		NextRun: func(kind, expr string, now time.Time) (int64, error) {
 			return scheduler.NextRun(kind, expr, now, s.location())
 		},
@@ -123,24 +135,45 @@ func (s *Services) start(ctx context.Context, req Request, plan Plan, layout gro
 			log.Warn("stop MCP server", "err", err)
 		}
 	})
-	model, err := s.startModel(ctx, req, plan.Model, filepath.Join(dirs.IPC, modelSocket), fail, log)
+	model, err := s.startModel(ctx, req, t.Input.ChatJID, plan.Model, filepath.Join(dirs.IPC, contract.ModelSocket), fail, log)
 	if err != nil {
 		stopAll()
 		return running{}, err
 	}
 	stops = append(stops, model.Stop)
+	creds := plan.Config.Credentials
+	bindings, err := s.Model.bindings(creds)
+	if err == nil && len(bindings) > 0 && s.EgressCA == nil {
+		err = errors.New("containerConfig.credentials: this daemon has no egress CA to send them with")
+	}
+	if err != nil {
+		stopAll()
+		return running{}, err
+	}
 	egress, err := gateway.StartEgress(gateway.EgressConfig{
-		SocketPath: filepath.Join(dirs.IPC, egressSocket), Allow: plan.Config.Egress, Logger: log,
-		Record: s.recordEgress(ctx, req, log),
+		SocketPath: filepath.Join(dirs.IPC, contract.EgressSocket), Allow: plan.Config.Egress, Logger: log,
+		Record:   s.recordEgress(ctx, req, log),
+		Bindings: bindings, CA: s.EgressCA,
 	})
 	if err != nil {
 		stopAll()
 		return running{}, err
 	}
 	stops = append(stops, egress.Stop)
-	t.Env = append(t.Env, serviceEnv()...)
-	t.ContainerEnv = s.Model.ContainerEnv
-	return running{stop: stopAll, model: model, token: s.Model.tokens.Token}, nil
+	t.Env = append(t.Env, s.env(creds)...)
+	t.ContainerEnv = s.Model.containerEnv(creds)
+	return running{stop: stopAll, model: model, token: s.Model.tokens.Token, egress: egress,
+		placeholders: func(c string) map[string]string { return s.Model.placeholders(c, creds) }}, nil
+}
+
+// env is what a turn's container gets in its spec: where the services are, where the
+// egress CA is, and which variables hold placeholders.
+func (s *Services) env(creds []CredentialBinding) []string {
+	env := serviceEnv()
+	if s.EgressCA != nil {
+		env = append(env, caEnv()...)
+	}
+	return append(env, credentialNames(creds)...)
 }
 
 // recordedID is the run the MCP server records outbox rows for: none for a run that is

@@ -111,3 +111,34 @@ func TestBuildNetwork(t *testing.T) {
 		}
 	}
 }
+
+// TestBuildRuntime: a turn's runtime is its group's, else the daemon's limits.runtime; a
+// stored runtime the operator no longer allows fails the build, naming the field.
+func TestBuildRuntime(t *testing.T) {
+	for _, tc := range []struct {
+		stored, def string
+		allowed     []string
+		want        string // the turn's runtime; "-" refused
+	}{
+		{`{}`, "", nil, ""},
+		{`{}`, "runsc", []string{"runsc"}, "runsc"},
+		{`{"runtime":"runsc"}`, "", []string{"runsc"}, "runsc"},
+		{`{"runtime":"runc"}`, "runsc", []string{"runc", "runsc"}, "runc"},
+		{`{"runtime":"runsc"}`, "", []string{"runc"}, "-"},
+	} {
+		layout, err := groupfolder.NewLayout(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := &turn.Builder{Layout: layout, Runtimes: tc.allowed, Limits: engine.Limits{Network: "none", Runtime: tc.def},
+			Store: groupStore{store.Group{Folder: "main", ContainerConfig: []byte(tc.stored)}}}
+		tn, err := b.Build(context.Background(), turn.Request{RunID: "r1", Folder: "main", Messages: []contract.Message{{Role: "user", Content: "hi"}}})
+		var ce *turn.ConfigError
+		switch {
+		case tc.want == "-" && (!errors.As(err, &ce) || ce.Field != "runtime"):
+			t.Errorf("%s allowing %v: %v; want a ConfigError of field runtime", tc.stored, tc.allowed, err)
+		case tc.want != "-" && (err != nil || tn.Limits.Runtime != tc.want):
+			t.Errorf("%s default %q: %q, %v; want runtime %q", tc.stored, tc.def, tn.Limits.Runtime, err, tc.want)
+		}
+	}
+}

@@ -28,8 +28,10 @@ import (
 	"github.com/arizuko/arizukod/contract"
 	"github.com/arizuko/arizukod/groupfolder"
 	"github.com/arizuko/arizukod/ipc/policy"
+	"github.com/arizuko/arizukod/logging"
 	"github.com/arizuko/arizukod/memory"
 	"github.com/arizuko/arizukod/mountsec"
+	"github.com/arizuko/arizukod/project"
 	"github.com/arizuko/arizukod/runtime/engine"
 	"github.com/arizuko/arizukod/runtime/runner"
 	"github.com/arizuko/arizukod/session"
@@ -65,7 +67,9 @@ type Builder struct {
 	// Limits are the daemon's defaults; a group's container config overrides them.
 	Limits engine.Limits
 	// Networks are the named networks a group may name (limits.allowed_networks).
-	Networks    []string
+	Networks []string
+	// Runtimes are the OCI runtimes a group may name (limits.allowed_runtimes).
+	Runtimes    []string
 	DiaryMax    int
 	EpisodesMax int
 	// SettingsEnv is written into settings.json's env, over session.ClaudeEnv.
@@ -74,6 +78,9 @@ type Builder struct {
 	Logger      *slog.Logger
 	// Services are started around each turn Run runs; nil starts none.
 	Services *Services
+	// Projects gives a group with a project its repository at /workspace/project and takes
+	// its branch back after each turn; nil gives none.
+	Projects *project.Manager
 }
 
 // Request is one turn to build.
@@ -119,6 +126,9 @@ func (b *Builder) Plan(ctx context.Context, f groupfolder.Folder) (Plan, error) 
 			return p, err
 		default:
 			if p.Config, err = ParseContainerConfig(g.ContainerConfig, b.Networks); err != nil {
+				return p, fmt.Errorf("group %s: %w", f, err)
+			}
+			if err = p.Config.CheckRuntime(b.Runtimes); err != nil {
 				return p, fmt.Errorf("group %s: %w", f, err)
 			}
 		}
@@ -184,7 +194,13 @@ func (b *Builder) build(ctx context.Context, req Request) (runner.Turn, Plan, gr
 	if dirs, err = b.Layout.Ensure(f, os.Getuid(), os.Getgid()); err != nil {
 		return runner.Turn{}, plan, dirs, err
 	}
-	prompt, err := b.Prompt(ctx, f, req.SenderJID)
+	var projectMounts []engine.Mount
+	if b.Projects != nil {
+		if projectMounts, err = b.Projects.Mounts(ctx, f); err != nil {
+			return runner.Turn{}, plan, dirs, err
+		}
+	}
+	prompt, err := b.prompt(ctx, f, req.SenderJID, b.turnLog(req))
 	if err != nil {
 		return runner.Turn{}, plan, dirs, err
 	}
@@ -202,7 +218,7 @@ func (b *Builder) build(ctx context.Context, req Request) (runner.Turn, Plan, gr
 	maps.Copy(env, b.SettingsEnv)
 	err = session.Seed(ctx, dirs.Session, session.Options{
 		Folder: string(f), Env: env, Skills: b.Skills, Sidecars: sidecar.Names(plan.Config.Sidecars),
-		Owner: &session.Owner{UID: os.Getuid(), GID: os.Getgid()}, Logger: b.Logger, ConfigDir: dirs.Claude,
+		Owner: &session.Owner{UID: os.Getuid(), GID: os.Getgid()}, Logger: b.turnLog(req), ConfigDir: dirs.Claude,
 	})
 	if err != nil {
 		return runner.Turn{}, plan, dirs, fmt.Errorf("seed session of %s: %w", f, err)
@@ -223,15 +239,26 @@ func (b *Builder) build(ctx context.Context, req Request) (runner.Turn, Plan, gr
 			SenderJID:    req.SenderJID,
 			ChatJID:      cmp.Or(req.ChatJID, contract.ReplyChat(req.Messages)),
 		},
-		Limits:      limits,
-		ExtraMounts: extra,
-		Timeout:     timeout,
+		Limits:        limits,
+		ProjectMounts: projectMounts,
+		ExtraMounts:   extra,
+		Timeout:       timeout,
 	}, plan, dirs, nil
 }
 
 // timeout is the group's own run timeout; 0 leaves it to the runner.
 func (p Plan) timeout() time.Duration {
 	return time.Duration(p.Config.Timeout) * time.Millisecond
+}
+
+// turnLog is the builder's logger with the journal fields of req's turn, which every line
+// of a turn carries.
+func (b *Builder) turnLog(req Request) *slog.Logger {
+	log := b.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return log.With(logging.FieldRunID, req.RunID, logging.FieldFolder, string(req.Folder))
 }
 
 // containerLimits are the limits and the additional mounts (each checked again on disk)
@@ -255,6 +282,11 @@ func (b *Builder) containerLimits(plan Plan) (engine.Limits, []engine.Mount, err
 // (memory.AssembleDir), then, with a store (the daemon, `run --local`), the shared global
 // folder (globalSection) and its grants in words (grantsSection).
 func (b *Builder) Prompt(ctx context.Context, f groupfolder.Folder, sender string) (string, error) {
+	return b.prompt(ctx, f, sender, b.Logger)
+}
+
+// prompt is Prompt, logging to log (a turn's lines carry its run).
+func (b *Builder) prompt(ctx context.Context, f groupfolder.Folder, sender string, log *slog.Logger) (string, error) {
 	dir, err := b.Layout.OpenGroup(f)
 	if err != nil {
 		return "", err
@@ -266,7 +298,7 @@ func (b *Builder) Prompt(ctx context.Context, f groupfolder.Folder, sender strin
 	}
 	mem, err := memory.AssembleDir(ctx, dir, memory.Options{
 		Now: now(), Location: b.Location, Sender: sender,
-		DiaryMax: b.DiaryMax, EpisodesMax: b.EpisodesMax, Logger: b.Logger,
+		DiaryMax: b.DiaryMax, EpisodesMax: b.EpisodesMax, Logger: log,
 	})
 	if err != nil || b.Store == nil {
 		return mem, err
@@ -275,7 +307,31 @@ func (b *Builder) Prompt(ctx context.Context, f groupfolder.Folder, sender strin
 	if err != nil {
 		return "", err
 	}
-	return mem + globalSection(f) + grantsSection(f, grants), nil
+	proj, err := b.projectSection(ctx, f)
+	if err != nil {
+		return "", err
+	}
+	return mem + globalSection(f) + proj + grantsSection(f, grants), nil
+}
+
+// projectSection says, for a group with a project, where its checkout is and where its
+// commits go; "" for a group without one.
+func (b *Builder) projectSection(ctx context.Context, f groupfolder.Folder) (string, error) {
+	if b.Projects == nil {
+		return "", nil
+	}
+	info, err := b.Projects.Get(ctx, string(f))
+	if errors.Is(err, project.ErrNoProject) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return memory.Section("project", []string{"path", project.Target, "branch", info.Branch},
+		fmt.Sprintf("%s is a checkout of the operator's git repository, on your group's branch %s; the repository's other branches, as they were when your turn began, are origin/<branch>. Work and commit there with git; "+
+			"when your turn ends, your commits on %s reach the operator's repository, who merges them. "+
+			"Other branches, the repository's config and hooks are not yours: what you change of them stays in your checkout.\n",
+			project.Target, info.Branch, info.Branch)), nil
 }
 
 // globalSection says that /workspace/global exists (seed 003's groups/global): the root
@@ -334,6 +390,9 @@ func (b *Builder) limits(c ContainerConfig) (engine.Limits, error) {
 	}
 	if c.Network != "" {
 		l.Network = c.Network
+	}
+	if c.Runtime != "" {
+		l.Runtime = c.Runtime
 	}
 	return l, nil
 }

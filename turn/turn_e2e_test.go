@@ -14,7 +14,6 @@ import (
 	"github.com/arizuko/arizukod/groupfolder"
 	"github.com/arizuko/arizukod/internal/enginetest"
 	"github.com/arizuko/arizukod/mountsec"
-	"github.com/arizuko/arizukod/runtime/engine"
 	"github.com/arizuko/arizukod/runtime/runner"
 	"github.com/arizuko/arizukod/store"
 	"github.com/arizuko/arizukod/turn"
@@ -124,7 +123,7 @@ func TestAdditionalMountsFromInside(t *testing.T) {
 					if err != nil {
 						t.Fatalf("Build: %v", err)
 					}
-					r, err := runner.New(runner.Config{Engine: eng, Info: info, Layout: fx.layout, Image: image, Instance: "mounts-" + filepath.Base(fx.dataDir), Timeout: time.Minute})
+					r, err := runner.New(runner.Config{Engine: eng, Info: info, Layout: fx.layout, Image: image, Instance: "mounts-" + filepath.Base(fx.dataDir), Timeout: time.Minute, StopGrace: time.Second})
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -186,68 +185,5 @@ func TestNoAllowlistRefusesMounts(t *testing.T) {
 	_, err := fx.builder.Build(context.Background(), turn.Request{RunID: "x", Folder: "main", Messages: []contract.Message{{Content: "hi"}}})
 	if !errors.Is(err, turn.ErrRejectedMount) || !strings.Contains(err.Error(), "allowlist") {
 		t.Fatalf("want a refusal that says there is no allowlist, got %v", err)
-	}
-}
-
-func TestParseContainerConfig(t *testing.T) {
-	for _, c := range []struct {
-		in      string
-		wantErr string
-		field   string // the ConfigError's Field
-	}{
-		{`{}`, "", ""},
-		{`{"additional_mounts":[{"host_path":"/x","container_path":"x","readonly":true}],"timeout":600000,"memory":"512m","cpus":1.5,"pids":100,"network":"none"}`, "", ""},
-		{`{"bogus":1}`, "bogus", ""},
-		{`{"timeout":-1}`, "timeout", "timeout"},
-		{`{"memory":"lots"}`, "memory", "memory"},
-		{`{"cpus":-2}`, "cpus", "cpus"},
-		{`{"model":{"models":[""]}}`, "model.models[0]", "model.models"},
-		{`[1]`, "bad container config", ""},
-		{`{"deliver_result":false}`, "", ""},
-		{`{"deliver_result":"no"}`, "deliver_result: must be bool", "deliver_result"},
-	} {
-		_, err := turn.ParseContainerConfig([]byte(c.in), nil)
-		if (err == nil) != (c.wantErr == "") || err != nil && !strings.Contains(err.Error(), c.wantErr) {
-			t.Errorf("ParseContainerConfig(%s) = %v, want error containing %q", c.in, err, c.wantErr)
-		}
-		var ce *turn.ConfigError
-		if err != nil && (!errors.As(err, &ce) || ce.Field != c.field || !errors.Is(err, turn.ErrBadContainerConfig)) {
-			t.Errorf("ParseContainerConfig(%s) = %#v, want a ConfigError of field %q", c.in, err, c.field)
-		}
-	}
-}
-
-// TestContainerConfigNetwork: the network of a group's container config follows
-// engine.CheckNetwork with the operator's list, and is kept as the engines name it.
-func TestContainerConfigNetwork(t *testing.T) {
-	allowed := []string{"agents"}
-	for _, c := range []struct {
-		network, want, err string
-	}{
-		{"", "", ""},
-		{"none", "none", ""},
-		{"bridge", "bridge", ""},
-		{"slirp4netns", "slirp4netns", ""},
-		{"slirp", "slirp4netns", ""},
-		{"pasta", "pasta", ""},
-		{"agents", "agents", ""},
-		{"host", "", "host's network"},
-		{"container:4f1c2a", "", "share another network namespace"},
-		{"ns:/proc/1/ns/net", "", "share another network namespace"},
-		{"lab", "", `"lab" is not in limits.allowed_networks`},
-		{"a;b", "", "a network name is"},
-	} {
-		raw, _ := json.Marshal(map[string]string{"network": c.network})
-		got, err := turn.ParseContainerConfig(raw, allowed)
-		var ce *turn.ConfigError
-		switch {
-		case c.err == "" && (err != nil || got.Network != c.want):
-			t.Errorf("network %q: %q, %v; want %q", c.network, got.Network, err, c.want)
-		case c.err != "" && (!errors.As(err, &ce) || ce.Field != "network" || !errors.Is(err, engine.ErrNetwork) || !strings.Contains(err.Error(), c.err)):
-			t.Errorf("network %q: %v; want a ConfigError of field network with %q", c.network, err, c.err)
-		}
-	}
-	if _, err := turn.ParseContainerConfig([]byte(`{"sidecars":[{"name":"a","image":"i","network":"host"}]}`), allowed); err == nil || !strings.Contains(err.Error(), "host's network") {
-		t.Errorf("a sidecar on the host's network: %v", err)
 	}
 }

@@ -52,7 +52,7 @@ import (
 
 // Paths inside the container, as arizukod mounts them.
 const (
-	ipcDir    = "/var/run/pub/arizuko"
+	ipcDir    = contract.IPCDir
 	envFile   = "/workspace/env-dir/env"
 	workspace = "/workspace"
 )
@@ -150,6 +150,18 @@ func environment(modelAddr, egressAddr string) []string {
 	if egressAddr != "" {
 		env = append(env, "HTTPS_PROXY=http://"+egressAddr, "HTTP_PROXY=http://"+egressAddr)
 	}
+	// The container's placeholders win over the env file: a secret the egress proxy
+	// sends is bound to its hosts there.
+	for _, k := range strings.Split(os.Getenv("ARIZUKO_CREDENTIALS"), ",") {
+		if v, ok := os.LookupEnv(k); ok && k != "" {
+			env = append(env, k+"="+v)
+		}
+	}
+	if bundle, err := caBundle(os.Getenv("ARIZUKO_EGRESS_CA")); err == nil {
+		env = append(env, "SSL_CERT_FILE="+bundle, "GIT_SSL_CAINFO="+bundle, "CURL_CA_BUNDLE="+bundle, "REQUESTS_CA_BUNDLE="+bundle)
+	} else if os.Getenv("ARIZUKO_EGRESS_CA") != "" {
+		fmt.Fprintf(os.Stderr, "arizuko-claude: the egress CA: %v\n", err)
+	}
 	if os.Getuid() == 0 {
 		// Root in a container without capabilities: the container is the sandbox, which
 		// is what Claude Code asks to be told before it skips its permission prompts.
@@ -159,6 +171,34 @@ func environment(modelAddr, egressAddr string) []string {
 		env = append(env, "ANTHROPIC_API_KEY="+tok)
 	}
 	return env
+}
+
+// systemRoots is the image's bundle of trusted roots (Debian's ca-certificates).
+const systemRoots = "/etc/ssl/certs/ca-certificates.crt"
+
+// caBundle writes the image's roots and the egress proxy's CA at ca into one file in
+// /tmp, for the tools that read one bundle (OpenSSL, curl, git, Python), and returns it.
+func caBundle(ca string) (string, error) {
+	if ca == "" {
+		return "", errors.New("no egress CA")
+	}
+	extra, err := os.ReadFile(ca)
+	if err != nil {
+		return "", err
+	}
+	roots, _ := os.ReadFile(systemRoots)
+	f, err := os.CreateTemp("", "arizuko-ca-bundle-*.pem")
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	if _, err := f.Write(append(append(roots, '\n'), extra...)); err != nil {
+		return "", err
+	}
+	if err := f.Chmod(0o644); err != nil {
+		return "", err
+	}
+	return f.Name(), f.Close()
 }
 
 // prompt is the turn's messages as one user message: every message, each headed by what
@@ -229,11 +269,11 @@ func runTurn(ctx context.Context, in contract.Input) contract.Output {
 	}
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	modelAddr, err := relay(rctx, filepath.Join(ipcDir, "model.sock"))
+	modelAddr, err := relay(rctx, filepath.Join(ipcDir, contract.ModelSocket))
 	if err != nil {
 		return contract.Output{Status: contract.StatusFatal, Error: err.Error()}
 	}
-	egressAddr, err := relay(rctx, filepath.Join(ipcDir, "egress.sock"))
+	egressAddr, err := relay(rctx, filepath.Join(ipcDir, contract.EgressSocket))
 	if err != nil {
 		egressAddr = ""
 	}
@@ -320,7 +360,7 @@ func runTurn(ctx context.Context, in contract.Input) contract.Output {
 					send(userLine(text))
 				}
 			case <-tick.C:
-				if _, err := os.Stat(filepath.Join(ipcDir, "input", "_close")); err == nil {
+				if _, err := os.Stat(filepath.Join(ipcDir, contract.InputDir, "_close")); err == nil {
 					close(closed)
 					return
 				}
@@ -426,7 +466,7 @@ func orErr(err error) error {
 // steering reads the message files of the IPC input directory not seen before, in name
 // order (arizukod names them so that order is arrival order).
 func steering(seen map[string]bool) []string {
-	dir := filepath.Join(ipcDir, "input")
+	dir := filepath.Join(ipcDir, contract.InputDir)
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil

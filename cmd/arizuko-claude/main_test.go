@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/arizuko/arizukod/contract"
@@ -62,5 +63,33 @@ func TestResumable(t *testing.T) {
 		if got := resumable(tc.id); got != tc.want {
 			t.Errorf("resumable(%q) = %v, want %v", tc.id, got, tc.want)
 		}
+	}
+}
+
+// TestEnvironmentEgressCA: with the egress CA mounted, the tools that read one bundle get
+// the system's roots and the CA; a placeholder wins over a value of the env file.
+func TestEnvironmentEgressCA(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("TMPDIR", dir)
+	ca := filepath.Join(dir, "ca.pem")
+	if err := os.WriteFile(ca, []byte("-----BEGIN CERTIFICATE-----\nTEST\n-----END CERTIFICATE-----\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("ARIZUKO_EGRESS_CA", ca)
+	t.Setenv("ARIZUKO_CREDENTIALS", "GH_TOKEN")
+	t.Setenv("GH_TOKEN", "arizuko-placeholder-x")
+	last := map[string]string{}
+	for _, kv := range environment("127.0.0.1:1", "127.0.0.1:2") {
+		k, v, _ := strings.Cut(kv, "=")
+		last[k] = v
+	}
+	for _, k := range []string{"SSL_CERT_FILE", "GIT_SSL_CAINFO", "CURL_CA_BUNDLE", "REQUESTS_CA_BUNDLE"} {
+		b, err := os.ReadFile(last[k])
+		if err != nil || !strings.Contains(string(b), "TEST") {
+			t.Errorf("%s=%s: %v %q", k, last[k], err, b)
+		}
+	}
+	if last["GH_TOKEN"] != "arizuko-placeholder-x" {
+		t.Errorf("GH_TOKEN=%q", last["GH_TOKEN"])
 	}
 }

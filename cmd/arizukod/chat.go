@@ -22,7 +22,7 @@ import (
 
 	"golang.org/x/term"
 
-	"github.com/arizuko/arizukod/api"
+	"github.com/arizuko/arizukod/api/apiwire"
 	"github.com/arizuko/arizukod/contract"
 )
 
@@ -37,7 +37,7 @@ const chatPoll = 250 * time.Millisecond
 const chatCutAfter = 500 * time.Millisecond
 
 // maxLine bounds a line of input: one message, with room in the API's request body.
-const maxLine = api.MaxBody / 2
+const maxLine = apiwire.MaxBody / 2
 
 func cmdChat(ctx context.Context, args []string) error {
 	return runChat(ctx, args, os.Stdin, os.Stdout, os.Stderr)
@@ -61,16 +61,16 @@ func runChat(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		fs.Usage()
 		return errUsage
 	}
-	c := api.NewClient(*socket)
-	var g api.Group
+	c := apiwire.NewClient(*socket)
+	var g apiwire.Group
 	if err := c.Do(ctx, http.MethodGet, "/v1/groups/"+url.PathEscape(*folder), nil, &g); err != nil {
-		var apiErr *api.Error
+		var apiErr *apiwire.Error
 		if errors.As(err, &apiErr) && apiErr.Code == http.StatusNotFound {
 			return fmt.Errorf("group %q is not registered: run `arizukod groups add %s` first", *folder, *folder)
 		}
 		return err
 	}
-	ch := &chat{c: c, folder: g.Folder, jid: "cli:" + userName(), runs: map[string]*api.Run{}}
+	ch := &chat{c: c, folder: g.Folder, jid: "cli:" + userName(), runs: map[string]*apiwire.Run{}}
 	ch.out = newChatPrinter(stdout, stderr)
 	ch.interactive = isTerminal(stdin) && ch.out.tty
 	if ch.interactive {
@@ -97,21 +97,21 @@ func isTerminal(v any) bool {
 
 // chat is one session of `arizukod chat`. Its state belongs to the goroutine in run.
 type chat struct {
-	c           *api.Client
+	c           *apiwire.Client
 	folder      string
 	jid         string
 	interactive bool
 	out         *chatPrinter
 
-	outstanding []int64             // ids of the messages sent whose turn has not ended, ascending
-	runs        map[string]*api.Run // the runs answering them, as last seen
-	reported    map[string]bool     // what was told of a run: its id (key id) and each state (key id/state)
-	inbox       api.Inbox           // the inbox as last seen
-	parked      string              // the inbox's parked reason, once told
-	retryAt     string              // the inbox's next attempt, once told
-	failed      bool                // a turn failed or the inbox is parked
-	stopping    bool                // Ctrl-C: killing the runs
-	busy        atomic.Bool         // a turn is under way: the outbox is polled in short steps
+	outstanding []int64                 // ids of the messages sent whose turn has not ended, ascending
+	runs        map[string]*apiwire.Run // the runs answering them, as last seen
+	reported    map[string]bool         // what was told of a run: its id (key id) and each state (key id/state)
+	inbox       apiwire.Inbox           // the inbox as last seen
+	parked      string                  // the inbox's parked reason, once told
+	retryAt     string                  // the inbox's next attempt, once told
+	failed      bool                    // a turn failed or the inbox is parked
+	stopping    bool                    // Ctrl-C: killing the runs
+	busy        atomic.Bool             // a turn is under way: the outbox is polled in short steps
 }
 
 // lineOrErr is one line of input, or the error that ended reading.
@@ -207,7 +207,7 @@ func readLines(r io.Reader, lines chan<- lineOrErr) {
 
 // send puts one line into the group's inbox from this chat.
 func (ch *chat) send(ctx context.Context, line string) error {
-	req := api.InboxRequest{Messages: []contract.Message{{Role: "user", Content: line}}, SenderJID: ch.jid, ChatJID: ch.jid}
+	req := apiwire.InboxRequest{Messages: []contract.Message{{Role: "user", Content: line}}, SenderJID: ch.jid, ChatJID: ch.jid}
 	var out struct {
 		IDs []int64 `json:"ids"`
 	}
@@ -236,7 +236,7 @@ func (ch *chat) runsEnded() bool {
 }
 
 // created is when r was queued.
-func created(r *api.Run) time.Time {
+func created(r *apiwire.Run) time.Time {
 	t, _ := time.Parse(time.RFC3339Nano, r.CreatedAt)
 	return t
 }
@@ -250,7 +250,7 @@ func final(state string) bool {
 // cursor is read before the runs, so a run that ended between two polls is still seen
 // before its messages are forgotten.
 func (ch *chat) poll(ctx context.Context) error {
-	var in api.Inbox
+	var in apiwire.Inbox
 	if err := ch.c.Do(ctx, http.MethodGet, "/v1/groups/"+url.PathEscape(ch.folder)+"/messages?limit=1", nil, &in); err != nil {
 		return err
 	}
@@ -258,7 +258,7 @@ func (ch *chat) poll(ctx context.Context) error {
 	if in.ParkedReason == "" {
 		ch.parked = ""
 	}
-	var list struct{ Runs []api.Run }
+	var list struct{ Runs []apiwire.Run }
 	if err := ch.c.Do(ctx, http.MethodGet, "/v1/runs?limit=50&folder="+url.QueryEscape(ch.folder), nil, &list); err != nil {
 		return err
 	}
@@ -274,7 +274,7 @@ func (ch *chat) poll(ctx context.Context) error {
 		if seen[id] || final(r.State) {
 			continue
 		}
-		var fresh api.Run
+		var fresh apiwire.Run
 		if err := ch.c.Do(ctx, http.MethodGet, "/v1/runs/"+url.PathEscape(id), nil, &fresh); err != nil {
 			return err
 		}
@@ -314,7 +314,7 @@ func (ch *chat) poll(ctx context.Context) error {
 }
 
 // answers reports whether r is an inbox run over one of the messages sent.
-func (ch *chat) answers(r *api.Run) bool {
+func (ch *chat) answers(r *apiwire.Run) bool {
 	if r.InboxLast == 0 {
 		return false
 	}
@@ -329,11 +329,11 @@ func (ch *chat) answers(r *api.Run) bool {
 // report tells each run answering this chat once: its id when seen (without a terminal)
 // and how it failed when it did.
 func (ch *chat) report() {
-	runs := make([]*api.Run, 0, len(ch.runs))
+	runs := make([]*apiwire.Run, 0, len(ch.runs))
 	for _, r := range ch.runs {
 		runs = append(runs, r)
 	}
-	slices.SortFunc(runs, func(a, b *api.Run) int { return cmp.Or(created(a).Compare(created(b)), cmp.Compare(a.ID, b.ID)) })
+	slices.SortFunc(runs, func(a, b *apiwire.Run) int { return cmp.Or(created(a).Compare(created(b)), cmp.Compare(a.ID, b.ID)) })
 	for _, r := range runs {
 		id := safeLine(r.ID)
 		key := r.ID + "/" + r.State
@@ -385,7 +385,7 @@ func (ch *chat) reportRetries() {
 
 // status sets the spinner's line from the newest run under way.
 func (ch *chat) status() {
-	var cur *api.Run
+	var cur *apiwire.Run
 	for _, r := range ch.runs {
 		if !final(r.State) && (cur == nil || created(r).After(created(cur))) {
 			cur = r
@@ -421,9 +421,9 @@ func (ch *chat) interrupt() error {
 			if final(r.State) || killed[id] {
 				continue
 			}
-			var after api.Run
+			var after apiwire.Run
 			err := ch.c.Do(ctx, http.MethodDelete, "/v1/runs/"+url.PathEscape(id), nil, &after)
-			var apiErr *api.Error
+			var apiErr *apiwire.Error
 			if err != nil && !(errors.As(err, &apiErr) && apiErr.Code == http.StatusConflict) {
 				return fmt.Errorf("interrupted, and could not kill run %s: %w (try `arizukod runs kill %s`)", id, err, id)
 			}
@@ -493,7 +493,7 @@ func (s *chatStream) run(ctx context.Context) {
 				}
 			}()
 		}
-		lease, err := s.ch.c.LeaseOutbox(lctx, api.OutboxQuery{Folder: s.ch.folder, Chat: s.ch.jid, Wait: wait})
+		lease, err := s.ch.c.LeaseOutbox(lctx, apiwire.OutboxQuery{Folder: s.ch.folder, Chat: s.ch.jid, Wait: wait})
 		cut := lctx.Err() != nil
 		cancel()
 		if ctx.Err() != nil {
@@ -502,7 +502,7 @@ func (s *chatStream) run(ctx context.Context) {
 		if cut {
 			continue
 		}
-		var apiErr *api.Error
+		var apiErr *apiwire.Error
 		if errors.As(err, &apiErr) && (apiErr.Code == http.StatusNotFound || apiErr.Code == http.StatusMethodNotAllowed) {
 			s.errc <- fmt.Errorf("the daemon has no outbox stream (GET /v1/outbox: %w): it is older than this arizukod; restart it with this version", err)
 			return
@@ -641,7 +641,7 @@ func (p *chatPrinter) info(line string) {
 // marked as one. On a terminal each reply is labelled with the group. The agent's text
 // shows its control characters (safeText) and its lines after the first are indented
 // beyond the label, so that none passes for another reply, a notice or a line of chat's.
-func (p *chatPrinter) reply(folder string, r api.OutboxRow) {
+func (p *chatPrinter) reply(folder string, r apiwire.OutboxRow) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.clear()

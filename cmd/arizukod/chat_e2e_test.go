@@ -15,7 +15,7 @@ import (
 
 	"github.com/creack/pty"
 
-	"github.com/arizuko/arizukod/api"
+	"github.com/arizuko/arizukod/api/apiwire"
 	"github.com/arizuko/arizukod/internal/daemontest"
 	"github.com/arizuko/arizukod/store"
 )
@@ -244,7 +244,7 @@ func (term *terminal) wait(t *testing.T) int {
 }
 
 // waitRunning waits for the folder's run to run in a container.
-func waitRunning(t *testing.T, d *daemontest.Daemon, folder string) api.Run {
+func waitRunning(t *testing.T, d *daemontest.Daemon, folder string) apiwire.Run {
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
 	for {

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/arizuko/arizukod/api"
+	"github.com/arizuko/arizukod/api/apiwire"
 	"github.com/arizuko/arizukod/internal/daemontest"
 	"github.com/arizuko/arizukod/store"
 )
@@ -75,7 +75,7 @@ func TestChatSpinnerAfterReply(t *testing.T) {
 	var out bytes.Buffer
 	p := &chatPrinter{stdout: &out, infoW: &out, tty: true}
 	p.status("main: run r_1 queued")
-	p.reply("main", api.OutboxRow{Kind: "reply", Content: "hi"})
+	p.reply("main", apiwire.OutboxRow{Kind: "reply", Content: "hi"})
 	p.mu.Lock()
 	p.frame++
 	p.draw()

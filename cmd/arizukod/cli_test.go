@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/arizuko/arizukod/api"
+	"github.com/arizuko/arizukod/api/apiwire"
 	"github.com/arizuko/arizukod/store"
 )
 
@@ -171,7 +172,7 @@ func TestCLICommands(t *testing.T) {
 		return stdout
 	}
 
-	var groups []api.Group
+	var groups []apiwire.Group
 	if err := json.Unmarshal([]byte(ok("groups", "--json")), &groups); err != nil || len(groups) != 2 || groups[1].Folder != "main/research" {
 		t.Errorf("groups --json: %+v %v", groups, err)
 	}
@@ -188,12 +189,12 @@ func TestCLICommands(t *testing.T) {
 		t.Errorf("tasks:\n%s", out)
 	}
 	for _, c := range []struct{ verb, state string }{{"pause", "paused"}, {"resume", "active"}, {"cancel", "completed"}} {
-		var got api.Task
+		var got apiwire.Task
 		if err := json.Unmarshal([]byte(ok("tasks", c.verb, task.ID)), &got); err != nil || got.State != c.state {
 			t.Errorf("tasks %s: %+v %v", c.verb, got, err)
 		}
 	}
-	var tasks []api.Task
+	var tasks []apiwire.Task
 	if err := json.Unmarshal([]byte(ok("tasks", "--folder", "main/research", "--state", "completed", "--json")), &tasks); err != nil || len(tasks) != 1 {
 		t.Errorf("tasks --json: %+v %v", tasks, err)
 	}
@@ -209,7 +210,7 @@ func TestCLICommands(t *testing.T) {
 		!strings.Contains(out, "are you there?") || !strings.Contains(out, "tg:-100") {
 		t.Errorf("inbox list:\n%s", out)
 	}
-	var in api.Inbox
+	var in apiwire.Inbox
 	if err := json.Unmarshal([]byte(ok("inbox", "list", "--folder", "main", "--json")), &in); err != nil || len(in.Pending) != 1 || in.ParkedReason == "" {
 		t.Errorf("inbox list --json: %+v %v", in, err)
 	}
@@ -234,7 +235,7 @@ func TestCLICommands(t *testing.T) {
 		}
 		ids = append(ids, row.ID)
 	}
-	var rows []api.OutboxRow
+	var rows []apiwire.OutboxRow
 	if err := json.Unmarshal([]byte(ok("outbox", "--json")), &rows); err != nil || len(rows) != 2 || rows[0].State != "pending" || rows[0].Attempts != 0 {
 		t.Errorf("outbox --json lists without leasing: %+v %v", rows, err)
 	}
@@ -304,7 +305,7 @@ func TestCLICommands(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Errorf("outbox --follow: %v", err)
 	}
-	var followed api.OutboxRow
+	var followed apiwire.OutboxRow
 	if err := json.Unmarshal([]byte(out.String()), &followed); err != nil || followed.ID != ids[1] {
 		t.Errorf("outbox --follow printed %q (%v)", out.String(), err)
 	}
@@ -370,7 +371,7 @@ func TestCLIHostileText(t *testing.T) {
 
 	// --json is exact: the text decodes as it was written, and its bytes act on nothing.
 	code, out, _ := fx.run(t, "outbox", "--json", s)
-	var rows []api.OutboxRow
+	var rows []apiwire.OutboxRow
 	if err := json.Unmarshal([]byte(out), &rows); code != 0 || err != nil || len(rows) != 1 || rows[0].Content != hostile {
 		t.Fatalf("outbox --json: exit %d %v %+v", code, err, rows)
 	}
@@ -404,7 +405,7 @@ func TestCLIHostileText(t *testing.T) {
 		}
 		safe("outbox --follow", b.String())
 		if asJSON {
-			var got api.OutboxRow
+			var got apiwire.OutboxRow
 			if err := json.Unmarshal([]byte(b.String()), &got); err != nil || got.Content != hostile {
 				t.Errorf("outbox --follow --json: %q %v", got.Content, err)
 			}

@@ -15,7 +15,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/arizuko/arizukod/api"
+	"github.com/arizuko/arizukod/api/apiwire"
 	"github.com/arizuko/arizukod/config"
 	"github.com/arizuko/arizukod/contract"
 )
@@ -41,10 +41,10 @@ func socketFlag(fs *flag.FlagSet) *string {
 
 // runDaemon is `arizukod run` without --local: submit, wait, print.
 func runDaemon(ctx context.Context, socket, folder, message, session, sender, chat string, timeout time.Duration) error {
-	c := api.NewClient(socket)
-	req := api.CreateRunRequest{Folder: folder, Messages: []contract.Message{{Role: "user", Content: message}}, SessionID: session, SenderJID: sender, ChatJID: chat}
+	c := apiwire.NewClient(socket)
+	req := apiwire.CreateRunRequest{Folder: folder, Messages: []contract.Message{{Role: "user", Content: message}}, SessionID: session, SenderJID: sender, ChatJID: chat}
 	if timeout > 0 {
-		d := api.Duration(timeout)
+		d := apiwire.Duration(timeout)
 		req.Timeout = &d
 	}
 	if err := engineReady(ctx, c); err != nil {
@@ -82,7 +82,7 @@ func cmdRuns(ctx context.Context, args []string) error {
 	if err := parseFlags(fs, rest); err != nil {
 		return err
 	}
-	c := api.NewClient(*socket)
+	c := apiwire.NewClient(*socket)
 	switch verb {
 	case "list":
 		q := url.Values{"limit": {fmt.Sprint(*limit)}}
@@ -92,7 +92,7 @@ func cmdRuns(ctx context.Context, args []string) error {
 		if *state != "" {
 			q.Set("state", *state)
 		}
-		var out struct{ Runs []api.Run }
+		var out struct{ Runs []apiwire.Run }
 		if err := c.Do(ctx, http.MethodGet, "/v1/runs?"+q.Encode(), nil, &out); err != nil {
 			return err
 		}
@@ -112,7 +112,7 @@ func cmdRuns(ctx context.Context, args []string) error {
 		}
 		return tw.Flush()
 	case "show", "kill":
-		var r api.Run
+		var r apiwire.Run
 		method, path := http.MethodGet, "/v1/runs/"+url.PathEscape(id)
 		if verb == "kill" {
 			method = http.MethodDelete
@@ -139,7 +139,10 @@ func cmdRuns(ctx context.Context, args []string) error {
 const killWait = 2 * time.Minute
 
 func cmdGroups(ctx context.Context, args []string) error {
-	fs := newFlags("groups", "[list [--json] | add FOLDER [--name N] [--config JSON] | grants FOLDER RULE... | remove FOLDER [--yes] [--json]]")
+	if len(args) > 0 && args[0] == "project" {
+		return cmdGroupsProject(ctx, args[1:])
+	}
+	fs := newFlags("groups", "[list [--json] | add FOLDER [--name N] [--config JSON] | grants FOLDER RULE... | remove FOLDER [--yes] [--json] | project ...]")
 	socket := socketFlag(fs)
 	name := fs.String("name", "", "the group's display name")
 	cc := fs.String("config", "", "the group's container config as JSON, e.g. '{\"network\":\"none\"}'")
@@ -156,11 +159,11 @@ func cmdGroups(ctx context.Context, args []string) error {
 	if err := parseFlags(fs, rest); err != nil {
 		return err
 	}
-	c := api.NewClient(*socket)
+	c := apiwire.NewClient(*socket)
 	enc := indentedJSON(os.Stdout)
 	switch verb {
 	case "list":
-		var out struct{ Groups []api.Group }
+		var out struct{ Groups []apiwire.Group }
 		if err := c.Do(ctx, http.MethodGet, "/v1/groups", nil, &out); err != nil {
 			return err
 		}
@@ -174,11 +177,11 @@ func cmdGroups(ctx context.Context, args []string) error {
 		}
 		return tw.Flush()
 	case "add":
-		req := api.PutGroupRequest{Folder: folder, Name: *name}
+		req := apiwire.PutGroupRequest{Folder: folder, Name: *name}
 		if *cc != "" {
 			req.ContainerConfig = json.RawMessage(*cc)
 		}
-		var g api.Group
+		var g apiwire.Group
 		if err := c.Do(ctx, http.MethodPost, "/v1/groups", req, &g); err != nil {
 			return err
 		}
@@ -188,7 +191,7 @@ func cmdGroups(ctx context.Context, args []string) error {
 			positional = []string{}
 		}
 		var out any
-		if err := c.Do(ctx, http.MethodPut, "/v1/groups/"+url.PathEscape(folder)+"/grants", api.GrantsRequest{Rules: positional}, &out); err != nil {
+		if err := c.Do(ctx, http.MethodPut, "/v1/groups/"+url.PathEscape(folder)+"/grants", apiwire.GrantsRequest{Rules: positional}, &out); err != nil {
 			return err
 		}
 		return enc.Encode(out)
@@ -202,11 +205,11 @@ func cmdGroups(ctx context.Context, args []string) error {
 // and descendants, and removes it only when yes; without yes nothing changes. A group that
 // cannot be removed now (groups below it, a run queued or running) is refused either way,
 // saying why.
-func groupsRemove(ctx context.Context, c *api.Client, folder string, yes, asJSON bool, stdout io.Writer) error {
-	var g api.GroupRemoval
+func groupsRemove(ctx context.Context, c *apiwire.Client, folder string, yes, asJSON bool, stdout io.Writer) error {
+	var g apiwire.GroupRemoval
 	path := "/v1/groups/" + url.PathEscape(folder)
 	if yes {
-		if err := c.Do(ctx, http.MethodDelete, path, api.RemoveGroupRequest{By: "cli:" + userName()}, &g); err != nil {
+		if err := c.Do(ctx, http.MethodDelete, path, apiwire.RemoveGroupRequest{By: "cli:" + userName()}, &g); err != nil {
 			return err
 		}
 	} else if err := c.Do(ctx, http.MethodGet, path+"/removal", nil, &g); err != nil {
@@ -253,11 +256,11 @@ func cmdRoutes(ctx context.Context, args []string) error {
 	if err := parseFlags(fs, rest); err != nil {
 		return err
 	}
-	c := api.NewClient(*socket)
+	c := apiwire.NewClient(*socket)
 	enc := indentedJSON(os.Stdout)
 	switch verb {
 	case "list":
-		var out struct{ Routes []api.Route }
+		var out struct{ Routes []apiwire.Route }
 		if err := c.Do(ctx, http.MethodGet, "/v1/routes", nil, &out); err != nil {
 			return err
 		}
@@ -285,13 +288,13 @@ func cmdRoutes(ctx context.Context, args []string) error {
 			fs.Usage()
 			return errUsage
 		}
-		var r api.Route
-		if err := c.Do(ctx, http.MethodPost, "/v1/routes", api.AddRouteRequest{Seq: seq, Match: match, Target: operand}, &r); err != nil {
+		var r apiwire.Route
+		if err := c.Do(ctx, http.MethodPost, "/v1/routes", apiwire.AddRouteRequest{Seq: seq, Match: match, Target: operand}, &r); err != nil {
 			return err
 		}
 		return enc.Encode(r)
 	case "delete":
-		var r api.Route
+		var r apiwire.Route
 		if err := c.Do(ctx, http.MethodDelete, "/v1/routes/"+url.PathEscape(operand), nil, &r); err != nil {
 			return unknownID(err, "route", operand, "arizukod routes")
 		}

@@ -14,7 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/arizuko/arizukod/api"
+	"github.com/arizuko/arizukod/api/apiwire"
 	"github.com/arizuko/arizukod/config"
 	"github.com/arizuko/arizukod/mountsec"
 	"github.com/arizuko/arizukod/runtime/engine"
@@ -38,38 +38,56 @@ type doctorOpts struct {
 	eng    engine.Engine
 	info   engine.Info
 	engErr error
+	// engFrom says where the engine's setting came from (assembly.EngineChoice.Source), or
+	// the daemon that answers.
+	engFrom string
 
 	claudeThere bool // the image check found the Claude Code image on the engine
 
 	// daemon is what the daemon answering on socket runs with; nil when none answers.
-	daemon *api.HealthReport
+	daemon *apiwire.HealthReport
 	socket string
 }
 
 // daemonChecks are the checks that judge the daemon that answers, when one does, rather
 // than this process's environment: what it runs with is what its turns get.
-var daemonChecks = []string{"engine", "image", "model", "upstream"}
+var daemonChecks = []string{"engine", "image", "runtime", "model", "upstream"}
 
 // askDaemon asks the daemon on o.socket what it runs with; without one the checks judge
 // this environment.
 func (o *doctorOpts) askDaemon(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	h, err := daemonHealth(ctx, api.NewClient(o.socket))
+	h, err := daemonHealth(ctx, apiwire.NewClient(o.socket))
 	if err != nil {
 		return
 	}
 	o.daemon = &h
 	if o.ef.kind == "" && o.ef.socket == "" && h.Engine.Up {
 		o.ef.kind, o.ef.socket = h.Engine.Name, h.Engine.Socket
+		o.engFrom = "the daemon on " + o.socket
 	}
 }
 
-// engine is the engine the flags name, asked once: every check sees the same answer.
+// engine is the engine the daemon of this configuration would use (the flags, then the
+// file, then the environment, then the default sockets), asked once: every check sees the
+// same answer. A configuration that does not load leaves the flags and the environment.
 func (o *doctorOpts) engine(ctx context.Context) (engine.Engine, engine.Info, error) {
 	if !o.opened {
 		o.opened = true
-		o.eng, o.info, o.engErr = o.ef.open(ctx)
+		cfg, err := config.Load(o.host.mode, o.configPath, os.Getenv)
+		if err != nil {
+			cfg = &config.Config{Source: config.SourceDefaults}
+		}
+		choice, err := o.ef.choose(cfg)
+		if err != nil {
+			o.engErr = err
+			return nil, engine.Info{}, err
+		}
+		if o.engFrom == "" {
+			o.engFrom = choice.Source()
+		}
+		o.eng, o.info, o.engErr = choice.Detect(ctx)
 	}
 	return o.eng, o.info, o.engErr
 }
@@ -100,7 +118,7 @@ var checks = []check{
 		}
 		return "no systemd here: arizukod logs to stderr instead, which is enough; nothing to do"
 	})},
-	{"sidecars", checkSidecars, fixed("run arizukod under systemd (system or user manager) with the engine's CLI in PATH, for sidecars as transient units")},
+	{"sidecars", checkSidecars, fixed("give the daemon's user a systemd user manager (loginctl enable-linger USER) and the engine's CLI in PATH, for sidecars as transient units")},
 	{"subids", checkSubids, fixed("usermod --add-subuids 100000-165535 --add-subgids 100000-165535 USER   (then: podman system migrate)")},
 	{"cgroups", checkCgroups, onHost(func(h host) string {
 		if h.systemd {
@@ -110,6 +128,7 @@ var checks = []check{
 	})},
 	{"limits", checkLimits, fixed("give the engine its cgroups (arizukod.toml(5), [limits]), or set allow_unlimited = true in [limits] of arizukod.toml to run turns without the memory, CPU and pids limits")},
 	{"image", checkImage, imageFix},
+	{"runtime", checkRuntimes, fixed("register the runtime the error names with the engine (README, gVisor), or take it out of limits.runtime and limits.allowed_runtimes of arizukod.toml")},
 	{"allowlist", checkAllowlist, fixed("correct the entry the error names (the format: arizukod.toml(5), allowlist), or remove the file: without it groups get no extra mounts")},
 	{"model", checkModel, fixed("echo KEY > /etc/arizuko/anthropic-api-key && chmod 0640 it, and [model] api_key_file = \"/etc/arizuko/anthropic-api-key\" in arizukod.toml   (or ANTHROPIC_API_KEY in the daemon's environment or env file)")},
 	{"upstream", checkUpstream, fixed("let this host reach the model API over HTTPS (DNS, firewall, HTTPS_PROXY in the daemon's environment), or set upstream in [model] of arizukod.toml")},
@@ -210,7 +229,7 @@ func checkEngine(ctx context.Context, o *doctorOpts) (string, error) {
 	if info.Rootless {
 		mode = "rootless"
 	}
-	return fmt.Sprintf("%s %s (API %s, %s) at %s", info.Name, info.Version, info.APIVersion, mode, info.Socket), nil
+	return fmt.Sprintf("%s %s (API %s, %s) at %s, from %s", info.Name, info.Version, info.APIVersion, mode, info.Socket, o.engFrom), nil
 }
 
 // dataDirPath is the data directory the daemon would use.

@@ -8,14 +8,15 @@ import (
 
 	"github.com/arizuko/arizukod/agentimage"
 	"github.com/arizuko/arizukod/api"
+	"github.com/arizuko/arizukod/api/apiwire"
 	"github.com/arizuko/arizukod/config"
 	"github.com/arizuko/arizukod/internal/fakeengine"
 )
 
 // daemonHealthOf is a daemon whose /health says h.
-type daemonHealthOf api.HealthReport
+type daemonHealthOf apiwire.HealthReport
 
-func (h daemonHealthOf) Health(context.Context) api.HealthReport { return api.HealthReport(h) }
+func (h daemonHealthOf) Health(context.Context) apiwire.HealthReport { return apiwire.HealthReport(h) }
 
 // TestDoctorAsksTheDaemon: with a daemon on the socket, doctor's model check judges what
 // the daemon runs with, not doctor's own environment, and says so; without one it judges
@@ -25,8 +26,8 @@ func TestDoctorAsksTheDaemon(t *testing.T) {
 	empty := filepath.Join(dir, "arizukod.toml")
 	writeFile(t, empty, "")
 	t.Setenv("ANTHROPIC_API_KEY", "sk-ant-in-doctors-env")
-	noCred := daemonHealthOf{Status: "ok", Version: "v-test", Model: api.ModelHealth{Upstream: "https://model.example", Error: "no model credential: set [model] api_key_file"}}
-	withCred := daemonHealthOf{Status: "ok", Version: "v-test", Model: api.ModelHealth{Upstream: "https://model.example", Credential: "API key from $ANTHROPIC_API_KEY"}}
+	noCred := daemonHealthOf{Status: "ok", Version: "v-test", Model: apiwire.ModelHealth{Upstream: "https://model.example", Error: "no model credential: set [model] api_key_file"}}
+	withCred := daemonHealthOf{Status: "ok", Version: "v-test", Model: apiwire.ModelHealth{Upstream: "https://model.example", Credential: "API key from $ANTHROPIC_API_KEY"}}
 	for _, tc := range []struct {
 		name   string
 		health api.Health

@@ -3,10 +3,10 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
 	"os"
 
-	"github.com/arizuko/arizukod/runtime/detect"
+	"github.com/arizuko/arizukod/assembly"
+	"github.com/arizuko/arizukod/config"
 	"github.com/arizuko/arizukod/runtime/engine"
 )
 
@@ -17,13 +17,25 @@ type engineFlags struct {
 }
 
 func (e *engineFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&e.kind, "engine", os.Getenv("ARIZUKO_ENGINE"), "container engine: podman or docker (default: the first that answers, podman first)")
-	fs.StringVar(&e.socket, "engine-socket", os.Getenv("ARIZUKO_ENGINE_SOCKET"), "engine API URI, e.g. unix:///run/podman/podman.sock (default: CONTAINER_HOST, the rootless and rootful podman sockets, DOCKER_HOST, /var/run/docker.sock)")
+	fs.StringVar(&e.kind, "engine", "", "container engine: podman or docker (default: engine of the configuration, $ARIZUKO_ENGINE, else the first that answers, podman first)")
+	fs.StringVar(&e.socket, "engine-socket", "", "engine API URI, e.g. unix:///run/podman/podman.sock (default: engine_socket of the configuration, $ARIZUKO_ENGINE_SOCKET, else CONTAINER_HOST, the rootless and rootful podman sockets, DOCKER_HOST, /var/run/docker.sock)")
 }
 
-func (e *engineFlags) open(ctx context.Context) (engine.Engine, engine.Info, error) {
-	if e.kind != "" && e.kind != "podman" && e.kind != "docker" {
-		return nil, engine.Info{}, fmt.Errorf("--engine %q: must be podman or docker", e.kind)
+func (e *engineFlags) flags() assembly.EngineFlags {
+	return assembly.EngineFlags{Kind: e.kind, Socket: e.socket}
+}
+
+// choose is the engine the daemon of cfg would use, with the flags first.
+func (e *engineFlags) choose(cfg *config.Config) (assembly.EngineChoice, error) {
+	return assembly.ChooseEngine(e.flags(), cfg, os.Getenv)
+}
+
+// open is the engine chosen for cfg (the flags, then the file, then the environment, then
+// the default sockets), which must answer.
+func (e *engineFlags) open(ctx context.Context, cfg *config.Config) (engine.Engine, engine.Info, error) {
+	c, err := e.choose(cfg)
+	if err != nil {
+		return nil, engine.Info{}, err
 	}
-	return detect.Detect(ctx, e.kind, e.socket)
+	return c.Detect(ctx)
 }

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/arizuko/arizukod/api"
+	"github.com/arizuko/arizukod/api/apiwire"
 	"github.com/arizuko/arizukod/store"
 )
 
@@ -107,7 +107,7 @@ func TestGroupsRemove(t *testing.T) {
 	}
 
 	code, stdout, stderr := fx.run(t, "groups", "remove", child, "--yes", "--json", s)
-	var done api.GroupRemoval
+	var done apiwire.GroupRemoval
 	if err := json.Unmarshal([]byte(stdout), &done); code != 0 || err != nil || !done.Removed {
 		t.Fatalf("groups remove --yes --json: exit %d, %+v %v\n%s", code, done, err, stderr)
 	}

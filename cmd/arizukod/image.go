@@ -48,6 +48,7 @@ func imageImportStatic(ctx context.Context, args []string) error {
 	var ef engineFlags
 	tag := fs.String("tag", config.DefaultImage, "image reference to create")
 	ef.register(fs)
+	cfgPath := configFlag(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -58,7 +59,7 @@ func imageImportStatic(ctx context.Context, args []string) error {
 		fs.Usage()
 		return errUsage
 	}
-	eng, info, err := ef.open(ctx)
+	eng, info, err := openEngine(ctx, ef, *cfgPath)
 	if err != nil {
 		return err
 	}
@@ -75,6 +76,7 @@ func imageBuild(ctx context.Context, args []string) error {
 	runner := fs.String("runner", defaultRunner(), "the arizuko-claude runner binary to put in the image")
 	cache := fs.String("cache-dir", defaultCacheDir(), "where the Debian rootfs and Claude Code's package are kept between builds")
 	ef.register(fs)
+	cfgPath := configFlag(fs)
 	if len(args) > 0 && slices.Contains([]string{"-h", "-help", "--help"}, args[0]) {
 		return parseFlags(fs, args[:1])
 	}
@@ -88,7 +90,7 @@ func imageBuild(ctx context.Context, args []string) error {
 	if err := parseFlags(fs, args[1:]); err != nil {
 		return err
 	}
-	eng, info, err := ef.open(ctx)
+	eng, info, err := openEngine(ctx, ef, *cfgPath)
 	if err != nil {
 		return err
 	}
@@ -107,6 +109,21 @@ func imageBuild(ctx context.Context, args []string) error {
 			shortID(r.ID), r.Kept, info.Name, shortID(r.ID))
 	}
 	return nil
+}
+
+// openEngine is the engine of the daemon's configuration (the flags, then its engine and
+// engine_socket, then the environment, then the default sockets), which must answer.
+func openEngine(ctx context.Context, ef engineFlags, configPath string) (engine.Engine, engine.Info, error) {
+	cfg, err := config.Load(serviceMode(), configPath, os.Getenv)
+	if err != nil {
+		return nil, engine.Info{}, err
+	}
+	return ef.open(ctx, cfg)
+}
+
+// configFlag is --config of a command that uses the daemon's engine.
+func configFlag(fs *flag.FlagSet) *string {
+	return fs.String("config", "", "the daemon's configuration file, whose engine and engine_socket apply (default: as arizukod serve)")
 }
 
 // defaultRunner is the runner beside this binary (a build tree's bin/), else the packaged one.

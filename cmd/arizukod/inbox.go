@@ -12,7 +12,7 @@ import (
 	"strconv"
 	"text/tabwriter"
 
-	"github.com/arizuko/arizukod/api"
+	"github.com/arizuko/arizukod/api/apiwire"
 	"github.com/arizuko/arizukod/contract"
 )
 
@@ -69,16 +69,16 @@ func runInbox(ctx context.Context, args []string, stdout io.Writer) error {
 	if *message == "" {
 		return errors.New("--message: required: give the message's text")
 	}
-	c := api.NewClient(*socket)
+	c := apiwire.NewClient(*socket)
 	var out any
 	var err error
 	if verb == "add" {
-		req := api.InboxRequest{Messages: []contract.Message{{Role: "user", Content: *message}}, SenderJID: *sender, ChatJID: *chat}
+		req := apiwire.InboxRequest{Messages: []contract.Message{{Role: "user", Content: *message}}, SenderJID: *sender, ChatJID: *chat}
 		err = c.Do(ctx, http.MethodPost, "/v1/groups/"+url.PathEscape(folder)+"/messages", req, &out)
 	} else {
-		req := api.InboundMessage{Platform: *platform, Room: *room, ChatJID: *chat, Sender: *sender, Verb: *verbFlag, Content: *message}
+		req := apiwire.InboundMessage{Platform: *platform, Room: *room, ChatJID: *chat, Sender: *sender, Verb: *verbFlag, Content: *message}
 		err = c.Do(ctx, http.MethodPost, "/v1/messages", req, &out)
-		var apiErr *api.Error
+		var apiErr *apiwire.Error
 		if errors.As(err, &apiErr) && apiErr.Code == http.StatusUnprocessableEntity {
 			err = fmt.Errorf("%w\n  a message reaches a group through a route: `arizukod routes add main --seq 1000 --match ''` sends every message to main (`arizukod routes` lists them), or `arizukod inbox add main --message TEXT` skips the routes", err)
 		}
@@ -110,7 +110,7 @@ func inboxDrop(ctx context.Context, fs *flag.FlagSet, socket *string, args []str
 	}
 	var out any
 	path := "/v1/groups/" + url.PathEscape(*folder) + "/messages/" + url.PathEscape(id) + "/drop"
-	if err := api.NewClient(*socket).Do(ctx, http.MethodPost, path, api.DropRequest{By: "cli:" + userName()}, &out); err != nil {
+	if err := apiwire.NewClient(*socket).Do(ctx, http.MethodPost, path, apiwire.DropRequest{By: "cli:" + userName()}, &out); err != nil {
 		return err
 	}
 	return indentedJSON(stdout).Encode(out)
@@ -130,9 +130,9 @@ func inboxList(ctx context.Context, fs *flag.FlagSet, socket *string, args []str
 		fs.Usage()
 		return errUsage
 	}
-	var in api.Inbox
+	var in apiwire.Inbox
 	path := "/v1/groups/" + url.PathEscape(*folder) + "/messages?limit=" + strconv.Itoa(*limit)
-	if err := api.NewClient(*socket).Do(ctx, http.MethodGet, path, nil, &in); err != nil {
+	if err := apiwire.NewClient(*socket).Do(ctx, http.MethodGet, path, nil, &in); err != nil {
 		return err
 	}
 	if *asJSON {

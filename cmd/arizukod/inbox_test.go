@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/arizuko/arizukod/api"
+	"github.com/arizuko/arizukod/api/apiwire"
 	"github.com/arizuko/arizukod/contract"
 	"github.com/arizuko/arizukod/store"
 
@@ -32,7 +33,9 @@ func (stillQueue) Ended(string) (<-chan struct{}, func())                  { ret
 
 type okHealth struct{}
 
-func (okHealth) Health(context.Context) api.HealthReport { return api.HealthReport{Status: "ok"} }
+func (okHealth) Health(context.Context) apiwire.HealthReport {
+	return apiwire.HealthReport{Status: "ok"}
+}
 
 // TestInboxCommand: `inbox add` and `inbox route` reach the daemon's API over its socket
 // and the inbox keeps the chat and sender given on the command line; mistakes are usage
@@ -85,7 +88,7 @@ func TestInboxCommand(t *testing.T) {
 		t.Errorf("inbox after the commands: %+v", pending)
 	}
 
-	var apiErr *api.Error
+	var apiErr *apiwire.Error
 	for _, tt := range []struct {
 		args  []string
 		check func(error) bool
@@ -151,7 +154,7 @@ func TestInboxDrop(t *testing.T) {
 	if err != nil || by != "cli:"+userName() || at == 0 {
 		t.Errorf("the dropped message: by %q at %d (%v), want kept with who and when", by, at, err)
 	}
-	var apiErr *api.Error
+	var apiErr *apiwire.Error
 	for _, tt := range []struct {
 		args []string
 		code int

@@ -4,18 +4,23 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"text/tabwriter"
 
 	"github.com/arizuko/arizukod/groupfolder"
 	"github.com/arizuko/arizukod/mountsec"
+	"github.com/arizuko/arizukod/runtime/engine"
 	"github.com/arizuko/arizukod/runtime/runner"
 )
 
 // errRejected makes the exit status 1 after the table has been printed.
 var errRejected = errors.New("mounts rejected")
 
-func cmdMounts(ctx context.Context, args []string) error {
+func cmdMounts(ctx context.Context, args []string) error { return runMounts(ctx, args, os.Stdout) }
+
+// runMounts is `arizukod mounts`; the table goes to stdout.
+func runMounts(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("mounts", "--folder F [--data-dir D] [--allowlist FILE]")
 	var lf localFlags
 	lf.register(fs)
@@ -27,11 +32,12 @@ func cmdMounts(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("--folder: %w", err)
 	}
-	b, st, err := lf.open(ctx)
+	sys, err := lf.offline(ctx)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	defer sys.Close()
+	b := sys.Builder
 	plan, err := b.Plan(ctx, f)
 	if err != nil {
 		return err
@@ -40,8 +46,14 @@ func cmdMounts(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	table := runner.MountTable(f, dirs, runner.NewMountOptions(b.Layout, lf.skillsDir, existingDir(lf.cfg.WebDir)), runner.ExtraMounts(plan.Mounts))
-	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	var project []engine.Mount
+	if b.Projects != nil {
+		if project, err = b.Projects.Mounts(ctx, f); err != nil {
+			return err
+		}
+	}
+	table := runner.MountTable(f, dirs, runner.NewMountOptions(b.Layout, sys.SkillsDir, sys.WebDir), project, runner.ExtraMounts(plan.Mounts))
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "HOST PATH\tCONTAINER PATH\tMODE\tORIGIN")
 	for _, m := range table {
 		mode := "rw"
@@ -52,14 +64,14 @@ func cmdMounts(ctx context.Context, args []string) error {
 	}
 	tw.Flush()
 	if errors.Is(b.AllowlistErr, mountsec.ErrNoAllowlist) && len(plan.Config.AdditionalMounts) > 0 {
-		fmt.Printf("\nno allowlist at %s: no additional mounts are allowed\n", lf.allowlist)
+		fmt.Fprintf(stdout, "\nno allowlist at %s: no additional mounts are allowed\n", sys.Config.Allowlist)
 	}
 	if len(plan.Rejected) == 0 {
 		return nil
 	}
-	fmt.Println("\nREJECTED")
+	fmt.Fprintln(stdout, "\nREJECTED")
 	for _, r := range plan.Rejected {
-		fmt.Printf("  %s -> %s: %s\n", safeLine(r.Request.HostPath), safeLine(r.Request.ContainerPath), safeLine(r.Err.Error()))
+		fmt.Fprintf(stdout, "  %s -> %s: %s\n", safeLine(r.Request.HostPath), safeLine(r.Request.ContainerPath), safeLine(r.Err.Error()))
 	}
 	return errRejected
 }

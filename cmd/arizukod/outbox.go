@@ -11,7 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/arizuko/arizukod/api"
+	"github.com/arizuko/arizukod/api/apiwire"
 )
 
 const outboxSynopsis = "[list] [--folder F] [--chat C] [--platform P] [--state parked|delivered|all] [--after ID] [--limit N] [--json]" +
@@ -27,7 +27,7 @@ func cmdOutbox(ctx context.Context, args []string) error {
 func runOutbox(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("outbox", outboxSynopsis)
 	socket := socketFlag(fs)
-	var q api.OutboxQuery
+	var q apiwire.OutboxQuery
 	fs.StringVar(&q.Folder, "folder", "", "list, --follow: only rows of this folder")
 	fs.StringVar(&q.Chat, "chat", "", "list, --follow: only rows addressed to this chat, e.g. tg:-100")
 	fs.StringVar(&q.Platform, "platform", "", "list, --follow: only rows for this platform (the chat's part before ':')")
@@ -96,7 +96,7 @@ func runOutbox(ctx context.Context, args []string, stdout io.Writer) error {
 	case *follow && (set["state"] || set["limit"]):
 		return usage("--follow leases pending rows: leave out --state and --limit")
 	}
-	c := api.NewClient(*socket)
+	c := apiwire.NewClient(*socket)
 	enc := indentedJSON(stdout)
 	switch verb {
 	case "show":
@@ -122,7 +122,7 @@ func runOutbox(ctx context.Context, args []string, stdout io.Writer) error {
 		if err != nil {
 			return err
 		}
-		return enc.Encode(api.AckResponse{Acked: n})
+		return enc.Encode(apiwire.AckResponse{Acked: n})
 	}
 	if *follow {
 		return followOutbox(ctx, c, q, *asJSON, stdout)
@@ -140,7 +140,7 @@ func runOutbox(ctx context.Context, args []string, stdout io.Writer) error {
 	rows := list.Items
 	if *asJSON {
 		if rows == nil {
-			rows = []api.OutboxRow{}
+			rows = []apiwire.OutboxRow{}
 		}
 		return enc.Encode(rows)
 	}
@@ -164,13 +164,13 @@ func runOutbox(ctx context.Context, args []string, stdout io.Writer) error {
 // (UTC), as the list shows them, rather than the API's unix milliseconds; a time that is
 // not (no lease, not delivered) is left out.
 type shownRow struct {
-	api.OutboxRow
+	apiwire.OutboxRow
 	CreatedAt   string `json:"createdAt"`
 	LeaseUntil  string `json:"leaseUntil,omitempty"`
 	DeliveredAt string `json:"deliveredAt,omitempty"`
 }
 
-func showRow(r api.OutboxRow) shownRow {
+func showRow(r apiwire.OutboxRow) shownRow {
 	iso := func(ms int64) string {
 		if ms == 0 {
 			return ""
@@ -182,7 +182,7 @@ func showRow(r api.OutboxRow) shownRow {
 
 // followOutbox leases rows as they come, prints each and acknowledges it, until ctx ends.
 // A row's content keeps its lines, the lines after the first indented.
-func followOutbox(ctx context.Context, c *api.Client, q api.OutboxQuery, asJSON bool, stdout io.Writer) error {
+func followOutbox(ctx context.Context, c *apiwire.Client, q apiwire.OutboxQuery, asJSON bool, stdout io.Writer) error {
 	q.Wait, q.Limit = 30*time.Second, 0
 	enc := lineJSON(stdout)
 	for {

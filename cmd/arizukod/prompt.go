@@ -6,16 +6,15 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"time"
 
-	"github.com/arizuko/arizukod/config"
+	"github.com/arizuko/arizukod/assembly"
 	"github.com/arizuko/arizukod/groupfolder"
-	"github.com/arizuko/arizukod/turn"
 )
 
 // cmdPrompt prints exactly the memory part of the system prompt a turn of a group would
-// get, built by the same turn.Builder the daemon uses (memory/README.md describes it); the
+// get, built by the turn.Builder the daemon assembles from the same configuration (its
+// data_dir, timezone and [memory]) (memory/README.md describes it); the
 // daemon adds the <grants> section from its store. Nothing else goes to stdout. On a terminal the control characters of the agent's memory files show as
 // escapes (safeText) instead of acting on it.
 func cmdPrompt(ctx context.Context, args []string) error {
@@ -23,16 +22,18 @@ func cmdPrompt(ctx context.Context, args []string) error {
 }
 
 func runPrompt(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("prompt", "--folder F [--sender JID] [--now YYYY-MM-DD] [--tz ZONE] [--data-dir D]")
+	fs := newFlags("prompt", "--folder F [--sender JID] [--now YYYY-MM-DD] [--tz ZONE] [--config FILE] [--data-dir D]")
 	fs.SetOutput(stderr)
 	var (
 		folder  = fs.String("folder", "", "group folder, e.g. main or main/research (required)")
 		sender  = fs.String("sender", "", "sender JID of the message: selects the user layer")
 		now     = fs.String("now", "", "the turn's date, YYYY-MM-DD (default: today)")
-		tz      = fs.String("tz", "", "time zone that decides which day it is, e.g. Europe/Berlin (default: the local zone, $TZ)")
-		dataDir = fs.String("data-dir", "", "data directory (default: data_dir of arizukod.toml, $DATA_DIR)")
+		tz      = fs.String("tz", "", "time zone that decides which day it is, e.g. Europe/Berlin (default: timezone of the configuration)")
 		verbose = fs.Bool("verbose", false, "log every skipped file to stderr")
+		lf      localFlags
 	)
+	fs.StringVar(&lf.config, "config", "", "the daemon's configuration file, whose data_dir, timezone and [memory] apply (default: as arizukod serve)")
+	fs.StringVar(&lf.dataDir, "data-dir", "", "data directory (default: data_dir of the configuration, $DATA_DIR)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -40,7 +41,11 @@ func runPrompt(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return fmt.Errorf("--folder: %w", err)
 	}
-	loc := time.Local
+	cfg, err := lf.load()
+	if err != nil {
+		return err
+	}
+	loc := cfg.Location
 	if *tz != "" {
 		if loc, err = time.LoadLocation(*tz); err != nil {
 			return fmt.Errorf("--tz: %w", err)
@@ -54,27 +59,18 @@ func runPrompt(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		at = time.Date(d.Year(), d.Month(), d.Day(), 12, 0, 0, 0, loc)
 	}
-	if *dataDir == "" {
-		cfg, err := config.Load(serviceMode(), "", os.Getenv)
-		if err != nil {
-			return err
-		}
-		*dataDir = cfg.DataDir
-	}
-	abs, err := filepath.Abs(*dataDir)
-	if err != nil {
-		return fmt.Errorf("--data-dir: %w", err)
-	}
-	layout, err := groupfolder.NewLayout(abs)
-	if err != nil {
-		return fmt.Errorf("--data-dir: %w", err)
-	}
 	level := slog.LevelWarn
 	if *verbose {
 		level = slog.LevelDebug
 	}
-	b := &turn.Builder{Layout: layout, Location: loc, Now: func() time.Time { return at },
-		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))}
+	sys, err := assembly.New(ctx, cfg, assembly.Options{Mode: assembly.Offline,
+		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))})
+	if err != nil {
+		return err
+	}
+	defer sys.Close()
+	b := *sys.Builder
+	b.Location, b.Now = loc, func() time.Time { return at }
 	p, err := b.Prompt(ctx, f, *sender)
 	if err != nil {
 		return err

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/arizuko/arizukod/config"
+	"github.com/arizuko/arizukod/assembly"
 	"github.com/arizuko/arizukod/groupfolder"
 	"github.com/arizuko/arizukod/internal/atomicfile"
 	"github.com/arizuko/arizukod/quadlet"
@@ -61,17 +61,22 @@ func runQuadlet(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return fmt.Errorf("-o: %w", err)
 	}
-	b, st, err := lf.open(ctx)
+	sys, err := lf.offline(ctx)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	defer sys.Close()
+	// The units mount the group's directories, which a turn would make, in the data
+	// directory the daemon would make.
+	if err := os.MkdirAll(sys.Layout.DataDir, 0o750); err != nil {
+		return fmt.Errorf("data_dir: %w", err)
+	}
 	if *user == "" {
-		*user = dataDirOwner(b.Layout.DataDir)
+		*user = dataDirOwner(sys.Layout.DataDir)
 	} else if !regexp.MustCompile(`^[0-9]+:[0-9]+$`).MatchString(*user) {
 		return fmt.Errorf("--user %q: want UID:GID", *user)
 	}
-	units, err := quadletUnits(ctx, b, f, quadletOptions{cfg: lf.cfg, user: *user, skillsDir: lf.skillsDir, outDir: outDir})
+	units, err := quadletUnits(ctx, sys, f, quadletOptions{user: *user, outDir: outDir})
 	if err != nil {
 		return err
 	}
@@ -89,15 +94,14 @@ func runQuadlet(ctx context.Context, args []string, stdout, stderr io.Writer) er
 }
 
 type quadletOptions struct {
-	cfg       *config.Config // the daemon's: image, instance, run timeout, web directory
-	user      string
-	skillsDir string
-	outDir    string // where the units go: env files are named by their absolute path
+	user   string
+	outDir string // where the units go: env files are named by their absolute path
 }
 
 // quadletUnits makes the units of a turn of f: each sidecar's (with its env in a file
 // of mode 0600 next to it), then the agent's, which wants them.
-func quadletUnits(ctx context.Context, b *turn.Builder, f groupfolder.Folder, o quadletOptions) ([]quadletUnit, error) {
+func quadletUnits(ctx context.Context, sys *assembly.System, f groupfolder.Folder, o quadletOptions) ([]quadletUnit, error) {
+	b := sys.Builder
 	plan, err := b.Plan(ctx, f)
 	if err != nil {
 		return nil, err
@@ -110,7 +114,7 @@ func quadletUnits(ctx context.Context, b *turn.Builder, f groupfolder.Folder, o 
 	if err != nil {
 		return nil, err
 	}
-	instance := o.cfg.Instance
+	instance := sys.Config.Instance
 	var units []quadletUnit
 	var services []string
 	for _, c := range plan.Config.Sidecars {
@@ -133,7 +137,7 @@ func quadletUnits(ctx context.Context, b *turn.Builder, f groupfolder.Folder, o 
 		units = append(units, quadletUnit{name + ".container", append([]byte(header), text...), 0o644})
 		services = append(services, u.Service)
 	}
-	spec, err := quadletAgentSpec(ctx, b, f, dirs, o)
+	spec, err := quadletAgentSpec(ctx, sys, f, dirs, o)
 	if err != nil {
 		return nil, err
 	}
@@ -162,22 +166,24 @@ func quadletUnits(ctx context.Context, b *turn.Builder, f groupfolder.Folder, o 
 // of f: the turn as the daemon's builder makes it (limits, additional mounts, timeout),
 // the daemon's mount table, image, instance and run timeout, all through
 // runner.AgentSpec. Only the name and the run label say quadlet.
-func quadletAgentSpec(ctx context.Context, b *turn.Builder, f groupfolder.Folder, dirs groupfolder.Dirs, o quadletOptions) (engine.Spec, error) {
-	t, err := b.Build(ctx, turn.Request{RunID: quadletRunID, Folder: f})
+func quadletAgentSpec(ctx context.Context, sys *assembly.System, f groupfolder.Folder, dirs groupfolder.Dirs, o quadletOptions) (engine.Spec, error) {
+	t, err := sys.Builder.Build(ctx, turn.Request{RunID: quadletRunID, Folder: f})
 	if err != nil {
 		return engine.Spec{}, err
 	}
-	mounts := runner.MountTable(f, dirs, runner.NewMountOptions(b.Layout, o.skillsDir, existingDir(o.cfg.WebDir)), t.ExtraMounts)
+	cfg := sys.Config
+	mounts := runner.MountTable(f, dirs, runner.NewMountOptions(sys.Layout, sys.SkillsDir, sys.WebDir), t.ProjectMounts, t.ExtraMounts)
 	name := "arizuko-" + f.ContainerSlug() + "-" + quadletRunID
-	return runner.AgentSpec(t, name, mounts, cmp.Or(t.Timeout, o.cfg.RunTimeout),
-		runner.AgentOptions{Image: o.cfg.Image, Instance: o.cfg.Instance, User: o.user}), nil
+	return runner.AgentSpec(t, name, mounts, cmp.Or(t.Timeout, cfg.RunTimeout),
+		runner.AgentOptions{Image: cfg.Image, Instance: cfg.Instance, User: o.user}), nil
 }
 
 // agentContainer is s as a Quadlet unit: the translation the Podman and Docker engines
-// make of the same spec, with the hardening every engine applies (all capabilities
-// dropped, no-new-privileges, a read-only root) and no pull. A unit has no stdin to keep
-// open and logs to the journal, so Stdin and LogMaxBytes have no counterpart.
+// make of the same spec, with the hardening every engine applies (engine.Hardened: all
+// capabilities dropped, no-new-privileges, a read-only root, no pull). A unit has no stdin
+// to keep open and logs to the journal, so Stdin and LogMaxBytes have no counterpart.
 func agentContainer(s engine.Spec, description string) *quadlet.Container {
+	h := engine.Hardened()
 	c := &quadlet.Container{
 		Description:     description,
 		ContainerName:   s.Name,
@@ -186,15 +192,18 @@ func agentContainer(s engine.Spec, description string) *quadlet.Container {
 		User:            s.User,
 		Environment:     map[string]string{},
 		Network:         []string{s.Network},
-		ReadOnly:        ptrTo(true),
-		ReadOnlyTmpfs:   ptrTo(false),
-		DropCapability:  []string{"all"},
-		NoNewPrivileges: ptrTo(true),
+		ReadOnly:        ptrTo(h.ReadOnlyRoot),
+		ReadOnlyTmpfs:   ptrTo(h.EngineTmpfs),
+		DropCapability:  quadlet.Capabilities(h.CapDrop),
+		NoNewPrivileges: ptrTo(h.NoNewPrivileges),
 		Memory:          strconv.FormatInt(s.MemoryBytes, 10),
 		PidsLimit:       strconv.FormatInt(s.PidsLimit, 10),
 		Label:           maps.Clone(s.Labels),
-		Pull:            "never",
+		Pull:            h.Pull,
 		PodmanArgs:      []string{"--cpus=" + strconv.FormatFloat(float64(s.NanoCPUs)/1e9, 'f', -1, 64)},
+	}
+	if s.Runtime != "" {
+		c.PodmanArgs = append(c.PodmanArgs, "--runtime="+s.Runtime)
 	}
 	for _, kv := range s.Env {
 		k, v, _ := strings.Cut(kv, "=")

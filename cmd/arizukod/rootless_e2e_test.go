@@ -136,4 +136,17 @@ func TestRootlessPodman(t *testing.T) {
 	if int(st.Uid) != uid || int(st.Gid) != gid {
 		t.Errorf("%s owned by %d:%d, want the service user %d:%d", p, st.Uid, st.Gid, uid, gid)
 	}
+
+	// gVisor asked of the rootless service, whose own runtime is runc (Podman's API has no
+	// runtime per container): the turn fails closed, naming the runtime, the engine and
+	// the rootless user's containers.conf.
+	gvisor := "[limits]\nallow_unlimited = true\nruntime = \"runsc\"\nallowed_runtimes = [\"runsc\"]\n"
+	if err := os.WriteFile(conf, []byte(gvisor), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res := attempt("reply under gVisor")
+	if msg, _ := res["error"].(string); res["failure"] != "misconfig" || res["terminal"] != true || !strings.Contains(msg, `not "runsc"`) ||
+		!strings.Contains(msg, info.String()) || !strings.Contains(msg, "~/.config/containers/containers.conf") {
+		t.Errorf("runsc on the rootless runc service: %v, want a terminal misconfig naming runtime, engine and fix", res)
+	}
 }

@@ -13,7 +13,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/arizuko/arizukod/api"
+	"github.com/arizuko/arizukod/api/apiwire"
 	"github.com/arizuko/arizukod/contract"
 	"github.com/arizuko/arizukod/groupfolder"
 	"github.com/arizuko/arizukod/turn"
@@ -75,66 +75,45 @@ func runCommand(ctx context.Context, args []string, out io.Writer) error {
 		}
 		return runDaemon(ctx, *socket, string(f), *message, *session, *sender, *chat, *timeout)
 	}
-	builder, st, err := lf.open(ctx)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	eng, info, err := ef.open(ctx)
-	if err != nil {
-		return err
-	}
-	r, err := lf.runner(eng, info, *timeout)
+	return runLocal(ctx, &lf, ef, turn.Request{
+		RunID: fmt.Sprintf("local-%d", time.Now().UnixMilli()), Folder: f, SenderJID: *sender, ChatJID: *chat, SessionID: *session,
+		Messages: []contract.Message{{Role: "user", Content: *message}},
+	}, *timeout, out)
+}
+
+// runLocal runs req in this process, on the turn machinery of the daemon's configuration,
+// and writes its result JSON to out. The run is no row of the store: the daemon's queue
+// never sees it, and its outbox rows, model usage and egress are not recorded.
+func runLocal(ctx context.Context, lf *localFlags, ef engineFlags, req turn.Request, timeout time.Duration, out io.Writer) error {
+	sys, err := lf.local(ctx, ef, req.Folder, timeout)
 	if err != nil {
 		return err
 	}
 	// The result is printed before the container's removal, which happens off the turn's
-	// critical path; wait for it before exiting.
-	defer r.Close()
-	services, release, err := lf.services(ctx, builder, f, st, eng, info)
-	if err != nil {
-		return err
-	}
-	defer release()
-	builder.Services = services
-	// The run is no row of the store: the daemon's queue never sees it, and its outbox rows,
-	// model usage and egress are not recorded.
-	res, err := builder.Run(ctx, turn.Request{
-		RunID: fmt.Sprintf("local-%d", time.Now().UnixMilli()), Folder: f, SenderJID: *sender, ChatJID: *chat, SessionID: *session,
-		Messages: []contract.Message{{Role: "user", Content: *message}},
-	}, r, turn.Watch{})
+	// critical path: Close waits for it before exiting.
+	defer sys.Close()
+	res, err := sys.Builder.Run(ctx, req, sys.Runner, turn.Watch{})
 	if err != nil {
 		return err
 	}
 	if res.Output.Status == contract.StatusOK && res.Output.NewSessionID != "" {
-		if err := st.SetSession(ctx, string(f), res.Output.NewSessionID); err != nil {
+		if err := sys.Store.SetSession(ctx, string(req.Folder), res.Output.NewSessionID); err != nil {
 			return err
 		}
 	}
 	result := runResult{
-		RunID: res.RunID, Folder: string(f), Container: res.Container,
+		RunID: res.RunID, Folder: string(req.Folder), Container: res.Container,
 		Status: string(res.Output.Status), Result: res.Output.Result, NewSessionID: res.Output.NewSessionID,
 		Error: res.Output.Error, Failure: string(res.Failure), Terminal: res.Terminal,
 		ExitCode: res.ExitCode, DurationMs: res.Duration.Milliseconds(), LogFile: res.LogFile,
 	}
-	enc := indentedJSON(out)
-	if err := enc.Encode(result); err != nil {
+	if err := indentedJSON(out).Encode(result); err != nil {
 		return err
 	}
 	if res.Output.Status != contract.StatusOK {
 		return errTurnFailed
 	}
 	return nil
-}
-
-// envDuration reads a Go duration from the environment, falling back to def.
-func envDuration(name string, def time.Duration) time.Duration {
-	if v := os.Getenv(name); v != "" {
-		if d, err := time.ParseDuration(v); err == nil {
-			return d
-		}
-	}
-	return def
 }
 
 // localOnly are the flags of `arizukod run` that only a --local turn honours, with what a
@@ -172,7 +151,7 @@ var (
 
 // engineReady asks the daemon whether a turn could start now. A turn sent to a daemon
 // without an engine would wait in the queue until one answers; it is not sent.
-func engineReady(ctx context.Context, c *api.Client) error {
+func engineReady(ctx context.Context, c *apiwire.Client) error {
 	h, err := daemonHealth(ctx, c)
 	if err != nil {
 		return err
@@ -184,10 +163,10 @@ func engineReady(ctx context.Context, c *api.Client) error {
 }
 
 // daemonHealth is GET /health, whose answer is a report also when it is 503 (degraded).
-func daemonHealth(ctx context.Context, c *api.Client) (api.HealthReport, error) {
-	var h api.HealthReport
+func daemonHealth(ctx context.Context, c *apiwire.Client) (apiwire.HealthReport, error) {
+	var h apiwire.HealthReport
 	err := c.Do(ctx, http.MethodGet, "/health", nil, &h)
-	var apiErr *api.Error
+	var apiErr *apiwire.Error
 	if errors.As(err, &apiErr) && apiErr.Code == http.StatusServiceUnavailable && json.Unmarshal([]byte(apiErr.Msg), &h) == nil {
 		return h, nil
 	}
@@ -195,7 +174,7 @@ func daemonHealth(ctx context.Context, c *api.Client) (api.HealthReport, error) 
 }
 
 // healthProblem says why no turn can start on a daemon with health h, and how to fix it.
-func healthProblem(h api.HealthReport) error {
+func healthProblem(h apiwire.HealthReport) error {
 	switch {
 	case h.Status != "degraded":
 		return nil
@@ -212,7 +191,7 @@ func healthProblem(h api.HealthReport) error {
 // a run queued behind an engine that went away fails with the reason instead of waiting on.
 // While it runs it writes to notes each new failure of the model upstream that the agent
 // retries.
-func waitRun(ctx context.Context, c *api.Client, r api.Run, notes io.Writer) (api.Run, error) {
+func waitRun(ctx context.Context, c *apiwire.Client, r apiwire.Run, notes io.Writer) (apiwire.Run, error) {
 	told := ""
 	for {
 		if why := upstreamError(r); why != "" && why != told && !final(r.State) {
@@ -242,7 +221,7 @@ func waitRun(ctx context.Context, c *api.Client, r api.Run, notes io.Writer) (ap
 }
 
 // upstreamError is how the model upstream last failed during r: what its agent retries.
-func upstreamError(r api.Run) string {
+func upstreamError(r apiwire.Run) string {
 	if r.Usage == nil {
 		return ""
 	}

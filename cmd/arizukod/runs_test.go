@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/arizuko/arizukod/api"
+	"github.com/arizuko/arizukod/api/apiwire"
 	"github.com/arizuko/arizukod/store"
 )
 
@@ -60,7 +61,7 @@ func TestRunsKill(t *testing.T) {
 		t.Fatalf("start: %v %v", run, err)
 	}
 	stdout, stderr, code := runCLI(t, []string{"runs", "kill", run.ID, "--socket", socket})
-	var got api.Run
+	var got apiwire.Run
 	if err := json.Unmarshal([]byte(stdout), &got); code != 0 || err != nil || got.State != "killed" || got.EndedAt == "" {
 		t.Errorf("runs kill: exit %d, state %q ended %q (%v), want the run killed and ended\n%s%s", code, got.State, got.EndedAt, err, stdout, stderr)
 	}

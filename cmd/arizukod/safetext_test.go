@@ -8,7 +8,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/arizuko/arizukod/api"
+	"github.com/arizuko/arizukod/api/apiwire"
 )
 
 func TestSafeText(t *testing.T) {
@@ -71,13 +71,13 @@ func terminalControl(s string) string {
 func TestJSONWriter(t *testing.T) {
 	for _, s := range []string{"plain", "\u009b31mred\u009c", "\x1b]52;c;eA==\x07\u0085", "ü ¡ \u00a0 \u00c2\u0080"} {
 		var b bytes.Buffer
-		if err := indentedJSON(&b).Encode(api.OutboxRow{Content: s}); err != nil {
+		if err := indentedJSON(&b).Encode(apiwire.OutboxRow{Content: s}); err != nil {
 			t.Fatal(err)
 		}
 		if bad := terminalControl(b.String()); bad != "" {
 			t.Errorf("JSON of %q keeps %s: %q", s, bad, b.String())
 		}
-		var row api.OutboxRow
+		var row apiwire.OutboxRow
 		if err := json.Unmarshal(b.Bytes(), &row); err != nil || row.Content != s {
 			t.Errorf("JSON of %q decodes to %q (%v)", s, row.Content, err)
 		}
@@ -89,14 +89,14 @@ func TestJSONWriter(t *testing.T) {
 func TestChatPrinterTerminal(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		row  api.OutboxRow
+		row  apiwire.OutboxRow
 		want string
 	}{
-		{"reply", api.OutboxRow{Kind: "reply", Content: "hi\x1b[2J\nmain: forged\x07"},
+		{"reply", apiwire.OutboxRow{Kind: "reply", Content: "hi\x1b[2J\nmain: forged\x07"},
 			"\x1b[1mmain:\x1b[0m hi\\x1b[2J\n      main: forged\\x07\n"},
-		{"notice", api.OutboxRow{Kind: "notice", Content: "paused\nmain: forged"},
+		{"notice", apiwire.OutboxRow{Kind: "notice", Content: "paused\nmain: forged"},
 			"\x1b[1mmain:\x1b[0m notice: paused\n              main: forged\n"},
-		{"document", api.OutboxRow{Kind: "document", Content: "see", DocName: "a\x1b[Hb", DocPath: "/workspace/x"},
+		{"document", apiwire.OutboxRow{Kind: "document", Content: "see", DocName: "a\x1b[Hb", DocPath: "/workspace/x"},
 			"\x1b[1mmain:\x1b[0m see\n      [document a\\x1b[Hb: /workspace/x]\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/arizuko/arizukod/api"
+	"github.com/arizuko/arizukod/api/apiwire"
 )
 
 // errNotReady is `status` on a daemon that answers but cannot start turns: exit status 1,
@@ -28,7 +28,7 @@ func cmdStatus(ctx context.Context, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	c := api.NewClient(*socket)
+	c := apiwire.NewClient(*socket)
 	h, err := healthWhenUp(ctx, c, *wait)
 	if err != nil {
 		return err
@@ -51,7 +51,7 @@ func cmdStatus(ctx context.Context, args []string) error {
 
 // healthWhenUp asks the daemon for its health, trying again for up to wait while nothing
 // listens on the socket yet (no socket file, or the connection refused).
-func healthWhenUp(ctx context.Context, c *api.Client, wait time.Duration) (api.HealthReport, error) {
+func healthWhenUp(ctx context.Context, c *apiwire.Client, wait time.Duration) (apiwire.HealthReport, error) {
 	deadline := time.Now().Add(wait)
 	for {
 		h, err := daemonHealth(ctx, c)
@@ -76,7 +76,7 @@ func notListening(err error) bool {
 }
 
 // printStatus writes h as the lines an operator reads.
-func printStatus(w io.Writer, socket string, h api.HealthReport) {
+func printStatus(w io.Writer, socket string, h apiwire.HealthReport) {
 	fmt.Fprintf(w, "daemon:  %s, version %s, on %s\n", h.Status, safeText(h.Version, ""), socket)
 	eng := "not answering"
 	if h.Engine.Up {

@@ -13,17 +13,18 @@ import (
 	"time"
 
 	"github.com/arizuko/arizukod/api"
+	"github.com/arizuko/arizukod/api/apiwire"
 	"github.com/arizuko/arizukod/store"
 )
 
 // fixedHealth reports what it holds.
-type fixedHealth api.HealthReport
+type fixedHealth apiwire.HealthReport
 
-func (h fixedHealth) Health(context.Context) api.HealthReport { return api.HealthReport(h) }
+func (h fixedHealth) Health(context.Context) apiwire.HealthReport { return apiwire.HealthReport(h) }
 
 // serveHealth serves the API with health h on a new socket (after delay, when not zero)
 // and returns the socket's path at once.
-func serveHealth(t *testing.T, h api.HealthReport, delay time.Duration) string {
+func serveHealth(t *testing.T, h apiwire.HealthReport, delay time.Duration) string {
 	t.Helper()
 	dir := t.TempDir()
 	st, err := store.Open(context.Background(), filepath.Join(dir, "arizukod.db"))
@@ -59,14 +60,14 @@ func serveHealth(t *testing.T, h api.HealthReport, delay time.Duration) string {
 // TestStatus: `status` prints what the daemon runs with and exits 1 when it cannot start
 // turns; --wait waits for a daemon that starts late, and only as long as asked.
 func TestStatus(t *testing.T) {
-	up := api.HealthReport{Status: "ok", Version: "v1", Image: "localhost/arizuko-agent:v1",
-		Engine:  api.EngineHealth{Up: true, Name: "podman", Version: "4.3.1", Socket: "unix:///run/podman.sock", Limits: "applied"},
-		Model:   api.ModelHealth{Upstream: "https://api.anthropic.com", Credential: "api_key_file /etc/arizuko/key"},
+	up := apiwire.HealthReport{Status: "ok", Version: "v1", Image: "localhost/arizuko-agent:v1",
+		Engine:  apiwire.EngineHealth{Up: true, Name: "podman", Version: "4.3.1", Socket: "unix:///run/podman.sock", Limits: "applied"},
+		Model:   apiwire.ModelHealth{Upstream: "https://api.anthropic.com", Credential: "api_key_file /etc/arizuko/key"},
 		Running: 1, Queued: 2}
-	down := api.HealthReport{Status: "degraded", Version: "v1", Engine: api.EngineHealth{Error: "no engine answered"}}
+	down := apiwire.HealthReport{Status: "degraded", Version: "v1", Engine: apiwire.EngineHealth{Error: "no engine answered"}}
 	for _, c := range []struct {
 		name      string
-		health    api.HealthReport
+		health    apiwire.HealthReport
 		delay     time.Duration
 		args      []string
 		code      int
@@ -92,7 +93,7 @@ func TestStatus(t *testing.T) {
 	socket := serveHealth(t, up, 0)
 	fx := cliFixture{socket: socket}
 	code, stdout, stderr := fx.run(t, "status", "--json", "--socket", socket)
-	var got api.HealthReport
+	var got apiwire.HealthReport
 	if err := json.Unmarshal([]byte(stdout), &got); code != 0 || err != nil || got.Engine.Version != "4.3.1" || got.Queued != 2 {
 		t.Errorf("status --json: exit %d, %v, %+v\n%s", code, err, got, stderr)
 	}

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/arizuko/arizukod/api"
+	"github.com/arizuko/arizukod/api/apiwire"
 )
 
 // cmdTasks shows and steers the tasks agents scheduled (GET /v1/tasks, POST
@@ -42,7 +42,7 @@ func cmdTasks(ctx context.Context, args []string) error {
 	if err := parseFlags(fs, rest); err != nil {
 		return err
 	}
-	c := api.NewClient(*socket)
+	c := apiwire.NewClient(*socket)
 	enc := indentedJSON(os.Stdout)
 	switch verb {
 	case "list":
@@ -53,7 +53,7 @@ func cmdTasks(ctx context.Context, args []string) error {
 		if *state != "" {
 			q.Set("state", *state)
 		}
-		var out struct{ Tasks []api.Task }
+		var out struct{ Tasks []apiwire.Task }
 		if err := c.Do(ctx, http.MethodGet, "/v1/tasks?"+q.Encode(), nil, &out); err != nil {
 			return err
 		}
@@ -72,7 +72,7 @@ func cmdTasks(ctx context.Context, args []string) error {
 		if verb != "show" {
 			method, path = http.MethodPost, path+"/"+verb
 		}
-		var t api.Task
+		var t apiwire.Task
 		if err := c.Do(ctx, method, path, nil, &t); err != nil {
 			return unknownID(err, "task", id, "arizukod tasks")
 		}
@@ -102,7 +102,7 @@ func clip(s string, n int) string {
 // unknownID is err, or, when it is the daemon's 404 for the id of a kind of thing, that
 // said with the command that lists them (the daemon's message names its API path).
 func unknownID(err error, kind, id, list string) error {
-	var apiErr *api.Error
+	var apiErr *apiwire.Error
 	if errors.As(err, &apiErr) && apiErr.Code == http.StatusNotFound && apiErr.Field == "id" {
 		return fmt.Errorf("no %s %q: `%s` lists them", kind, id, list)
 	}

@@ -7,7 +7,7 @@ import (
 	"net/url"
 	"os"
 
-	"github.com/arizuko/arizukod/api"
+	"github.com/arizuko/arizukod/api/apiwire"
 )
 
 // cmdUnpark lets a parked group's inbox run again (POST /v1/groups/{folder}/unpark) once
@@ -25,8 +25,8 @@ func cmdUnpark(ctx context.Context, args []string) error {
 		fs.Usage()
 		return errUsage
 	}
-	c := api.NewClient(*socket)
-	var in api.Inbox
+	c := apiwire.NewClient(*socket)
+	var in apiwire.Inbox
 	if err := c.Do(ctx, http.MethodGet, "/v1/groups/"+url.PathEscape(*folder)+"/messages?limit=1", nil, &in); err != nil {
 		return err
 	}

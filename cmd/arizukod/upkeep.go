@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/arizuko/arizukod/api"
+	"github.com/arizuko/arizukod/api/apiwire"
 	"github.com/arizuko/arizukod/config"
 	"github.com/arizuko/arizukod/groupfolder"
 	"github.com/arizuko/arizukod/retention"
@@ -31,7 +31,7 @@ func runPrune(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	rep, err := api.NewClient(*socket).Prune(ctx, *dry)
+	rep, err := apiwire.NewClient(*socket).Prune(ctx, *dry)
 	if daemonAbsent(err) {
 		fmt.Fprintf(os.Stderr, "arizukod prune: no daemon at %s: pruning its store directly\n", *socket)
 		rep, err = pruneDirect(ctx, *cfgPath, *dry)
@@ -61,13 +61,15 @@ func runPrune(ctx context.Context, args []string, stdout io.Writer) error {
 	return nil
 }
 
-func pruneDirect(ctx context.Context, cfgPath string, dry bool) (retention.Report, error) {
+// pruneDirect prunes the store directly and reports it as the API would.
+func pruneDirect(ctx context.Context, cfgPath string, dry bool) (apiwire.PruneReport, error) {
 	cfg, layout, st, err := openStoreDirect(ctx, cfgPath)
 	if err != nil {
-		return retention.Report{}, err
+		return apiwire.PruneReport{}, err
 	}
 	defer st.Close()
-	return retention.Prune(ctx, st, layout, cfg.Retention, time.Now(), dry)
+	rep, err := retention.Prune(ctx, st, layout, cfg.Retention, time.Now(), dry)
+	return apiwire.PruneReport(rep), err
 }
 
 func cmdBackup(ctx context.Context, args []string) error { return runBackup(ctx, args, os.Stdout) }
@@ -115,7 +117,7 @@ func runBackup(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	defer os.Remove(tmp.Name())
 	res := backupResult{File: abs}
-	res.Bytes, err = api.NewClient(*socket).Backup(ctx, tmp)
+	res.Bytes, err = apiwire.NewClient(*socket).Backup(ctx, tmp)
 	tmp.Close()
 	if daemonAbsent(err) {
 		fmt.Fprintf(os.Stderr, "arizukod backup: no daemon at %s: copying its store directly\n", *socket)

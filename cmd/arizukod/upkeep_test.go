@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/arizuko/arizukod/retention"
+	"github.com/arizuko/arizukod/api/apiwire"
 	"github.com/arizuko/arizukod/store"
 )
 
@@ -68,7 +68,7 @@ func TestUpkeepDirect(t *testing.T) {
 	if err := runPrune(ctx, []string{"--json", "--dry-run", "--socket", socket, "--config", cfg}, &out); err != nil {
 		t.Fatal(err)
 	}
-	var rep retention.Report
+	var rep apiwire.PruneReport
 	if err := json.Unmarshal(out.Bytes(), &rep); err != nil || !rep.DryRun {
 		t.Fatalf("prune --json: %q %v", out.String(), err)
 	}

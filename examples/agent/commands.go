@@ -52,12 +52,16 @@ func init() {
 		"model-as":    modelAsCommand,
 		"model-raw":   modelRawCommand,
 		"model-burst": modelBurstCommand,
+		"model-seq":   modelSeqCommand,
 		"model-retry": modelRetryCommand,
 		"fetch":       fetchCommand,
+		"fetch-auth":  fetchAuthCommand,
 		"token":       tokenCommand,
 		"scan":        scanCommand,
 		"messages":    messagesCommand,
 		"plant":       plant,
+		"project":     projectCommand,
+		"projectswap": projectSwapCommand,
 	}
 }
 
@@ -97,7 +101,7 @@ func sleep(_ contract.Input, arg string) contract.Output {
 	}
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {
-		if _, err := os.Stat(filepath.Join(ipcDir, "input", "_close")); err == nil {
+		if _, err := os.Stat(filepath.Join(ipcDir, contract.InputDir, "_close")); err == nil {
 			return ok("closed early by _close after " + time.Since(deadline.Add(-d)).Round(time.Millisecond).String())
 		}
 		time.Sleep(min(50*time.Millisecond, time.Until(deadline)))
@@ -211,7 +215,7 @@ func steer(contract.Input, string) contract.Output {
 	case <-time.After(2 * time.Minute):
 		return fail("steer: no SIGUSR1 within 2m")
 	}
-	dir := filepath.Join(ipcDir, "input")
+	dir := filepath.Join(ipcDir, contract.InputDir)
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return fail("steer: %v", err)

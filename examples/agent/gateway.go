@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"io"
 	"io/fs"
@@ -28,8 +30,22 @@ func socketClient(path string, proxy bool) *http.Client {
 	}
 	if proxy {
 		tr.Proxy = http.ProxyURL(&url.URL{Scheme: "http", Host: "egress"})
+		tr.TLSClientConfig = &tls.Config{RootCAs: egressRoots()}
 	}
 	return &http.Client{Transport: tr, Timeout: 2 * time.Minute}
+}
+
+// egressRoots are the system's roots and the egress proxy's CA ($ARIZUKO_EGRESS_CA),
+// which signs the certificates of the hosts the proxy sends a secret to.
+func egressRoots() *x509.CertPool {
+	roots, err := x509.SystemCertPool()
+	if err != nil {
+		roots = x509.NewCertPool()
+	}
+	if b, err := os.ReadFile(os.Getenv("ARIZUKO_EGRESS_CA")); err == nil {
+		roots.AppendCertsFromPEM(b)
+	}
+	return roots
 }
 
 func socketPath(env, name string) string {
@@ -97,6 +113,29 @@ func modelBurstCommand(_ contract.Input, arg string) contract.Output {
 	return report(map[string]any{"statuses": statuses})
 }
 
+// modelSeqCommand asks the model N times, one after another, as the requests of one
+// agent turn come: "model-seq N TEXT" answers the status of each answer and the error of
+// the first refused one.
+func modelSeqCommand(_ contract.Input, arg string) contract.Output {
+	count, text, _ := strings.Cut(arg, " ")
+	n, err := strconv.Atoi(count)
+	if err != nil || n < 1 || n > 64 {
+		return fail("model-seq: want a count from 1 to 64 and a text, got %q", arg)
+	}
+	token := os.Getenv("ARIZUKO_MODEL_TOKEN")
+	statuses := []any{}
+	var refused any
+	for range n {
+		var answer map[string]any
+		json.Unmarshal([]byte(askModel(token, text).Result), &answer)
+		statuses = append(statuses, answer["status"])
+		if refused == nil && answer["error"] != nil {
+			refused = answer["error"]
+		}
+	}
+	return report(map[string]any{"statuses": statuses, "error": refused})
+}
+
 func askModel(token, text string) contract.Output {
 	body, _ := json.Marshal(map[string]any{
 		"model": "claude-test", "max_tokens": 256, "stream": true,
@@ -106,7 +145,7 @@ func askModel(token, text string) contract.Output {
 	req.Header.Set("X-Api-Key", token)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Anthropic-Version", "2023-06-01")
-	resp, err := socketClient(socketPath("ARIZUKO_MODEL_SOCKET", "model.sock"), false).Do(req)
+	resp, err := socketClient(socketPath("ARIZUKO_MODEL_SOCKET", contract.ModelSocket), false).Do(req)
 	if err != nil {
 		return fail("model: %v", err)
 	}
@@ -163,7 +202,7 @@ func modelRawCommand(_ contract.Input, arg string) contract.Output {
 		return fail("model-raw: %v", err)
 	}
 	req.Header.Set("X-Api-Key", os.Getenv("ARIZUKO_MODEL_TOKEN"))
-	resp, err := socketClient(socketPath("ARIZUKO_MODEL_SOCKET", "model.sock"), false).Do(req)
+	resp, err := socketClient(socketPath("ARIZUKO_MODEL_SOCKET", contract.ModelSocket), false).Do(req)
 	if err != nil {
 		return fail("model-raw: %v", err)
 	}
@@ -172,9 +211,26 @@ func modelRawCommand(_ contract.Input, arg string) contract.Output {
 	return report(map[string]any{"status": resp.StatusCode, "body": string(b)})
 }
 
-// fetchCommand gets a URL through the egress proxy: "fetch URL".
+// fetchCommand gets a URL through the egress proxy: "fetch URL", or "fetch-auth VAR URL"
+// sending "Authorization: Bearer $VAR" (a placeholder the proxy swaps for its secret).
 func fetchCommand(_ contract.Input, arg string) contract.Output {
-	resp, err := socketClient(socketPath("ARIZUKO_EGRESS_SOCKET", "egress.sock"), true).Get(arg)
+	return fetch(arg, "")
+}
+
+func fetchAuthCommand(_ contract.Input, arg string) contract.Output {
+	name, u, _ := strings.Cut(arg, " ")
+	return fetch(u, "Bearer "+os.Getenv(name))
+}
+
+func fetch(u, auth string) contract.Output {
+	req, err := http.NewRequest(http.MethodGet, u, nil)
+	if err != nil {
+		return fail("fetch: %v", err)
+	}
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	resp, err := socketClient(socketPath("ARIZUKO_EGRESS_SOCKET", contract.EgressSocket), true).Do(req)
 	if err != nil {
 		return report(map[string]any{"status": 0, "error": err.Error()})
 	}

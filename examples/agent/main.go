@@ -26,7 +26,9 @@
 //	model TEXT        ask the model through the gateway (model.sock), streamed; answer its text
 //	model-as TOK TEXT the same with another token; model-raw METHOD PATH: a bare request
 //	model-burst N TEXT ask the model N times at once; answer the status of each answer
+//	model-seq N TEXT  ask the model N times one after another; answer each status
 //	fetch URL         get URL through the egress proxy (egress.sock); answer status and body
+//	fetch-auth VAR URL  the same, sending "Authorization: Bearer $VAR"
 //	token             answer the turn's model token
 //	scan PREFIX       answer where PREFIX appears in its environment and readable files
 //	messages          answer the turn's messages (sender, chat, time, content) and its chat
@@ -47,7 +49,7 @@ import (
 )
 
 // ipcDir is where arizukod mounts the group's IPC directory.
-const ipcDir = "/var/run/pub/arizuko"
+const ipcDir = contract.IPCDir
 
 // steered receives SIGUSR1, arizukod's signal that steering messages wait in the IPC input
 // directory. An agent must catch it from its start: its default action ends the process.

@@ -25,8 +25,8 @@ import (
 )
 
 const (
-	routerSocket  = ipcDir + "/router.sock"
-	sidecarDir    = ipcDir + "/sidecars"
+	routerSocket  = ipcDir + "/" + contract.RouterSocket
+	sidecarDir    = ipcDir + "/" + contract.SidecarDir
 	mcpProtocol   = "2025-06-18"
 	mcpDeadline   = 30 * time.Second
 	maxMCPMessage = 16 << 20

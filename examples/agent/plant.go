@@ -47,7 +47,7 @@ func plant(_ contract.Input, arg string) contract.Output {
 	if err != nil {
 		return fail("plant: %v", err)
 	}
-	input := filepath.Join(ipcDir, "input")
+	input := filepath.Join(ipcDir, contract.InputDir)
 	switch mode {
 	case "close":
 		os.Remove(filepath.Join(input, "_close"))
@@ -60,7 +60,7 @@ func plant(_ contract.Input, arg string) contract.Output {
 		}
 	case "race":
 		var paths []string
-		for _, name := range []string{"input", "model.sock", "egress.sock", "router.sock", "sidecars"} {
+		for _, name := range []string{contract.InputDir, contract.ModelSocket, contract.EgressSocket, contract.RouterSocket, contract.SidecarDir} {
 			paths = append(paths, filepath.Join(ipcDir, name))
 		}
 		return race(paths, target, d)

@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -17,6 +18,18 @@ type Sandbox struct {
 	GID        int               `json:"gid"`
 	Caps       map[string]string `json:"caps"` // CapInh, CapPrm, CapEff, CapBnd, CapAmb from /proc/self/status
 	NoNewPrivs string            `json:"noNewPrivs"`
+	// NoNewPrivsPrctl is prctl(PR_GET_NO_NEW_PRIVS): gVisor's /proc/self/status has no
+	// NoNewPrivs line, the syscall answers on every kernel.
+	NoNewPrivsPrctl int `json:"noNewPrivsPrctl"`
+	// Kernel is /proc/version: gVisor says "Linux version 4.4.0 #1 SMP Sun Jan 10 ...".
+	Kernel string `json:"kernel"`
+	// Dmesg are the first lines of the kernel's log as syslog(2) reads it, where the
+	// agent may read it: gVisor's own ("Starting gVisor..."); none under runc, whose
+	// kernel log needs CAP_SYSLOG.
+	Dmesg []string `json:"dmesg,omitempty"`
+	// MemTotal is /proc/meminfo's, in bytes: gVisor's kernel has as much memory as the
+	// container's limit, and shows no cgroup files to read it from.
+	MemTotal   int64             `json:"memTotal"`
 	Seccomp    string            `json:"seccomp"`
 	Writable   map[string]bool   `json:"writable"` // path -> a file could be created there
 	Interfaces []string          `json:"interfaces"`
@@ -47,6 +60,12 @@ func inspectSandbox() Sandbox {
 		Rlimits:  map[string]uint64{},
 	}
 	readStatus(&s)
+	s.NoNewPrivsPrctl, _ = unix.PrctlRetInt(unix.PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0)
+	if b, err := os.ReadFile("/proc/version"); err == nil {
+		s.Kernel = strings.TrimSpace(string(b))
+	}
+	s.Dmesg = readDmesg(3)
+	s.MemTotal = memTotal()
 	paths := append([]string{}, probedPaths...)
 	if extras, err := os.ReadDir("/workspace/extra"); err == nil {
 		for _, e := range extras {
@@ -94,6 +113,32 @@ func readStatus(s *Sandbox) {
 			s.Seccomp = v
 		}
 	}
+}
+
+// memTotal is MemTotal of /proc/meminfo in bytes, 0 when unknown.
+func memTotal() int64 {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "MemTotal:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// readDmesg returns the first n lines of the kernel's log, nil when it cannot be read.
+func readDmesg(n int) []string {
+	buf := make([]byte, 16<<10)
+	got, err := unix.Klogctl(unix.SYSLOG_ACTION_READ_ALL, buf)
+	if err != nil || got <= 0 {
+		return nil
+	}
+	lines := strings.Split(strings.TrimSpace(string(buf[:got])), "\n")
+	return lines[:min(n, len(lines))]
 }
 
 func canWrite(dir string) bool {

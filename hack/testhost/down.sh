@@ -177,6 +177,7 @@ main() {
 	rm -f "$ENV_FILE"
 
 	remove_containers podman4 "$P4_SOCK"
+	remove_containers podman4-gvisor "$PG_SOCK"
 	remove_containers podman5 "$P5_SOCK"
 	remove_containers docker "$DK_SOCK"
 	[[ -z $uid ]] || remove_containers podman-rootless "$(rootless_sock "$uid")"
@@ -192,11 +193,12 @@ main() {
 	stop_service dockerd 30
 	stop_service containerd
 	stop_service podman4
+	stop_service podman4-gvisor
 	stop_service journald
 	sweep_leftovers "$uid"
 
 	unmount_tree "$TESTHOST_DIR"
-	rm -f "$P4_SOCK" "$P5_SOCK" "$DK_SOCK"
+	rm -f "$P4_SOCK" "$PG_SOCK" "$P5_SOCK" "$DK_SOCK"
 	if [[ -n $uid && -f $STATEDIR/mounted-rootless-runtime-dir ]]; then
 		unmount_tree "/run/user/$uid"
 		rmdir "/run/user/$uid" 2>/dev/null || true
@@ -228,6 +230,7 @@ main() {
 			rmdir /var/lib/containers/cache /var/lib/containers 2>/dev/null || true
 		fi
 		remove_packages
+		rm -rf "${RUNSC_WRAPPER%/*}"
 		say "deleting $TESTHOST_DIR"
 		rm -rf --one-file-system "$TESTHOST_DIR"
 	fi

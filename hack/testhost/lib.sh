@@ -6,9 +6,14 @@
 
 TESTHOST_DIR=${ARIZUKO_TESTHOST_DIR:-/var/tmp/arizuko-testhost}
 TESTHOST_USER=${ARIZUKO_TESTHOST_USER:-arizukotest}
+# The parent of the tests' own TMPDIR: hack/test.sh makes a fresh one in it per run and
+# checks that the tests left it empty. Short, because the tests' sockets live under it
+# and a socket's path holds 107 bytes.
+TESTHOST_TESTS_TMP=${ARIZUKO_TESTHOST_TESTS_TMP:-/var/tmp/azt}
 # Host paths that appear at the same path inside the podman 5 chroot, so bind
-# mounts of host directories (Go's t.TempDir() lives in /tmp) resolve there too.
-TESTHOST_SHARED_PATHS=${ARIZUKO_TESTHOST_SHARED_PATHS:-/tmp}
+# mounts of host directories (Go's t.TempDir() lives in $TMPDIR, else /tmp) resolve
+# there too.
+TESTHOST_SHARED_PATHS=${ARIZUKO_TESTHOST_SHARED_PATHS:-/tmp $TESTHOST_TESTS_TMP}
 TESTHOST_WAIT=${ARIZUKO_TESTHOST_WAIT:-60}
 TESTHOST_SUITE=${ARIZUKO_TESTHOST_SUITE:-trixie}
 
@@ -22,6 +27,18 @@ ENV_FILE=$TESTHOST_DIR/env
 
 P4_DIR=$TESTHOST_DIR/podman4
 P4_SOCK=$P4_DIR/podman.sock
+# podman4-gvisor: a second Podman 4.3 service whose own runtime is gVisor's runsc
+# (Podman's API has no runtime per container). Its runroot is $RUNDIR/pg: Podman
+# refuses one longer than 50 bytes.
+PG_DIR=$TESTHOST_DIR/podman4-gvisor
+PG_SOCK=$PG_DIR/podman.sock
+# The runsc wrapper every engine registers (contrib/gvisor/runsc-arizuko): on the host
+# for podman4, podman4-gvisor and rootless Podman, at the same path in the chroot for
+# podman 5.
+RUNSC_WRAPPER=/usr/local/libexec/arizuko-testhost/runsc-arizuko
+# Rootless Podman on cgroups v1 has no cgroups to give runsc: its wrapper adds
+# --ignore-cgroups (its containers have no limits there anyway).
+RUNSC_WRAPPER_ROOTLESS=/usr/local/libexec/arizuko-testhost/runsc-arizuko-rootless
 P5_DIR=$TESTHOST_DIR/podman5
 P5_SOCK=$P5_DIR/podman.sock
 DK_DIR=$TESTHOST_DIR/docker

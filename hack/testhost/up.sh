@@ -4,6 +4,7 @@
 # Starts, each with private storage and configuration under
 # ${ARIZUKO_TESTHOST_DIR:-/var/tmp/arizuko-testhost}:
 #   podman4          Debian 12 podman 4.3, rootful API service
+#   podman4-gvisor   the same podman 4.3 with gVisor's runsc as its own runtime
 #   podman5          Debian 13 podman 5.x in a debootstrap chroot, rootful API service
 #   docker           Debian 12 docker.io dockerd with its own containerd
 #   podman-rootless  podman 4.3 API service of the unprivileged user arizukotest
@@ -22,13 +23,15 @@ usage: $0
 Installs the needed distro packages and starts the test host engines.
 Environment: ARIZUKO_TESTHOST_DIR (default /var/tmp/arizuko-testhost),
 ARIZUKO_TESTHOST_USER (default arizukotest), ARIZUKO_TESTHOST_SHARED_PATHS
-(host paths visible at the same path in the podman 5 chroot, default /tmp),
+(host paths visible at the same path in the podman 5 chroot, default /tmp and
+ARIZUKO_TESTHOST_TESTS_TMP), ARIZUKO_TESTHOST_TESTS_TMP (the parent of the
+TMPDIR hack/test.sh gives the tests, default /var/tmp/azt),
 ARIZUKO_TESTHOST_MIRROR (Debian mirror for the chroot), ARIZUKO_TESTHOST_WAIT
 (seconds to wait for each service, default 60).
 EOF
 }
 
-DEB_PACKAGES=(podman runc uidmap slirp4netns fuse-overlayfs catatonit conmon
+DEB_PACKAGES=(podman runc runsc uidmap slirp4netns fuse-overlayfs catatonit conmon
 	busybox-static socat debootstrap debian-archive-keyring docker.io containerd
 	systemd systemd-container curl jq util-linux passwd ca-certificates)
 RPM_PACKAGES=(podman runc shadow-utils slirp4netns fuse-overlayfs catatonit conmon
@@ -98,6 +101,9 @@ debian_mirror() {
 	printf '%s\n' "${uri:-http://deb.debian.org/debian}"
 }
 
+# containers_conf RUNTIME RUNSC [TMP_DIR NETWORK_DIR]: the configuration of a test
+# Podman whose own runtime is RUNTIME, with gVisor registered as "runsc" through the
+# wrapper RUNSC (contrib/gvisor/runsc-arizuko: runsc with --network=none --host-uds=all).
 containers_conf() {
 	cat <<EOF
 # Written by hack/testhost/up.sh: private configuration of a test engine.
@@ -106,27 +112,49 @@ default_ulimits = ["nofile=1024:1024", "nproc=4096:4096"]
 log_driver = "k8s-file"
 
 [engine]
-runtime = "runc"
+runtime = "$1"
 cgroup_manager = "cgroupfs"
 events_logger = "file"
 EOF
-	if [[ -n ${1:-} ]]; then
-		printf 'tmp_dir = "%s"\n\n[network]\nnetwork_config_dir = "%s"\n' "$1" "$2"
+	if [[ -n ${3:-} ]]; then
+		printf 'tmp_dir = "%s"\n\n[network]\nnetwork_config_dir = "%s"\n' "$3" "$4"
 	fi
+	printf '\n[engine.runtimes]\nrunsc = ["%s"]\n' "$2"
+}
+
+# install_runsc_wrappers puts the runsc wrappers where the engines find them: on the
+# host, and in the podman 5 chroot (whose runsc is Debian 13's).
+install_runsc_wrappers() {
+	local src=$HERE/../../contrib/gvisor/runsc-arizuko
+	[[ -f $src ]] || die "$src is missing"
+	install -D -m 0755 "$src" "$RUNSC_WRAPPER"
+	sed 's|--host-uds=all|--host-uds=all --ignore-cgroups|' "$src" >"$RUNSC_WRAPPER_ROOTLESS.tmp"
+	chmod 0755 "$RUNSC_WRAPPER_ROOTLESS.tmp"
+	mv -f "$RUNSC_WRAPPER_ROOTLESS.tmp" "$RUNSC_WRAPPER_ROOTLESS"
+	install -D -m 0755 "$src" "$CHROOT$RUNSC_WRAPPER"
 }
 
 write_configs() {
-	mkdir -p "$P4_DIR/storage" "$P4_DIR/networks" "$P5_DIR" "$DK_DIR/data" "$DK_DIR/containerd"
-	containers_conf "$RUNDIR/podman4/tmp" "$P4_DIR/networks" >"$P4_DIR/containers.conf"
+	mkdir -p "$P4_DIR/storage" "$P4_DIR/networks" "$PG_DIR/storage" "$PG_DIR/networks" "$P5_DIR" "$DK_DIR/data" "$DK_DIR/containerd"
+	containers_conf runc "$RUNSC_WRAPPER" "$RUNDIR/podman4/tmp" "$P4_DIR/networks" >"$P4_DIR/containers.conf"
 	cat >"$P4_DIR/storage.conf" <<EOF
 [storage]
 driver = "overlay"
 graphroot = "$P4_DIR/storage"
 runroot = "$RUNDIR/podman4/storage"
 EOF
-	containers_conf >"$P5_DIR/containers.conf"
-	# dockerd 20.10 would write its identity key to /etc/docker/key.json.
-	printf '{"deprecated-key-path": "%s"}\n' "$DK_DIR/key.json" >"$DK_DIR/daemon.json"
+	containers_conf runsc "$RUNSC_WRAPPER" "$RUNDIR/pg/tmp" "$PG_DIR/networks" >"$PG_DIR/containers.conf"
+	cat >"$PG_DIR/storage.conf" <<EOF
+[storage]
+driver = "overlay"
+graphroot = "$PG_DIR/storage"
+runroot = "$RUNDIR/pg/storage"
+EOF
+	containers_conf runc "$RUNSC_WRAPPER" >"$P5_DIR/containers.conf"
+	# dockerd 20.10 would write its identity key to /etc/docker/key.json. gVisor is
+	# registered per container, with its flags as runtimeArgs.
+	printf '{"deprecated-key-path": "%s", "runtimes": {"runsc": {"path": "/usr/bin/runsc", "runtimeArgs": ["--network=none", "--host-uds=all"]}}}\n' \
+		"$DK_DIR/key.json" >"$DK_DIR/daemon.json"
 	cat >"$DK_DIR/containerd.toml" <<EOF
 # Written by hack/testhost/up.sh: the private containerd of the test dockerd.
 version = 2
@@ -188,7 +216,7 @@ ensure_user() {
 		touch "$STATEDIR/mounted-rootless-runtime-dir"
 	fi
 	install -d -o "$uid" -g "$gid" -m 0700 "$home/.config" "$home/.config/containers"
-	containers_conf >"$home/.config/containers/containers.conf"
+	containers_conf runc "$RUNSC_WRAPPER_ROOTLESS" >"$home/.config/containers/containers.conf"
 	# Without this podman 4.3 picks vfs, which copies every image per container.
 	# /dev/fuse is root-only here, so this is the kernel's native rootless overlay.
 	printf '[storage]\ndriver = "overlay"\n' >"$home/.config/containers/storage.conf"
@@ -214,7 +242,7 @@ ensure_chroot() {
 	mkdir -p "$partial/etc/dpkg/dpkg.cfg.d"
 	echo force-unsafe-io >"$partial/etc/dpkg/dpkg.cfg.d/arizuko-testhost-unsafe-io"
 	say "debootstrap $TESTHOST_SUITE from $mirror into $CHROOT (minutes; log $LOGDIR/debootstrap.log)"
-	if ! debootstrap --variant=minbase --include=podman,runc,uidmap,ca-certificates \
+	if ! debootstrap --variant=minbase --include=podman,runc,runsc,uidmap,ca-certificates \
 		"$TESTHOST_SUITE" "$partial" "$mirror" >"$LOGDIR/debootstrap.log" 2>&1; then
 		tail -n 30 "$LOGDIR/debootstrap.log" >&2
 		unmount_tree "$partial"
@@ -226,14 +254,31 @@ ensure_chroot() {
 	dpkg-query --admindir="$CHROOT/var/lib/dpkg" -W -f='podman ${Version}\n' podman >"$CHROOT_MARKER"
 }
 
+# chroot_runsc installs gVisor's runsc in a chroot made before it was on the list.
+chroot_runsc() {
+	[[ -x $CHROOT/usr/bin/runsc ]] && return 0
+	say "installing runsc in $CHROOT"
+	local apt=(chroot "$CHROOT" env -i PATH="$CLEAN_PATH" DEBIAN_FRONTEND=noninteractive apt-get -y -q)
+	"${apt[@]}" install --no-install-recommends runsc >>"$LOGDIR/chroot-apt.log" 2>&1 ||
+		{ "${apt[@]}" update >>"$LOGDIR/chroot-apt.log" 2>&1 && "${apt[@]}" install --no-install-recommends runsc >>"$LOGDIR/chroot-apt.log" 2>&1; } ||
+		die "cannot install runsc in $CHROOT (log $LOGDIR/chroot-apt.log)"
+}
+
 # mount_chroot makes the chroot usable by podman 5. Order matters:
 #  1. the chroot onto itself (else image unpacking fails: "remount /, flags: 0x44000")
 #  2. /proc /sys /dev recursively, each made a slave at once, so unmounting the
 #     copy can never unmount the host's /dev/pts and friends
 #  3. a fresh tmpfs /run (podman's runroot and tmp_dir)
-#  4. the shared host paths (default /tmp) and the socket folder at the same paths
+#  4. the shared host paths (default /tmp and the tests' TMPDIR parent) and the
+#     socket folder at the same paths. A shared path is bound alone, not
+#     recursively, and private: a mount below it on the host (another engine's
+#     overlay under /tmp) is neither copied in now nor propagated later, so no
+#     copy in the chroot, or in a container of podman 5, keeps it busy ("device or
+#     resource busy" in that engine's storage).
 mount_chroot() {
 	local d p
+	mkdir -p "$TESTHOST_TESTS_TMP"
+	chmod 1777 "$TESTHOST_TESTS_TMP"
 	if ! is_mountpoint "$CHROOT"; then
 		mount --bind "$CHROOT" "$CHROOT"
 		mount --make-private "$CHROOT"
@@ -249,8 +294,8 @@ mount_chroot() {
 		[[ -d $p ]] || die "shared path $p is not a directory"
 		mkdir -p "$CHROOT$p"
 		if ! is_mountpoint "$CHROOT$p"; then
-			mount --rbind "$p" "$CHROOT$p"
-			mount --make-rslave "$CHROOT$p"
+			mount --bind "$p" "$CHROOT$p"
+			mount --make-rprivate "$CHROOT$p"
 		fi
 	done
 	mkdir -p "$CHROOT$P5_DIR"
@@ -345,6 +390,7 @@ start_podman4() {
 
 start_podman5() {
 	mount_chroot
+	chroot_runsc
 	restart_if_deaf podman5 "$P5_SOCK"
 	if ! service_pid podman5 >/dev/null; then
 		rm -f "$P5_SOCK"
@@ -353,6 +399,18 @@ start_podman5() {
 	start_service podman5 "$P5_SOCK" env -i PATH="$CLEAN_PATH" HOME=/root TMPDIR="$P5_DIR/tmp" \
 		CONTAINERS_CONF="$P5_DIR/containers.conf" PODMAN_IGNORE_CGROUPSV1_WARNING=1 \
 		chroot "$CHROOT" /usr/bin/podman system service --time=0 "unix://$P5_SOCK"
+}
+
+start_podman4_gvisor() {
+	restart_if_deaf podman4-gvisor "$PG_SOCK"
+	if ! service_pid podman4-gvisor >/dev/null; then
+		rm -f "$PG_SOCK"
+		fresh_tmpdir "$PG_DIR/tmp"
+	fi
+	start_service podman4-gvisor "$PG_SOCK" env -i PATH="$CLEAN_PATH" HOME=/root TMPDIR="$PG_DIR/tmp" \
+		CONTAINERS_CONF="$PG_DIR/containers.conf" CONTAINERS_STORAGE_CONF="$PG_DIR/storage.conf" \
+		podman --root "$PG_DIR/storage" --runroot "$RUNDIR/pg/storage" \
+		system service --time=0 "unix://$PG_SOCK"
 }
 
 start_containerd() {
@@ -519,6 +577,7 @@ write_env() {
 		printf 'export %s=%q\n' \
 			ARIZUKO_TESTHOST_DIR "$TESTHOST_DIR" \
 			ARIZUKO_TEST_PODMAN4 "unix://$P4_SOCK" \
+			ARIZUKO_TEST_PODMAN4_GVISOR "unix://$PG_SOCK" \
 			ARIZUKO_TEST_PODMAN5 "unix://$P5_SOCK" \
 			ARIZUKO_TEST_DOCKER "unix://$DK_SOCK" \
 			ARIZUKO_TEST_PODMAN_ROOTLESS "unix://$(rootless_sock "$uid")" \
@@ -529,6 +588,7 @@ write_env() {
 			ARIZUKO_TEST_ROOTLESS_RUNTIME_DIR "/run/user/$uid" \
 			ARIZUKO_TEST_PODMAN5_CHROOT "$CHROOT" \
 			ARIZUKO_TEST_PODMAN5_SHARED_PATHS "$TESTHOST_SHARED_PATHS" \
+			ARIZUKO_TESTHOST_TESTS_TMP "$TESTHOST_TESTS_TMP" \
 			ARIZUKO_TEST_PODMAN5_QUADLET "$CHROOT/usr/libexec/podman/quadlet" \
 			ARIZUKO_TEST_SYSTEMD_USER 1 \
 			ARIZUKO_TEST_SYSTEMD_RUNTIME_DIR "$SYSTEMD_RUNTIME_DIR" \
@@ -562,6 +622,7 @@ main() {
 	write_configs
 	ensure_user
 	ensure_chroot
+	install_runsc_wrappers
 	uid=$(rootless_uid)
 
 	# Paths the engines use whatever their configuration says: dockerd's plugin
@@ -573,6 +634,7 @@ main() {
 
 	start_journald
 	start_podman4
+	start_podman4_gvisor
 	start_containerd
 	start_podman5
 	start_rootless
@@ -582,6 +644,7 @@ main() {
 	start_dockerd
 
 	wait_for podman4 ping_ok "$P4_SOCK"
+	wait_for podman4-gvisor ping_ok "$PG_SOCK"
 	wait_for podman5 ping_ok "$P5_SOCK"
 	wait_for podman-rootless ping_ok "$(rootless_sock "$uid")"
 	wait_for dockerd ping_ok "$DK_SOCK"
@@ -591,6 +654,7 @@ main() {
 
 	printf '%-16s %-34s %s\n' ENGINE VERSION SOCKET
 	printf '%-16s %-34s %s\n' podman4 "$(engine_version "$P4_SOCK")" "unix://$P4_SOCK"
+	printf '%-16s %-34s %s\n' podman4-gvisor "$(engine_version "$PG_SOCK")" "unix://$PG_SOCK"
 	printf '%-16s %-34s %s\n' podman5 "$(engine_version "$P5_SOCK")" "unix://$P5_SOCK"
 	printf '%-16s %-34s %s\n' docker "$(engine_version "$DK_SOCK")" "unix://$DK_SOCK"
 	printf '%-16s %-34s %s\n' podman-rootless "$(engine_version "$(rootless_sock "$uid")")" "unix://$(rootless_sock "$uid")"

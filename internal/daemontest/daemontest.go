@@ -1,7 +1,8 @@
 // Package daemontest runs the real arizukod in tests: it builds the binary once per test
-// process, writes a configuration over a fresh directory under /tmp, starts `arizukod serve`
-// as a subprocess on a real engine of the test host, talks to it over its unix socket and,
-// at cleanup, stops it and checks that no container of its instance is left.
+// process, writes a configuration over a fresh directory in $TMPDIR (else /tmp), starts
+// `arizukod serve` as a subprocess on a real engine of the test host, talks to it over its
+// unix socket and, at cleanup, stops it and checks that no container of its instance is
+// left.
 //
 // It owns only the daemons it starts, their directories and the private Podman services it
 // starts (podman.go). It must not stop, restart or reconfigure the test host's engines,
@@ -32,7 +33,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/arizuko/arizukod/api"
+	"github.com/arizuko/arizukod/api/apiwire"
 	"github.com/arizuko/arizukod/contract"
 	"github.com/arizuko/arizukod/internal/enginetest"
 	"github.com/arizuko/arizukod/runtime/engine"
@@ -54,7 +55,7 @@ var (
 func Binary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
-		binDir, buildErr = os.MkdirTemp("/tmp", "arizukod-bin-")
+		binDir, buildErr = os.MkdirTemp("", "arizukod-bin-")
 		if buildErr != nil {
 			return
 		}
@@ -124,14 +125,14 @@ type Config struct {
 // Daemon is one arizukod of a test, over its own directory.
 type Daemon struct {
 	Config
-	Dir        string // the test's directory under /tmp, mode 0755
+	Dir        string // the test's directory in $TMPDIR, mode 0755
 	DataDir    string
 	Socket     string
 	ConfigPath string
 	Instance   string // the io.arizuko.instance label of its containers
 	Bin        string
 	Eng        engine.Engine
-	Client     *api.Client
+	Client     *apiwire.Client
 	StderrLog  string // the daemon's stderr (journald has its log while it runs)
 
 	t      testing.TB
@@ -153,7 +154,7 @@ func New(t testing.TB, cfg Config) *Daemon {
 	if cfg.Claude {
 		image = enginetest.EnsureClaudeImage(t, cfg.Engine, eng)
 	}
-	dir, err := os.MkdirTemp("/tmp", "arizuko-dt-")
+	dir, err := os.MkdirTemp("", "arizuko-dt-")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +166,7 @@ func New(t testing.TB, cfg Config) *Daemon {
 		ConfigPath: filepath.Join(dir, "arizukod.toml"), Instance: "test-" + RandHex(6), Bin: bin, Eng: eng,
 		t: t, StderrLog: filepath.Join(dir, "stderr.log"), image: image,
 	}
-	d.Client = api.NewClient(d.Socket)
+	d.Client = apiwire.NewClient(d.Socket)
 	if err := copyTree(filepath.Join(repoRoot(t), "container", "skills"), filepath.Join(dir, "skills")); err != nil {
 		t.Fatal(err)
 	}
@@ -341,7 +342,7 @@ func (d *Daemon) Running() bool {
 }
 
 // WaitHealthy polls GET /health until it answers 200 ok with the engine's details known.
-func (d *Daemon) WaitHealthy(t testing.TB, timeout time.Duration) api.HealthReport {
+func (d *Daemon) WaitHealthy(t testing.TB, timeout time.Duration) apiwire.HealthReport {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	var last string
@@ -350,7 +351,7 @@ func (d *Daemon) WaitHealthy(t testing.TB, timeout time.Duration) api.HealthRepo
 			t.Fatalf("arizukod exited during start: %s\n%s", d.cmd.ProcessState, d.Output())
 		}
 		h, code, err := d.Health()
-		if err == nil && code == http.StatusOK && h.Status == "ok" && h.Engine.Limits != api.LimitsPending {
+		if err == nil && code == http.StatusOK && h.Status == "ok" && h.Engine.Limits != apiwire.LimitsPending {
 			return h
 		}
 		last = fmt.Sprintf("HTTP %d %+v %v", code, h, err)
@@ -362,8 +363,8 @@ func (d *Daemon) WaitHealthy(t testing.TB, timeout time.Duration) api.HealthRepo
 }
 
 // Health asks GET /health and returns the report and the HTTP status.
-func (d *Daemon) Health() (api.HealthReport, int, error) {
-	var h api.HealthReport
+func (d *Daemon) Health() (apiwire.HealthReport, int, error) {
+	var h apiwire.HealthReport
 	code, body, err := d.Do(http.MethodGet, "/health", "", nil)
 	if err != nil {
 		return h, code, err
@@ -437,8 +438,8 @@ func (d *Daemon) signal(t testing.TB, sig syscall.Signal, wait time.Duration) {
 // AddGroup registers folder.
 func (d *Daemon) AddGroup(t testing.TB, folder string) {
 	t.Helper()
-	var g api.Group
-	if err := d.Client.Do(context.Background(), http.MethodPost, "/v1/groups", api.PutGroupRequest{Folder: folder}, &g); err != nil {
+	var g apiwire.Group
+	if err := d.Client.Do(context.Background(), http.MethodPost, "/v1/groups", apiwire.PutGroupRequest{Folder: folder}, &g); err != nil {
 		t.Fatalf("register group %s: %v", folder, err)
 	}
 }
@@ -446,17 +447,17 @@ func (d *Daemon) AddGroup(t testing.TB, folder string) {
 // PutGroup registers folder with a container config (JSON).
 func (d *Daemon) PutGroup(t testing.TB, folder, containerConfig string) {
 	t.Helper()
-	var g api.Group
-	req := api.PutGroupRequest{Folder: folder, ContainerConfig: json.RawMessage(containerConfig)}
+	var g apiwire.Group
+	req := apiwire.PutGroupRequest{Folder: folder, ContainerConfig: json.RawMessage(containerConfig)}
 	if err := d.Client.Do(context.Background(), http.MethodPost, "/v1/groups", req, &g); err != nil {
 		t.Fatalf("register group %s with %s: %v", folder, containerConfig, err)
 	}
 }
 
 // Submit queues a turn of folder with one message.
-func (d *Daemon) Submit(t testing.TB, folder, message string) api.Run {
+func (d *Daemon) Submit(t testing.TB, folder, message string) apiwire.Run {
 	t.Helper()
-	r, err := d.Client.CreateRun(context.Background(), api.CreateRunRequest{Folder: folder, Messages: []contract.Message{{Content: message}}})
+	r, err := d.Client.CreateRun(context.Background(), apiwire.CreateRunRequest{Folder: folder, Messages: []contract.Message{{Content: message}}})
 	if err != nil {
 		t.Fatalf("submit %q to %s: %v", message, folder, err)
 	}
@@ -464,7 +465,7 @@ func (d *Daemon) Submit(t testing.TB, folder, message string) api.Run {
 }
 
 // Wait waits up to timeout for run id to end.
-func (d *Daemon) Wait(t testing.TB, id string, timeout time.Duration) api.Run {
+func (d *Daemon) Wait(t testing.TB, id string, timeout time.Duration) apiwire.Run {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -476,15 +477,15 @@ func (d *Daemon) Wait(t testing.TB, id string, timeout time.Duration) api.Run {
 }
 
 // Turn submits a turn and waits for it.
-func (d *Daemon) Turn(t testing.TB, folder, message string) api.Run {
+func (d *Daemon) Turn(t testing.TB, folder, message string) apiwire.Run {
 	t.Helper()
 	return d.Wait(t, d.Submit(t, folder, message).ID, 2*time.Minute)
 }
 
 // GetRun reads one run.
-func (d *Daemon) GetRun(t testing.TB, id string) api.Run {
+func (d *Daemon) GetRun(t testing.TB, id string) apiwire.Run {
 	t.Helper()
-	var r api.Run
+	var r apiwire.Run
 	if err := d.Client.Do(context.Background(), http.MethodGet, "/v1/runs/"+url.PathEscape(id), nil, &r); err != nil {
 		t.Fatalf("get run %s: %v", id, err)
 	}
@@ -492,7 +493,7 @@ func (d *Daemon) GetRun(t testing.TB, id string) api.Run {
 }
 
 // WaitRunning polls run id until it runs in a container.
-func (d *Daemon) WaitRunning(t testing.TB, id string, timeout time.Duration) api.Run {
+func (d *Daemon) WaitRunning(t testing.TB, id string, timeout time.Duration) apiwire.Run {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
@@ -508,10 +509,10 @@ func (d *Daemon) WaitRunning(t testing.TB, id string, timeout time.Duration) api
 }
 
 // Runs lists runs with a query such as "folder=main&state=exited".
-func (d *Daemon) Runs(t testing.TB, query string) []api.Run {
+func (d *Daemon) Runs(t testing.TB, query string) []apiwire.Run {
 	t.Helper()
 	var out struct {
-		Runs []api.Run `json:"runs"`
+		Runs []apiwire.Run `json:"runs"`
 	}
 	if err := d.Client.Do(context.Background(), http.MethodGet, "/v1/runs?"+query, nil, &out); err != nil {
 		t.Fatalf("list runs ?%s: %v", query, err)
@@ -759,7 +760,7 @@ func Find(es []Entry, msg string) Entry {
 // AppendInbox posts messages to folder's inbox and returns their ids.
 func (d *Daemon) AppendInbox(t testing.TB, folder string, msgs ...string) []int64 {
 	t.Helper()
-	req := api.InboxRequest{}
+	req := apiwire.InboxRequest{}
 	for _, m := range msgs {
 		req.Messages = append(req.Messages, contract.Message{Content: m})
 	}

@@ -33,12 +33,13 @@ type Docker struct {
 // directory.
 func StartIsolatedDocker(t testing.TB) *Docker {
 	t.Helper()
+	enginetest.Services(t, "a private dockerd")
 	for _, bin := range []string{"dockerd", "containerd", "docker"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			enginetest.Missing(t, "%s: %v", bin, err)
 		}
 	}
-	dir, err := os.MkdirTemp("/tmp", "arizuko-docker-")
+	dir, err := os.MkdirTemp("", "arizuko-docker-")
 	if err != nil {
 		t.Fatal(err)
 	}

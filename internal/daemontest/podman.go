@@ -59,10 +59,11 @@ func StartIsolatedPodman(t testing.TB, networks ...string) *Podman {
 
 func startPodman(t testing.TB, netns bool, networks []string) *Podman {
 	t.Helper()
+	enginetest.Services(t, "a private Podman service")
 	if _, err := exec.LookPath("podman"); err != nil {
 		enginetest.Missing(t, "podman: %v", err)
 	}
-	dir, err := os.MkdirTemp("/tmp", "arizuko-podman-")
+	dir, err := os.MkdirTemp("", "arizuko-podman-")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,10 +1,16 @@
 // Package enginetest gives tests the real container engines of the test host that
 // hack/testhost/up.sh starts, and the example agent image inside each of them. It owns no
-// engine: it only reads the addresses up.sh exported.
+// engine: it only reads the addresses up.sh exported. It also reads back the hardening a
+// Quadlet unit or an engine command line gives its container (QuadletHardening,
+// ArgvHardening), for the tests of what renders them.
 //
-// When ARIZUKO_REQUIRE_ENGINES=1 (make test and CI set it), an engine that is missing or does
-// not answer fails the test; otherwise the test is skipped with the reason, so that a plain
-// `go test ./...` on a laptop without the test host still runs the unit tests.
+// The tests that use it live in files named *_e2e_test.go (internal/archtest checks the
+// names). They run when the real-part suite is asked for (Asked): hack/test.sh and CI set
+// ARIZUKO_REQUIRE_ENGINES=1, and sourcing the test host's env file sets
+// ARIZUKO_TESTHOST_DIR and the ARIZUKO_TEST_* addresses. When ARIZUKO_REQUIRE_ENGINES=1, an
+// engine that is missing or does not answer fails the test; otherwise the test is skipped
+// with the reason, so that a plain `go test ./...` is the unit suite alone and starts no
+// service, whatever is installed on the machine.
 package enginetest
 
 import (
@@ -49,6 +55,20 @@ var all = []struct{ name, kind, env string }{
 // Required reports whether a missing engine must fail the test.
 func Required() bool { return os.Getenv("ARIZUKO_REQUIRE_ENGINES") == "1" }
 
+// Asked reports whether the real-part suite was asked for: ARIZUKO_REQUIRE_ENGINES=1, or
+// the test host's env file sourced (ARIZUKO_TESTHOST_DIR set).
+func Asked() bool { return Required() || os.Getenv("ARIZUKO_TESTHOST_DIR") != "" }
+
+// Services skips a test that starts services of its own (a private Podman or dockerd, a
+// program installed from a registry) unless the real-part suite was asked for: a plain
+// `go test ./...` starts none, even on a machine where podman is on PATH.
+func Services(t testing.TB, what string) {
+	t.Helper()
+	if !Asked() {
+		t.Skipf("%s: a real-part test, run when ARIZUKO_REQUIRE_ENGINES=1 or the test host's env file is sourced (make test)", what)
+	}
+}
+
 // Long skips a long test under -short, except where engines are required (CI and make
 // test): there -short would turn the test into a silent pass, so it fails instead.
 func Long(t testing.TB, why string) {
@@ -79,6 +99,13 @@ func Rootful(t testing.TB) []Engine {
 		out = append(out, get(t, e.name, e.kind, e.env))
 	}
 	return out
+}
+
+// GVisor returns the engines of the test host that run containers under gVisor: Docker,
+// with runsc registered per container, and podman4-gvisor, a Podman 4.3 service whose own
+// runtime is runsc (Podman's API has no runtime per container).
+func GVisor(t testing.TB) []Engine {
+	return []Engine{get(t, "podman4-gvisor", "podman", "ARIZUKO_TEST_PODMAN4_GVISOR"), get(t, "docker", "docker", "ARIZUKO_TEST_DOCKER")}
 }
 
 // Rootless returns the rootless Podman engine and its user.
@@ -143,8 +170,8 @@ func AgentBinary(t testing.TB) string {
 
 // StaticBinary builds the Go package pkg statically into the user's cache directory
 // (arizuko-test/<checkout>/<name>, one directory per checkout of the module) and returns its
-// path. The tests' binaries live there rather than in /tmp so that a test run leaves nothing
-// behind; Go's build cache makes a rebuild cheap, and the binary is renamed into place so
+// path. The tests' binaries live there rather than in $TMPDIR so that a test run leaves
+// nothing behind; Go's build cache makes a rebuild cheap, and the binary is renamed into place so
 // that concurrent test processes never see half of it.
 func StaticBinary(pkg, name string) (string, error) {
 	cache, err := os.UserCacheDir()
@@ -216,11 +243,12 @@ func EnsureAgentImage(t testing.TB, e Engine, eng engine.Engine) string {
 	return r.ref
 }
 
-// DataDir returns a fresh data directory that the engine can bind-mount: under /tmp, which
-// the test host shares with the Podman 5 chroot at the same path.
+// DataDir returns a fresh data directory that the engine can bind-mount: in the temporary
+// directory ($TMPDIR, else /tmp), which the test host shares with the Podman 5 chroot at the
+// same path (hack/test.sh gives the tests a TMPDIR of their own there).
 func DataDir(t testing.TB) string {
 	t.Helper()
-	d, err := os.MkdirTemp("/tmp", "arizuko-data-")
+	d, err := os.MkdirTemp("", "arizuko-data-")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -394,8 +394,8 @@ func (e *Engine) Exists(name string) bool {
 // of its IPC mount; "" when it has none.
 func closeSentinel(spec engine.Spec) string {
 	for _, m := range spec.Mounts {
-		if m.Target == "/var/run/pub/arizuko" {
-			return filepath.Join(m.Source, "input", "_close")
+		if m.Target == contract.IPCDir {
+			return filepath.Join(m.Source, contract.InputDir, "_close")
 		}
 	}
 	return ""

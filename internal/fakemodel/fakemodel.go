@@ -109,6 +109,10 @@ type Reply struct {
 	ToolUse   *ToolUse
 	// InputTokens and OutputTokens are the usage reported; 0 uses the lengths.
 	InputTokens, OutputTokens int64
+	// CacheReadTokens and CacheWriteTokens are reported as the API's
+	// cache_read_input_tokens and cache_creation_input_tokens, and CacheWrite1hTokens of
+	// those as cache_creation.ephemeral_1h_input_tokens (the rest as ephemeral_5m).
+	CacheReadTokens, CacheWriteTokens, CacheWrite1hTokens int64
 }
 
 // Server is a running fake.
@@ -176,7 +180,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		"id": "msg_fake", "type": "message", "role": "assistant", "model": model,
 		"stop_reason": nil, "stop_sequence": nil, "content": []any{},
 		"usage": map[string]any{"input_tokens": rep.InputTokens, "output_tokens": 1,
-			"cache_read_input_tokens": 0, "cache_creation_input_tokens": 0},
+			"cache_read_input_tokens": rep.CacheReadTokens, "cache_creation_input_tokens": rep.CacheWriteTokens,
+			"cache_creation": map[string]any{"ephemeral_5m_input_tokens": rep.CacheWriteTokens - rep.CacheWrite1hTokens,
+				"ephemeral_1h_input_tokens": rep.CacheWrite1hTokens}},
 	}
 	if stream, _ := req.Body["stream"].(bool); !stream {
 		msg["content"] = content

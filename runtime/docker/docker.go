@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -73,7 +74,7 @@ func (d *Docker) Info(ctx context.Context) (engine.Info, error) {
 	}
 	rootless := slices.ContainsFunc(info.SecurityOptions, func(s string) bool { return strings.Contains(s, "name=rootless") })
 	return engine.Info{Name: "docker", Version: v.Version, APIVersion: v.APIVersion, Rootless: rootless, Socket: d.uri,
-		Networks: []string{engine.NetworkBridge},
+		Networks: []string{engine.NetworkBridge}, Runtimes: slices.Sorted(maps.Keys(info.Runtimes)),
 		NoLimits: noLimits(info.MemoryLimit, info.CPUCfsQuota, info.PidsLimit, info.CgroupDriver)}, nil
 }
 
@@ -122,7 +123,11 @@ func (d *Docker) RemoveImage(ctx context.Context, id string) error {
 	return nil
 }
 
-func (d *Docker) Create(ctx context.Context, s engine.Spec) (string, error) {
+// createConfig is the Docker container config of s with the hardening every container
+// gets (engine.Hardened: no capabilities, no new privileges, a read-only root; Docker adds
+// no tmpfs of its own and its create never pulls), never the host's network or another
+// namespace's.
+func createConfig(s engine.Spec) (*container.Config, *container.HostConfig, error) {
 	cfg := &container.Config{
 		Image:        s.Image,
 		Env:          s.Env,
@@ -139,13 +144,14 @@ func (d *Docker) Create(ctx context.Context, s engine.Spec) (string, error) {
 	// or another namespace's. Named networks are the caller's policy.
 	network, err := engine.CheckNetwork(s.Network, []string{s.Network})
 	if err != nil {
-		return "", fmt.Errorf("%w: %w", engine.ErrCreate, err)
+		return nil, nil, fmt.Errorf("%w: %w", engine.ErrCreate, err)
 	}
+	h := engine.Hardened()
 	hc := &container.HostConfig{
-		CapDrop:        []string{"ALL"},
-		SecurityOpt:    []string{"no-new-privileges"},
-		ReadonlyRootfs: true,
+		CapDrop:        h.CapDrop,
+		ReadonlyRootfs: h.ReadOnlyRoot,
 		NetworkMode:    container.NetworkMode(network),
+		Runtime:        s.Runtime,
 		Tmpfs:          map[string]string{},
 		LogConfig:      container.LogConfig{Type: "json-file"},
 		Resources: container.Resources{
@@ -168,6 +174,17 @@ func (d *Docker) Create(ctx context.Context, s engine.Spec) (string, error) {
 	}
 	for _, t := range s.Tmpfs {
 		hc.Tmpfs[t.Target] = t.Options
+	}
+	if h.NoNewPrivileges {
+		hc.SecurityOpt = append(hc.SecurityOpt, "no-new-privileges")
+	}
+	return cfg, hc, nil
+}
+
+func (d *Docker) Create(ctx context.Context, s engine.Spec) (string, error) {
+	cfg, hc, err := createConfig(s)
+	if err != nil {
+		return "", err
 	}
 	r, err := d.cli.ContainerCreate(ctx, cfg, hc, nil, nil, s.Name)
 	if err != nil {

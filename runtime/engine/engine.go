@@ -84,6 +84,14 @@ type Info struct {
 	// NoLimits says why the engine cannot apply memory, CPU and pids limits, and what
 	// would fix it; "" when it applies them.
 	NoLimits string
+	// Runtimes are the OCI runtimes a container can get on the engine, by name: those
+	// registered with Docker; the service's own on Podman (RuntimePerService); nil when
+	// the engine does not say.
+	Runtimes []string
+	// RuntimePerService says the engine runs every container under the runtime of the
+	// service itself (Podman's API has no per-container runtime): a turn gets another
+	// only from another service.
+	RuntimePerService bool
 }
 
 // State is what an engine knows of a container's life.
@@ -121,10 +129,15 @@ type Spec struct {
 	MemoryBytes int64
 	NanoCPUs    int64
 	PidsLimit   int64
-	Rlimits     []Rlimit
-	User        string // "uid:gid"; empty keeps the image's user
-	WorkingDir  string
-	Stdin       bool // keep stdin open for Attach
+	// Runtime is the OCI runtime by the name the engine registers it under (runc, crun,
+	// runsc); "" is the engine's default. CheckRuntime is its rule, Info.CheckRuntime
+	// whether the engine has it. Docker takes it per container; on Podman it is the
+	// service's (Info.RuntimePerService), and the adapter sends none.
+	Runtime    string
+	Rlimits    []Rlimit
+	User       string // "uid:gid"; empty keeps the image's user
+	WorkingDir string
+	Stdin      bool // keep stdin open for Attach
 	// LogMaxBytes caps the engine's own log of the container's output.
 	LogMaxBytes int64
 }

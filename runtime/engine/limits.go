@@ -35,6 +35,8 @@ type Limits struct {
 	NanoCPUs    int64
 	PidsLimit   int64
 	Network     string // as CheckNetwork returns it
+	// Runtime is the OCI runtime (CheckRuntime); "" is the engine's default.
+	Runtime string
 }
 
 // DefaultLimits are the limits of a container when nobody set any: 1 GiB of memory, two
@@ -56,6 +58,9 @@ func (l Limits) Or(def Limits) Limits {
 	}
 	if l.Network == "" {
 		l.Network = def.Network
+	}
+	if l.Runtime == "" {
+		l.Runtime = def.Runtime
 	}
 	return l
 }

@@ -50,15 +50,16 @@ type namespace struct {
 	NSMode string `json:"nsmode,omitempty"`
 }
 
-// createSpec is the libpod spec of s with the hardening every container gets: no
-// capabilities, no new privileges, a read-only root with only the tmpfs mounts s names,
-// never the host's network or another namespace's.
+// createSpec is the libpod spec of s with the hardening every container gets
+// (engine.Hardened: no capabilities, no new privileges, a read-only root with only the
+// tmpfs mounts s names; libpod's create never pulls), never the host's network or another
+// namespace's.
 func createSpec(s engine.Spec) (createRequest, error) {
+	h := engine.Hardened()
 	g := createRequest{
 		Image: s.Image, Name: s.Name, Labels: s.Labels, Env: envMap(s.Env), Stdin: &s.Stdin, Terminal: new(bool),
-		CapDrop: []string{"ALL"}, NoNewPrivileges: ptr(true), ReadOnlyFilesystem: ptr(true),
-		// Only the tmpfs mounts the spec names, not podman's default ones on a read-only root.
-		ReadWriteTmpfs: ptr(false),
+		CapDrop: h.CapDrop, NoNewPrivileges: ptr(h.NoNewPrivileges), ReadOnlyFilesystem: ptr(h.ReadOnlyRoot),
+		ReadWriteTmpfs: ptr(h.EngineTmpfs),
 		User:           s.User, WorkDir: s.WorkingDir,
 		LogConfiguration:     &logConfig{Driver: "k8s-file", Size: s.LogMaxBytes},
 		HealthLogDestination: "local", HealthMaxLogCount: 5, HealthMaxLogSize: 500,
@@ -120,6 +121,9 @@ type libpodInfo struct {
 		Pasta struct {
 			Executable string `json:"executable"`
 		} `json:"pasta"`
+		OCIRuntime struct {
+			Name string `json:"name"`
+		} `json:"ociRuntime"`
 	} `json:"host"`
 	Version struct {
 		APIVersion string

@@ -166,6 +166,12 @@ func (p *Podman) Info(ctx context.Context) (engine.Info, error) {
 	if h.Pasta.Executable != "" {
 		info.Networks = append(info.Networks, engine.NetworkPasta)
 	}
+	// Podman's API runs every container under the service's own runtime: libpod ignores
+	// specgen's oci_runtime, the compat API HostConfig.Runtime, and the remote CLI has no
+	// --runtime. That runtime is the only one a container gets here.
+	if h.OCIRuntime.Name != "" {
+		info.Runtimes, info.RuntimePerService = []string{h.OCIRuntime.Name}, true
+	}
 	return info, nil
 }
 

@@ -2,16 +2,11 @@ package podman
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
-
-	"github.com/containers/podman/v5/pkg/specgen"
-	spec "github.com/opencontainers/runtime-spec/specs-go"
-	nettypes "go.podman.io/common/libnetwork/types"
+	"testing/synctest"
 
 	"github.com/arizuko/arizukod/runtime/engine"
 )
@@ -44,73 +39,20 @@ func TestNoLimits(t *testing.T) {
 }
 
 // TestNetworkGate: whatever a caller put in a Spec, Podman is never asked for the host's
-// network or another namespace's. An allowed one gets past the gate to the (absent) engine.
+// network or another namespace's. An allowed one gets past the gate to the (absent) engine,
+// whose connection retries pass on a synctest bubble's fake clock.
 func TestNetworkGate(t *testing.T) {
-	p := New("unix://" + filepath.Join(t.TempDir(), "none.sock"))
-	for _, in := range []string{"", "none", "bridge", "slirp", "pasta", "any-name"} {
-		if _, err := p.Create(context.Background(), engine.Spec{Image: "x", Network: in}); err == nil || errors.Is(err, engine.ErrCreate) {
-			t.Errorf("%q: %v; want it past the gate, to the missing engine", in, err)
+	synctest.Test(t, func(t *testing.T) {
+		p := New("unix://" + filepath.Join(t.TempDir(), "none.sock"))
+		for _, in := range []string{"", "none", "bridge", "slirp", "pasta", "any-name"} {
+			if _, err := p.Create(context.Background(), engine.Spec{Image: "x", Network: in}); err == nil || errors.Is(err, engine.ErrCreate) {
+				t.Errorf("%q: %v; want it past the gate, to the missing engine", in, err)
+			}
 		}
-	}
-	for _, in := range []string{"host", "container:abc", "ns:/proc/1/ns/net", "private", "default", "a b"} {
-		if _, err := p.Create(context.Background(), engine.Spec{Image: "x", Network: in}); !errors.Is(err, engine.ErrCreate) || !errors.Is(err, engine.ErrNetwork) {
-			t.Errorf("%q: %v; want ErrCreate and ErrNetwork", in, err)
+		for _, in := range []string{"host", "container:abc", "ns:/proc/1/ns/net", "private", "default", "a b"} {
+			if _, err := p.Create(context.Background(), engine.Spec{Image: "x", Network: in}); !errors.Is(err, engine.ErrCreate) || !errors.Is(err, engine.ErrNetwork) {
+				t.Errorf("%q: %v; want ErrCreate and ErrNetwork", in, err)
+			}
 		}
-	}
-}
-
-// TestCreateSpecDecodes reads the create request back through libpod's own type, as the
-// service does, and compares it with the spec the bindings' specgen builds for the same
-// engine.Spec: every field the hardening and the turn set must arrive under libpod's name.
-func TestCreateSpecDecodes(t *testing.T) {
-	base := engine.Spec{
-		Name: "arizuko-main-1", Image: "localhost/arizuko-agent:latest",
-		Labels: map[string]string{engine.LabelFolder: "main"}, Env: []string{"A=1", "B=x=y"},
-		Mounts:      []engine.Mount{{Source: "/srv/g", Target: "/workspace"}, {Source: "/srv/s", Target: "/skills", ReadOnly: true}},
-		Tmpfs:       []engine.Tmpfs{{Target: "/tmp", Options: "rw,nosuid,nodev,size=64m,mode=1777"}},
-		MemoryBytes: 1 << 30, NanoCPUs: 1_500_000_000, PidsLimit: 512,
-		Rlimits: []engine.Rlimit{{Type: "nofile", Soft: 1024, Hard: 1024}},
-		User:    "1000:1000", WorkingDir: "/workspace", Stdin: true, LogMaxBytes: 1 << 20,
-	}
-	for _, network := range []string{"none", "bridge", "slirp4netns", "pasta", "team-net"} {
-		t.Run(network, func(t *testing.T) {
-			s := base
-			s.Network = network
-			g, err := createSpec(s)
-			if err != nil {
-				t.Fatal(err)
-			}
-			body, err := json.Marshal(g)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var got specgen.SpecGenerator
-			if err := json.Unmarshal(body, &got); err != nil {
-				t.Fatalf("libpod's spec does not take the request: %v\n%s", err, body)
-			}
-			want := specgen.NewSpecGenerator(s.Image, false)
-			want.Name, want.Labels, want.Env, want.Stdin, want.Terminal = s.Name, s.Labels, map[string]string{"A": "1", "B": "x=y"}, ptr(true), ptr(false)
-			want.CapDrop, want.NoNewPrivileges, want.ReadOnlyFilesystem, want.ReadWriteTmpfs = []string{"ALL"}, ptr(true), ptr(true), ptr(false)
-			want.User, want.WorkDir = s.User, s.WorkingDir
-			want.LogConfiguration = &specgen.LogConfig{Driver: "k8s-file", Size: s.LogMaxBytes}
-			want.NetNS = specgen.Namespace{NSMode: specgen.NamespaceMode(network)}
-			if network == "team-net" {
-				want.NetNS = specgen.Namespace{NSMode: specgen.Bridge}
-				want.Networks = map[string]nettypes.PerNetworkOptions{"team-net": {}}
-			}
-			want.Mounts = []spec.Mount{
-				{Destination: "/workspace", Type: "bind", Source: "/srv/g", Options: []string{"rbind", "rw"}},
-				{Destination: "/skills", Type: "bind", Source: "/srv/s", Options: []string{"rbind", "ro"}},
-				{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs", Options: []string{"rw", "nosuid", "nodev", "size=64m", "mode=1777"}},
-			}
-			mem, period, quota := int64(1<<30), uint64(100000), int64(150000)
-			want.ResourceLimits = &spec.LinuxResources{Memory: &spec.LinuxMemory{Limit: &mem}, CPU: &spec.LinuxCPU{Period: &period, Quota: &quota}, Pids: &spec.LinuxPids{Limit: 512}}
-			want.Rlimits = []spec.POSIXRlimit{{Type: "NOFILE", Soft: 1024, Hard: 1024}}
-			if !reflect.DeepEqual(&got, want) {
-				w, _ := json.Marshal(want)
-				g, _ := json.Marshal(&got)
-				t.Errorf("libpod reads\n%s\nwant\n%s", g, w)
-			}
-		})
-	}
+	})
 }

@@ -19,7 +19,7 @@ func (r *Runner) Adopt(ctx context.Context, t Turn, container string, startedAt 
 	if err != nil {
 		return res, err
 	}
-	tr := &turnRun{r: r, t: t, res: &res, dirs: dirs, started: startedAt, stamp: r.stamp(startedAt), id: container}
+	tr := &turnRun{r: r, t: t, log: r.turnLog(t), res: &res, dirs: dirs, started: startedAt, stamp: r.stamp(startedAt), id: container}
 	// A kill already requested (ctx cancelled) still needs the container found and stopped.
 	st, err := r.cfg.Engine.Inspect(context.WithoutCancel(ctx), container)
 	if err != nil {

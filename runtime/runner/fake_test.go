@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/arizuko/arizukod/contract"
@@ -112,7 +113,8 @@ func TestClassifyFake(t *testing.T) {
 
 // TestDeadlinesFake: at the soft deadline the runner writes _close and an agent that
 // answers then ends ok; one that does not is stopped at the hard deadline (SIGTERM, then
-// SIGKILL when it ignores it) and ends FailTimeout, keeping an answer it gave before.
+// SIGKILL when it ignores it) and ends FailTimeout, keeping an answer it gave before. Each
+// case runs in a synctest bubble, whose fake clock the 2 s deadlines pass on at once.
 func TestDeadlinesFake(t *testing.T) {
 	ok := answer(contract.StatusOK, "summary")
 	for _, tc := range []struct {
@@ -128,70 +130,75 @@ func TestDeadlinesFake(t *testing.T) {
 		{"answered, then hung", fakeengine.Script{Hang: true, Stdout: ok}, runner.FailTimeout, contract.StatusOK, []string{"SIGTERM"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := fakeengine.New(tc.script)
-			r, layout := fakeRunner(t, e, 2*time.Second)
-			var name string
-			tu := turnOf("r1")
-			tu.OnCreated = func(n, _ string) { name = n }
-			res, err := r.Run(context.Background(), tu)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if res.Failure != tc.failure || res.Output.Status != tc.status {
-				t.Fatalf("failure %q status %q (%s), want %q %q", res.Failure, res.Output.Status, res.Output.Error, tc.failure, tc.status)
-			}
-			if got := e.Signals(name); !slices.Equal(got, tc.signals) {
-				t.Errorf("signals %v, want %v", got, tc.signals)
-			}
-			dir, err := layout.IPCInputDir("main")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := os.Stat(filepath.Join(dir, runner.CloseSentinel)); err != nil {
-				t.Errorf("no %s at the soft deadline: %v", runner.CloseSentinel, err)
-			}
-			if tc.failure == runner.FailTimeout && !strings.Contains(string(mustRead(t, res.LogFile)), "hard deadline") {
-				t.Errorf("the run log does not say the hard deadline stopped it")
-			}
+			synctest.Test(t, func(t *testing.T) {
+				e := fakeengine.New(tc.script)
+				r, layout := fakeRunner(t, e, 2*time.Second)
+				var name string
+				tu := turnOf("r1")
+				tu.OnCreated = func(n, _ string) { name = n }
+				res, err := r.Run(context.Background(), tu)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res.Failure != tc.failure || res.Output.Status != tc.status {
+					t.Fatalf("failure %q status %q (%s), want %q %q", res.Failure, res.Output.Status, res.Output.Error, tc.failure, tc.status)
+				}
+				if got := e.Signals(name); !slices.Equal(got, tc.signals) {
+					t.Errorf("signals %v, want %v", got, tc.signals)
+				}
+				dir, err := layout.IPCInputDir("main")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := os.Stat(filepath.Join(dir, runner.CloseSentinel)); err != nil {
+					t.Errorf("no %s at the soft deadline: %v", runner.CloseSentinel, err)
+				}
+				if tc.failure == runner.FailTimeout && !strings.Contains(string(mustRead(t, res.LogFile)), "hard deadline") {
+					t.Errorf("the run log does not say the hard deadline stopped it")
+				}
+			})
 		})
 	}
 }
 
 // TestDetachAdoptFake: a detached turn leaves its container running; a new runner adopts
-// it, supervises it to its deadline and collects its answer from the engine's log.
+// it, supervises it to its deadline (on a synctest bubble's fake clock) and collects its
+// answer from the engine's log.
 func TestDetachAdoptFake(t *testing.T) {
-	e := fakeengine.New(fakeengine.Script{Hang: true, OnClose: answer(contract.StatusOK, "after restart")})
-	r, layout := fakeRunner(t, e, 2*time.Second)
-	detach := make(chan struct{})
-	tu := turnOf("r1")
-	tu.Detach = detach
-	var id string
-	tu.OnCreated = func(_, cid string) { id = cid }
-	tu.OnInput = func() { close(detach) }
-	started := time.Now()
-	res, err := r.Run(context.Background(), tu)
-	if err != nil || res.Failure != runner.FailDetached {
-		t.Fatalf("run: %q, %v; want detached", res.Failure, err)
-	}
-	if !e.Exists(id) {
-		t.Fatal("the detached container is gone")
-	}
-	// The next daemon's runner, on the same data directory.
-	r2, err := runner.New(runner.Config{Engine: e, Layout: layout, Image: "img", Instance: "test", Timeout: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err = r2.Adopt(context.Background(), runner.Turn{RunID: "r1", Folder: "main", InputSent: true}, id, started)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Failure != runner.FailNone || res.Output.Result != "after restart" || e.Exists(id) {
-		t.Errorf("adopted: failure %q result %q, container left: %v", res.Failure, res.Output.Result, e.Exists(id))
-	}
-	res, err = r2.Adopt(context.Background(), runner.Turn{RunID: "r2", Folder: "main"}, "gone", time.Now())
-	if err != nil || res.Failure != runner.FailLost {
-		t.Errorf("adopting a vanished container: %q, %v; want lost", res.Failure, err)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		e := fakeengine.New(fakeengine.Script{Hang: true, OnClose: answer(contract.StatusOK, "after restart")})
+		r, layout := fakeRunner(t, e, 2*time.Second)
+		detach := make(chan struct{})
+		tu := turnOf("r1")
+		tu.Detach = detach
+		var id string
+		tu.OnCreated = func(_, cid string) { id = cid }
+		tu.OnInput = func() { close(detach) }
+		started := time.Now()
+		res, err := r.Run(context.Background(), tu)
+		if err != nil || res.Failure != runner.FailDetached {
+			t.Fatalf("run: %q, %v; want detached", res.Failure, err)
+		}
+		if !e.Exists(id) {
+			t.Fatal("the detached container is gone")
+		}
+		// The next daemon's runner, on the same data directory.
+		r2, err := runner.New(runner.Config{Engine: e, Layout: layout, Image: "img", Instance: "test", Timeout: 2 * time.Second, StopGrace: time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err = r2.Adopt(context.Background(), runner.Turn{RunID: "r1", Folder: "main", InputSent: true}, id, started)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Failure != runner.FailNone || res.Output.Result != "after restart" || e.Exists(id) {
+			t.Errorf("adopted: failure %q result %q, container left: %v", res.Failure, res.Output.Result, e.Exists(id))
+		}
+		res, err = r2.Adopt(context.Background(), runner.Turn{RunID: "r2", Folder: "main"}, "gone", time.Now())
+		if err != nil || res.Failure != runner.FailLost {
+			t.Errorf("adopting a vanished container: %q, %v; want lost", res.Failure, err)
+		}
+	})
 }
 
 // TestLeftoversFake: RemoveLeftovers removes this instance's containers that keep does

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/arizuko/arizukod/logging"
 	"github.com/arizuko/arizukod/runtime/engine"
 )
 
@@ -23,10 +24,10 @@ func (tr *turnRun) remove(ctx context.Context) {
 		if tr.res.Failure == FailEngine {
 			// The engine went away under the turn: the queue adopts the container when
 			// the engine is back, or it is a leftover; it is not this removal's to retry.
-			tr.r.log.Warn("remove container", "container", tr.res.Container, "err", err)
+			tr.log.Warn("remove container", logging.FieldContainer, tr.res.Container, "err", err)
 			return
 		}
-		tr.r.log.Error("remove container: retried once the engine answers", "container", tr.res.Container, "err", err)
+		tr.log.Error("remove container: retried once the engine answers", logging.FieldContainer, tr.res.Container, "err", err)
 		tr.r.removeAgain(tr.id, tr.res.Container)
 	}
 }
@@ -41,10 +42,10 @@ func (r *Runner) RetryRemovals(ctx context.Context) {
 	for id, name := range pending {
 		err := r.cfg.Engine.Remove(ctx, id)
 		if err == nil || errors.Is(err, engine.ErrNoSuchContainer) {
-			r.log.Info("removed container after a failed removal", "container", name)
+			r.log.Info("removed container after a failed removal", logging.FieldContainer, name)
 			continue
 		}
-		r.log.Warn("remove container again", "container", name, "err", err)
+		r.log.Warn("remove container again", logging.FieldContainer, name, "err", err)
 		r.removeAgain(id, name)
 	}
 }
@@ -78,10 +79,10 @@ func (r *Runner) RemoveLeftovers(ctx context.Context, keep func(engine.Container
 			return removed, fmt.Errorf("remove leftover %s: %w", c.Name, err)
 		}
 		if c.Labels[engine.LabelPrepared] != "" && unstarted(c.State) {
-			r.log.Debug("removed a container prepared by the previous daemon", "container", c.Name)
+			r.log.Debug("removed a container prepared by the previous daemon", logging.FieldContainer, c.Name)
 			continue
 		}
-		r.log.Info("removed leftover container", "container", c.Name, "ARIZUKO_FOLDER", c.Labels[engine.LabelFolder], "ARIZUKO_RUN_ID", c.Labels[engine.LabelRun])
+		r.log.Info("removed leftover container", logging.FieldContainer, c.Name, logging.FieldFolder, c.Labels[engine.LabelFolder], logging.FieldRunID, c.Labels[engine.LabelRun])
 		removed = append(removed, c.Name)
 	}
 	return removed, nil

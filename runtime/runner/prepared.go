@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/arizuko/arizukod/groupfolder"
+	"github.com/arizuko/arizukod/logging"
 	"github.com/arizuko/arizukod/runtime/engine"
 )
 
@@ -136,7 +137,7 @@ func (r *Runner) invalidate(ctx context.Context, why string) {
 	r.pool.ready = nil
 	r.pool.mu.Unlock()
 	for _, p := range stale {
-		r.log.Debug("prepared container dropped: "+why, "container", p.name)
+		r.log.Debug("prepared container dropped: "+why, logging.FieldContainer, p.name)
 		r.removeLater(ctx, p)
 	}
 }
@@ -155,7 +156,7 @@ func (r *Runner) Prepare(ctx context.Context, t Turn) error {
 	if err != nil {
 		return fmt.Errorf("prepare %s: %w", t.Folder, err)
 	}
-	mounts, err := r.Mounts(t.Folder, dirs, t.ExtraMounts)
+	mounts, err := r.Mounts(t.Folder, dirs, t.ProjectMounts, t.ExtraMounts)
 	if err != nil {
 		return fmt.Errorf("prepare %s: %w", t.Folder, err)
 	}
@@ -259,7 +260,7 @@ func (r *Runner) take(ctx context.Context, f groupfolder.Folder, key string) *pr
 	fresh := p != nil && p.key == key && p.gen == r.pool.gen && r.pool.watching && r.pool.image != ""
 	r.pool.mu.Unlock()
 	if p != nil && !fresh {
-		r.log.Debug("prepared container dropped: the turn's spec differs", "container", p.name)
+		r.log.Debug("prepared container dropped: the turn's spec differs", logging.FieldContainer, p.name)
 		r.removeLater(ctx, p)
 		return nil
 	}
@@ -276,7 +277,7 @@ func (r *Runner) removeLater(ctx context.Context, p *prepared) {
 		if err := r.cfg.Engine.Remove(rctx, p.id); err != nil {
 			// Typically the engine is away (its image events stopped with it): the queue
 			// retries once it answers, and the next daemon removes what is left.
-			r.log.Warn("remove prepared container: retried once the engine answers", "container", p.name, "err", err)
+			r.log.Warn("remove prepared container: retried once the engine answers", logging.FieldContainer, p.name, "err", err)
 			r.removeAgain(p.id, p.name)
 		}
 	}()

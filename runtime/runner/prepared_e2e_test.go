@@ -5,13 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/containers/podman/v5/pkg/bindings"
-	"github.com/containers/podman/v5/pkg/bindings/images"
 
 	"github.com/arizuko/arizukod/contract"
 	"github.com/arizuko/arizukod/groupfolder"
@@ -233,31 +234,45 @@ func importAgent(t *testing.T, h *harness, ref string, more []string) {
 	}
 }
 
-// podmanImageID is the id of the image ref names, through the bindings.
+// podmanImageID is the id of the image ref names, from the bindings' connection (the
+// libpod API, not this module's engine).
 func podmanImageID(t *testing.T, e enginetest.Engine, ref string) string {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	conn, err := bindings.NewConnection(ctx, e.URI)
-	if err != nil {
-		t.Fatalf("inspect %s: %v", ref, err)
+	var img struct {
+		ID string `json:"Id"`
 	}
-	img, err := images.GetImage(conn, ref, nil)
-	if err != nil {
+	if err := podmanAPI(e, http.MethodGet, "/images/%s/json", nil, &img, ref); err != nil {
 		t.Fatalf("inspect %s: %v", ref, err)
 	}
 	return img.ID
 }
 
-// removePodmanImage removes the images refs name, through the bindings.
+// removePodmanImage removes the images refs name, from the bindings' connection.
 func removePodmanImage(t *testing.T, e enginetest.Engine, refs ...string) {
+	q := url.Values{"images": refs, "force": {"true"}}
+	var report struct{ Errors []string }
+	if err := podmanAPI(e, http.MethodDelete, "/images/remove", q, &report); err != nil || len(report.Errors) > 0 {
+		t.Errorf("remove %v: %v %v", refs, err, report.Errors)
+	}
+}
+
+// podmanAPI sends one request of the libpod API to e and decodes the answer into out. It
+// uses the bindings' connection alone: their typed packages (images, containers) pull
+// containers/image's signature code, which needs gpgme or build tags.
+func podmanAPI(e enginetest.Engine, method, endpoint string, q url.Values, out any, args ...string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	conn, err := bindings.NewConnection(ctx, e.URI)
+	ctx, err := bindings.NewConnection(ctx, e.URI)
 	if err != nil {
-		t.Errorf("remove %v: %v", refs, err)
-		return
+		return err
 	}
-	if _, errs := images.Remove(conn, refs, new(images.RemoveOptions).WithForce(true)); len(errs) > 0 {
-		t.Errorf("remove %v: %v", refs, errs)
+	conn, err := bindings.GetClient(ctx)
+	if err != nil {
+		return err
 	}
+	resp, err := conn.DoRequest(ctx, nil, method, endpoint, q, nil, args...)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	return resp.Process(out)
 }

@@ -32,7 +32,7 @@ func TestProtectMountpoints(t *testing.T) {
 	must(t, os.WriteFile(filepath.Join(dirs.Session, ".claude", "settings.json"), []byte(`{"hooks":{}}`), 0o644))
 	must(t, os.WriteFile(filepath.Join(dirs.Session, ".claude", "agents"), []byte("a file"), 0o644))
 
-	mounts, err := r.Mounts("main", dirs, nil)
+	mounts, err := r.Mounts("main", dirs, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

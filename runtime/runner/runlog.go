@@ -13,7 +13,7 @@ import (
 func (tr *turnRun) writeLog() {
 	f, err := tr.r.cfg.Layout.CreateLog(tr.t.Folder, fmt.Sprintf("container-%d.log", tr.stamp.UnixMilli()))
 	if err != nil {
-		tr.r.log.Warn("run log", "folder", tr.t.Folder, "err", err)
+		tr.log.Warn("run log", "err", err)
 		return
 	}
 	defer f.Close()
@@ -28,7 +28,7 @@ func (tr *turnRun) writeLog() {
 	fmt.Fprintf(&b, "stdout: %d bytes\n\n-- events --\n%s\n\n-- stderr (last %d bytes) --\n%s\n", res.StdoutBytes, strings.Join(tr.events, "\n"), maxStderrKept, res.Stderr)
 	// Everything in it, the events' engine errors included, is redacted as one text.
 	if _, err := f.Write([]byte(tr.r.cfg.Redact(b.String()))); err != nil {
-		tr.r.log.Warn("run log", "folder", tr.t.Folder, "err", err)
+		tr.log.Warn("run log", "err", err)
 	}
 	res.LogFile = f.Name()
 }

@@ -10,9 +10,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/arizuko/arizukod/config"
 	"github.com/arizuko/arizukod/contract"
 	"github.com/arizuko/arizukod/groupfolder"
+	"github.com/arizuko/arizukod/logging"
 	"github.com/arizuko/arizukod/runtime/engine"
 )
 
@@ -33,8 +33,9 @@ type Config struct {
 	Layout   groupfolder.Layout
 	Instance string // the value of engine.LabelInstance on every container
 	Image    string
-	Timeout  time.Duration
-	// StopGrace is how long a container gets between SIGTERM and SIGKILL.
+	// Timeout is a turn's run timeout unless the turn has its own; required.
+	Timeout time.Duration
+	// StopGrace is how long a container gets between SIGTERM and SIGKILL; required.
 	StopGrace time.Duration
 	// SkillsDir is mounted read-only at /skills when set.
 	SkillsDir string
@@ -43,6 +44,9 @@ type Config struct {
 	Rlimits []engine.Rlimit
 	// Networks are the named networks a turn may join (limits.allowed_networks).
 	Networks []string
+	// Runtimes are the OCI runtimes a turn may name besides the engine's default
+	// (limits.allowed_runtimes).
+	Runtimes []string
 	// AllowUnlimited runs turns where the engine cannot apply the memory, CPU and pids
 	// limits (limits.allow_unlimited); otherwise they fail as a terminal misconfiguration.
 	AllowUnlimited bool
@@ -95,10 +99,10 @@ func New(cfg Config) (*Runner, error) {
 		return nil, errors.New("runner: no instance label")
 	}
 	if cfg.Timeout <= 0 {
-		cfg.Timeout = config.DefaultRunTimeout
+		return nil, errors.New("runner: no run timeout")
 	}
 	if cfg.StopGrace <= 0 {
-		cfg.StopGrace = config.DefaultStopGrace
+		return nil, errors.New("runner: no stop grace")
 	}
 	if cfg.Rlimits == nil {
 		cfg.Rlimits = engine.DefaultRlimits()
@@ -141,14 +145,14 @@ func (r *Runner) Run(ctx context.Context, t Turn) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	mounts, err := r.Mounts(t.Folder, dirs, t.ExtraMounts)
+	mounts, err := r.Mounts(t.Folder, dirs, t.ProjectMounts, t.ExtraMounts)
 	if err != nil {
 		return res, err
 	}
 	stamp := r.stamp(start)
 	spec := r.spec(t, ContainerName(t.Folder, t.TaskID, stamp), mounts, timeout)
 	res.Container = spec.Name
-	tr := &turnRun{r: r, t: t, res: &res, dirs: dirs, started: start, stamp: stamp}
+	tr := &turnRun{r: r, t: t, log: r.turnLog(t), res: &res, dirs: dirs, started: start, stamp: stamp}
 	if err := r.admit(&spec); err != nil {
 		tr.fail(FailMisconfig, true, "%v", err)
 	} else if p := r.takeFor(ctx, t, spec); p != nil {
@@ -204,6 +208,7 @@ func (r *Runner) Close() {
 type turnRun struct {
 	r       *Runner
 	t       Turn
+	log     *slog.Logger // the runner's, with the turn's journal fields
 	res     *Result
 	dirs    groupfolder.Dirs
 	started time.Time
@@ -211,6 +216,12 @@ type turnRun struct {
 	id      string
 	stderr  tailBuffer
 	events  []string
+}
+
+// turnLog is the runner's logger with the journal fields of t, which every line of a
+// turn carries.
+func (r *Runner) turnLog(t Turn) *slog.Logger {
+	return r.log.With(logging.FieldRunID, t.RunID, logging.FieldFolder, string(t.Folder))
 }
 
 func (tr *turnRun) note(format string, args ...any) {
@@ -231,6 +242,7 @@ func (tr *turnRun) run(ctx context.Context, spec engine.Spec, stdin []byte, time
 	spec.Env = append(spec.Env, tr.t.containerEnv(spec.Name)...)
 	id, err := e.Create(context.WithoutCancel(ctx), spec)
 	if err != nil {
+		err = tr.r.info().CreateError(spec, err)
 		if errors.Is(err, engine.ErrCreate) {
 			tr.fail(FailMisconfig, true, "create %s: %v", spec.Name, err)
 		} else {
@@ -285,7 +297,7 @@ func (tr *turnRun) runCreated(ctx context.Context, spec engine.Spec, stdin []byt
 		_, err := att.Stdin.Write(stdin)
 		if err == nil {
 			if cerr := att.Stdin.Close(); cerr != nil {
-				tr.r.log.Debug("close stdin", "container", spec.Name, "err", cerr)
+				tr.log.Debug("close stdin", logging.FieldContainer, spec.Name, "err", cerr)
 			}
 			if tr.t.OnInput != nil {
 				tr.t.OnInput()

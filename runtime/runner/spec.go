@@ -75,6 +75,7 @@ func AgentSpec(t Turn, name string, mounts []engine.Mount, timeout time.Duration
 		MemoryBytes: l.MemoryBytes,
 		NanoCPUs:    l.NanoCPUs,
 		PidsLimit:   l.PidsLimit,
+		Runtime:     l.Runtime,
 		Rlimits:     rlimits,
 		User:        o.User,
 		WorkingDir:  "/workspace",

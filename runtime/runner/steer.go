@@ -102,7 +102,7 @@ func (r *Runner) clearInput(f groupfolder.Folder) error {
 		return err
 	}
 	defer ipc.Close()
-	return ipc.Clear("input")
+	return ipc.Clear(contract.InputDir)
 }
 
 // writeClose creates the close sentinel in f's IPC input directory, O_EXCL through the
@@ -114,7 +114,7 @@ func (r *Runner) writeClose(f groupfolder.Folder) error {
 		return err
 	}
 	defer ipc.Close()
-	file, err := ipc.Create("input/"+CloseSentinel, 0o644)
+	file, err := ipc.Create(contract.InputDir+"/"+CloseSentinel, 0o644)
 	if errors.Is(err, fs.ErrExist) {
 		return nil
 	}

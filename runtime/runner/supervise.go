@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/arizuko/arizukod/logging"
 	"github.com/arizuko/arizukod/runtime/engine"
 )
 
@@ -39,7 +40,7 @@ func (tr *turnRun) supervise(ctx context.Context, timeout time.Duration, started
 		case <-soft.C:
 			tr.note("soft deadline: wrote %s", CloseSentinel)
 			if err := tr.r.writeClose(tr.t.Folder); err != nil {
-				tr.r.log.Warn("write close sentinel", "container", tr.res.Container, "err", err)
+				tr.log.Warn("write close sentinel", logging.FieldContainer, tr.res.Container, "err", err)
 			}
 		case <-hard.C:
 			tr.note("hard deadline after %s: stopping", timeout)

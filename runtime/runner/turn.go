@@ -46,6 +46,8 @@ type Turn struct {
 	TaskID string
 	Input  contract.Input
 	Limits engine.Limits
+	// ProjectMounts show the group's project (package project), parents first.
+	ProjectMounts []engine.Mount
 	// ExtraMounts are additional mounts, already validated against the allowlist.
 	ExtraMounts []engine.Mount
 	// Timeout overrides Config.Timeout when positive.
