@@ -95,6 +95,7 @@ type Config struct {
 	Delivery     DeliveryConf
 	Webhooks     []Webhook // [[webhook]] tables, in file order
 	Metrics      MetricsConf
+	Tracing      TracingConf
 	Retention    Retention
 	Source       string // the file read, or SourceDefaults
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/arizuko/arizukod/groupfolder"
 	"github.com/arizuko/arizukod/mountsec"
 	"github.com/arizuko/arizukod/store"
+	"github.com/arizuko/arizukod/tracing"
 )
 
 // ModelOptions are the [model] settings every turn's model gateway shares.
@@ -137,7 +138,7 @@ func GroupCredentialSecret(name string) string { return "credential:" + name }
 // startModel starts the model gateway of one turn on socket with the policy of its
 // folder's path; usage is recorded against the run when it is a row of the store. fail
 // hears that the turn cannot reach the model (gateway.ModelConfig.Fail).
-func (s *Services) startModel(ctx context.Context, req Request, policy EffectiveModel, socket string, fail func(error), log *slog.Logger) (*gateway.Model, error) {
+func (s *Services) startModel(ctx context.Context, req Request, policy EffectiveModel, socket string, fail func(error), log *slog.Logger, tt *tracing.Turn) (*gateway.Model, error) {
 	m := s.Model
 	cfg := gateway.ModelConfig{
 		SocketPath:      socket,
@@ -150,6 +151,9 @@ func (s *Services) startModel(ctx context.Context, req Request, policy Effective
 		Fail:            fail,
 		Transport:       m.transport,
 		Logger:          log,
+	}
+	if tt != nil {
+		cfg.OnRequest = func(r gateway.RequestTrace) { tt.Model(modelRequest(r)) }
 	}
 	if req.Recorded || s.OnUsage != nil {
 		cfg.Record = func(u gateway.Usage) {
