@@ -172,6 +172,12 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 		Limits:   cfg.Limits.Limits,
 		DiaryMax: cfg.Memory.DiaryMax, EpisodesMax: cfg.Memory.EpisodesMax, Logger: log,
 	}
+	tracer, err := startTracing(ctx, cfg, version, log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing(tracer, log)
+	builder.Tracer = tracer
 	d.builder.Store(builder)
 	sidecars, err := sidecar.New(ctx, sidecar.Options{Engine: d.engine, InfoFunc: d.engineInfo, Layout: layout,
 		Instance: cfg.Instance, StopGrace: cfg.StopGrace, Networks: cfg.Limits.AllowedNetworks, Logger: log,

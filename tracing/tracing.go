@@ -15,6 +15,7 @@ import (
 	"os"
 	"strings"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/sdk/resource"
@@ -80,6 +81,9 @@ type Config struct {
 	// service.version).
 	Instance string
 	Version  string
+	// OnError hears what the exporter could not do (a collector that does not answer);
+	// nil leaves OpenTelemetry's default, a line on stderr.
+	OnError func(error)
 }
 
 // CheckEndpoint says whether e may be a [tracing] endpoint.
@@ -121,6 +125,9 @@ func New(ctx context.Context, c Config) (*Tracer, error) {
 	}
 	if err := CheckEndpoint(c.Endpoint); err != nil {
 		return nil, fmt.Errorf("tracing.endpoint: %w", err)
+	}
+	if c.OnError != nil {
+		otel.SetErrorHandler(otel.ErrorHandlerFunc(c.OnError))
 	}
 	var opts []otlptracehttp.Option
 	if c.Endpoint != "" {
