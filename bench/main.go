@@ -125,7 +125,7 @@ func main() {
 func run(ctx context.Context, args []string) error {
 	var o options
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.StringVar(&o.mode, "mode", "all", "all: every measurement and BENCHMARKS.md; phases, latency, throughput, delivery, cold: only that measurement, printed")
+	fs.StringVar(&o.mode, "mode", "all", "all: every measurement and BENCHMARKS.md; phases, latency, throughput, delivery, cold, tracing: only that measurement, printed")
 	fs.StringVar(&o.podmanSocket, "podman", os.Getenv("ARIZUKO_TEST_PODMAN4"), "the Podman 4 API service (unix://PATH)")
 	fs.StringVar(&o.podman5Socket, "podman5", os.Getenv("ARIZUKO_TEST_PODMAN5"), "the Podman 5 API service (unix://PATH); empty skips its latency rows")
 	fs.StringVar(&o.podman5Chroot, "podman5-chroot", os.Getenv("ARIZUKO_TEST_PODMAN5_CHROOT"), "the chroot of -podman5, where its local CLI runs; empty skips that CLI's row")
@@ -185,9 +185,9 @@ func run(ctx context.Context, args []string) error {
 	b := &bench{o: o, log: log, instance: fmt.Sprintf("bench%d", os.Getpid()), began: time.Now()}
 	defer b.cleanup()
 	switch o.mode {
-	case "all", "phases", "latency", "throughput", "delivery", "cold":
+	case "all", "phases", "latency", "throughput", "delivery", "cold", "tracing":
 	default:
-		return fmt.Errorf("-mode %q: must be all, phases, latency, throughput, delivery or cold", o.mode)
+		return fmt.Errorf("-mode %q: must be all, phases, latency, throughput, delivery, cold or tracing", o.mode)
 	}
 	return b.run(ctx)
 }

@@ -19,6 +19,7 @@ type report struct {
 	phases     []*phaseResult
 	goBench    []goBenchResult
 	delivery   *deliveryResult
+	tracing    *tracingResult
 }
 
 func (r *report) markdown(mode string) string {
@@ -51,6 +52,9 @@ func (r *report) markdown(mode string) string {
 	}
 	if len(r.goBench) > 0 {
 		r.goBenchSection(p)
+	}
+	if r.tracing != nil {
+		r.tracingSection(p)
 	}
 	if mode == "all" {
 		r.conclusion(p)

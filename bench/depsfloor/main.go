@@ -17,6 +17,8 @@ import (
 	_ "github.com/docker/docker/client"
 	_ "github.com/mark3labs/mcp-go/client"
 	_ "github.com/mark3labs/mcp-go/server"
+	_ "go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	_ "go.opentelemetry.io/otel/sdk/trace"
 	_ "modernc.org/sqlite"
 )
 
