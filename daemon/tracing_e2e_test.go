@@ -147,8 +147,8 @@ func (rc *otlpReceiver) trace(id string) (trace, bool) {
 // TestTraces runs turns on every rootful engine with [tracing] naming an OTLP receiver:
 // each turn is one trace whose root carries the run id and folder and whose children are
 // its phases, its model request (model, tokens, time to first byte), its MCP tool call
-// and its egress connection, each the root's child within its time; a failed turn's root
-// says so. `runs show` has the phases.
+// its egress connection and its sidecars' start, each the root's child within its time; a
+// failed turn's root says so. `runs show` has the phases.
 func TestTraces(t *testing.T) {
 	for _, e := range enginetest.Rootful(t) {
 		t.Run(e.Name, func(t *testing.T) { testTraces(t, e) })
@@ -260,7 +260,22 @@ func testTraces(t *testing.T, e enginetest.Engine) {
 		t.Errorf("the fatal turn has %d spans beside its root, want %d", tr.count, len(phases))
 	}
 
-	// One trace per turn: four roots, four trace ids.
+	// A group's sidecars: their start is a span of its own, and a phase of the run.
+	ensureSidecarImage(t, e, d.Eng)
+	d.PutGroup(t, "main", `{"sidecars": [{"name": "echo", "image": "`+sidecarImage+`"}]}`)
+	r = d.Turn(t, "main", `mcp-socket echo.sock echo {"text":"traced"}`)
+	if r.Status != "ok" {
+		t.Fatalf("sidecar turn: %+v", r)
+	}
+	tr = check(r, "sidecars.start")
+	if a := attrs(tr.children["sidecars.start"][0].Attributes); a["arizuko.sidecars"] != "1" {
+		t.Errorf("sidecars.start attributes %v", a)
+	}
+	if p := d.GetRun(t, r.ID).Phases; p == nil || p.SidecarsMs == nil || *p.SidecarsMs <= 0 {
+		t.Errorf("sidecar run's phases %+v", p)
+	}
+
+	// One trace per turn: five roots, five trace ids.
 	rc.mu.Lock()
 	ids := map[string]bool{}
 	for _, s := range rc.spans {
@@ -274,7 +289,7 @@ func testTraces(t *testing.T, e enginetest.Engine) {
 		}
 	}
 	rc.mu.Unlock()
-	if len(ids) != 4 {
-		t.Errorf("%d traces of turns, want 4", len(ids))
+	if len(ids) != 5 {
+		t.Errorf("%d traces of turns, want 5", len(ids))
 	}
 }

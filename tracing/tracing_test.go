@@ -45,8 +45,8 @@ func TestEnabled(t *testing.T) {
 
 func TestTracesURL(t *testing.T) {
 	for in, want := range map[string]string{
-		"http://127.0.0.1:4318":                 "http://127.0.0.1:4318/v1/traces",
-		"http://127.0.0.1:4318/":                "http://127.0.0.1:4318/v1/traces",
+		"http://127.0.0.1:4318":                  "http://127.0.0.1:4318/v1/traces",
+		"http://127.0.0.1:4318/":                 "http://127.0.0.1:4318/v1/traces",
 		"https://otel.example.com/otlp/v1/spans": "https://otel.example.com/otlp/v1/spans",
 	} {
 		if got := tracesURL(in); got != want {

@@ -164,11 +164,11 @@ type TurnEnd struct {
 	Status    string // ok, error, fatal
 	Failure   string
 	ExitCode  int
-	Error     string
+	// Err, when set, says why the turn failed: the root span gets the error status.
+	Err error
 }
 
-// End closes the turn's trace with its outcome: a turn that failed, or whose agent said
-// fatal, has the error status.
+// End closes the turn's trace with its outcome.
 func (tt *Turn) End(e TurnEnd) {
 	if tt == nil {
 		return
@@ -181,12 +181,8 @@ func (tt *Turn) End(e TurnEnd) {
 		attrs = append(attrs, attribute.String(AttrFailure, e.Failure))
 	}
 	tt.root.SetAttributes(attrs...)
-	if e.Failure != "" || e.Status == "fatal" {
-		msg := e.Error
-		if msg == "" {
-			msg = e.Failure
-		}
-		tt.root.SetStatus(codes.Error, msg)
+	if e.Err != nil {
+		tt.root.SetStatus(codes.Error, e.Err.Error())
 	}
 	tt.root.End()
 }

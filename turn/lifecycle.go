@@ -123,12 +123,14 @@ func (b *Builder) Run(ctx context.Context, req Request, r Runner, w Watch) (res 
 	} else {
 		res, err = r.Run(rctx, t)
 	}
-	if res.Failure != runner.FailDetached {
-		run := c.input
-		if run.IsZero() {
-			run = cmp.Or(c.created, c.call)
-		}
-		c.ran = c.phase(tracing.SpanRun, run, nil)
+	switch {
+	case res.Failure == runner.FailDetached:
+	case c.created.IsZero() && req.Adopt == nil:
+		// No container was made: the runner's whole call was its creation.
+		c.ran = c.phase(tracing.SpanCreate, c.call, failed(res, err))
+		c.created = c.ran
+	default:
+		c.ran = c.phase(tracing.SpanRun, cmp.Or(c.input, c.created, c.call), nil)
 	}
 	if err != nil {
 		return res, fmt.Errorf("run: %w", err)

@@ -1,8 +1,11 @@
 package turn
 
 import (
+	"cmp"
+	"errors"
 	"time"
 
+	"github.com/arizuko/arizukod/contract"
 	"github.com/arizuko/arizukod/gateway"
 	"github.com/arizuko/arizukod/runtime/runner"
 	"github.com/arizuko/arizukod/tracing"
@@ -62,15 +65,25 @@ func (c *clock) phases(finished time.Time) Phases {
 	return p
 }
 
+// failed is why a turn failed, or nil: a detached turn is not over, and did not fail.
+func failed(res runner.Result, err error) error {
+	switch {
+	case err != nil:
+		return err
+	case res.Failure == runner.FailDetached:
+		return nil
+	case res.Failure != runner.FailNone || res.Output.Status == contract.StatusFatal:
+		return errors.New(cmp.Or(res.Output.Error, string(res.Failure)))
+	}
+	return nil
+}
+
 // end closes the trace with res.
 func (c *clock) end(res runner.Result, err error) {
 	e := tracing.TurnEnd{Container: res.Container, Status: string(res.Output.Status), Failure: string(res.Failure),
-		ExitCode: res.ExitCode, Error: res.Output.Error}
+		ExitCode: res.ExitCode, Err: failed(res, err)}
 	if err != nil {
-		e.Status, e.Error = "fatal", err.Error()
-		if e.Failure == "" {
-			e.Failure = string(runner.FailMisconfig)
-		}
+		e.Status = string(contract.StatusFatal)
 	}
 	c.tt.End(e)
 }
