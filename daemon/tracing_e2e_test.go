@@ -37,6 +37,9 @@ func startReceiver(t *testing.T) *otlpReceiver {
 	rc := &otlpReceiver{paths: map[string]int{}}
 	rc.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var body io.Reader = r.Body
+		if r.Header.Get("Authorization") != "Bearer collector-token" || r.Header.Get("Content-Encoding") != "gzip" {
+			t.Errorf("OTLP export without the headers the variables name: %v", r.Header)
+		}
 		if r.Header.Get("Content-Encoding") == "gzip" {
 			zr, err := gzip.NewReader(r.Body)
 			if err != nil {
@@ -169,8 +172,10 @@ func testTraces(t *testing.T, e enginetest.Engine) {
 	targetAddr := strings.TrimPrefix(target.URL, "http://")
 	d := daemontest.New(t, daemontest.Config{Engine: e,
 		EnvFile: "ANTHROPIC_API_KEY=sk-ant-test-" + daemontest.RandHex(16) + "\n",
-		// The standard variables are honoured: the batch goes out after 100ms, not 5s.
-		Env:  []string{"OTEL_BSP_SCHEDULE_DELAY=100", "OTEL_RESOURCE_ATTRIBUTES=deployment.environment=test"},
+		// The standard variables are honoured: the batch goes out after 100ms, not 5s,
+		// compressed, with the collector's credential.
+		Env: []string{"OTEL_BSP_SCHEDULE_DELAY=100", "OTEL_RESOURCE_ATTRIBUTES=deployment.environment=test",
+			"OTEL_EXPORTER_OTLP_COMPRESSION=gzip", "OTEL_EXPORTER_OTLP_HEADERS=authorization=Bearer%20collector-token"},
 		TOML: fmt.Sprintf("[model]\nupstream = %q\n[tracing]\nendpoint = %q\n", fake.URL, rc.URL)})
 	d.Start(t)
 	d.PutGroup(t, "main", fmt.Sprintf(`{"egress": [%q]}`, targetAddr))

@@ -17,7 +17,7 @@ import (
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
@@ -116,24 +116,22 @@ type Tracer struct {
 }
 
 // New starts the exporter c names; it is nil, nil when tracing is off (Config.Enabled).
-// The other settings of the exporter (headers, timeout, compression, certificates) and
-// of the batches (OTEL_BSP_*) come from the standard variables; OTEL_SERVICE_NAME and
+// The other settings of the exporter (headers, timeout, compression, certificates: the
+// OTEL_EXPORTER_OTLP_(TRACES_)* variables, a wrong one an error naming it) and of the
+// batches (OTEL_BSP_*) come from the standard variables; OTEL_SERVICE_NAME and
 // OTEL_RESOURCE_ATTRIBUTES add to the resource.
 func New(ctx context.Context, c Config) (*Tracer, error) {
 	if !c.Enabled() {
 		return nil, nil
 	}
-	if err := CheckEndpoint(c.Endpoint); err != nil {
-		return nil, fmt.Errorf("tracing.endpoint: %w", err)
-	}
 	if c.OnError != nil {
 		otel.SetErrorHandler(otel.ErrorHandlerFunc(c.OnError))
 	}
-	var opts []otlptracehttp.Option
-	if c.Endpoint != "" {
-		opts = append(opts, otlptracehttp.WithEndpointURL(tracesURL(c.Endpoint)))
+	cl, err := newClient(c.Endpoint)
+	if err != nil {
+		return nil, fmt.Errorf("tracing: %w", err)
 	}
-	exp, err := otlptracehttp.New(ctx, opts...)
+	exp, err := otlptrace.New(ctx, cl)
 	if err != nil {
 		return nil, fmt.Errorf("tracing: %w", err)
 	}
