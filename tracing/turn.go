@@ -24,8 +24,9 @@ type TurnStart struct {
 // Turn is the trace of one turn: its root span, open until End. Its methods may be called
 // from any goroutine; on a nil *Turn they do nothing.
 type Turn struct {
-	ctx  context.Context // carries the root span: the parent of every other
-	root trace.Span
+	ctx    context.Context // carries the root span: the parent of every other
+	root   trace.Span
+	tracer trace.Tracer
 }
 
 // StartTurn opens the trace of one turn.
@@ -48,7 +49,7 @@ func (t *Tracer) StartTurn(ctx context.Context, s TurnStart) *Turn {
 	// A turn is a trace of its own, whatever ctx carries.
 	ctx, root := t.tracer.Start(ctx, SpanTurn, trace.WithNewRoot(), trace.WithTimestamp(begin),
 		trace.WithAttributes(attrs...), trace.WithSpanKind(trace.SpanKindServer))
-	tt := &Turn{ctx: ctx, root: root}
+	tt := &Turn{ctx: ctx, root: root, tracer: t.tracer}
 	if queued {
 		tt.Phase(SpanQueueWait, s.Queued, s.Picked, nil)
 	}
@@ -57,7 +58,7 @@ func (t *Tracer) StartTurn(ctx context.Context, s TurnStart) *Turn {
 
 // span records a child of the root span that ran from start to end.
 func (tt *Turn) span(name string, kind trace.SpanKind, start, end time.Time, err string, attrs ...attribute.KeyValue) {
-	_, s := tt.root.TracerProvider().Tracer("github.com/arizuko/arizukod").Start(tt.ctx, name,
+	_, s := tt.tracer.Start(tt.ctx, name,
 		trace.WithTimestamp(start), trace.WithAttributes(attrs...), trace.WithSpanKind(kind))
 	if err != "" {
 		s.SetStatus(codes.Error, err)
