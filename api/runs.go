@@ -39,7 +39,7 @@ func wireUsage(u store.Usage) *apiwire.Usage {
 	return &w
 }
 
-// withEgress adds the run's egress to its answer.
+// withEgress adds the run's egress and the phases of its turn to its answer.
 func (s *Server) withEgress(ctx context.Context, run *store.Run) (apiwire.Run, error) {
 	out := wireRun(run)
 	eg, err := s.store.RunEgress(ctx, run.ID)
@@ -49,7 +49,26 @@ func (s *Server) withEgress(ctx context.Context, run *store.Run) (apiwire.Run, e
 	for _, e := range eg {
 		out.Egress = append(out.Egress, apiwire.Egress(e))
 	}
+	p, err := s.store.RunPhases(ctx, run.ID)
+	if err != nil {
+		return out, err
+	}
+	out.Phases = wirePhases(run, p)
 	return out, nil
+}
+
+// wirePhases are the phases of run's turn, with its wait in the queue; nil before it
+// started.
+func wirePhases(run *store.Run, p *store.Phases) *apiwire.Phases {
+	if run.StartedAt == 0 {
+		return nil
+	}
+	w := &apiwire.Phases{QueueWaitMs: max(0, run.StartedAt-run.CreatedAt)}
+	if p != nil {
+		w.PrepareMs, w.SidecarsMs, w.CreateMs = &p.PrepareMS, &p.SidecarsMS, &p.CreateMS
+		w.StartMs, w.RunMs, w.FinishMs = &p.StartMS, &p.RunMS, &p.FinishMS
+	}
+	return w
 }
 
 func (s *Server) createRun(w http.ResponseWriter, r *http.Request) {

@@ -42,6 +42,7 @@ var restartKeys = []struct {
 	{"limits.allow_unlimited", func(d, s *config.Config) { d.Limits.AllowUnlimited = s.Limits.AllowUnlimited },
 		func(c *config.Config) any { return c.Limits.AllowUnlimited }},
 	{"metrics.listen", func(d, s *config.Config) { d.Metrics = s.Metrics }, func(c *config.Config) any { return c.Metrics.Listen }},
+	{"tracing.endpoint", func(d, s *config.Config) { d.Tracing = s.Tracing }, func(c *config.Config) any { return c.Tracing.Endpoint }},
 }
 
 // Changes are what a reload changed: the keys that took effect and those that need a

@@ -92,6 +92,11 @@ func (b *bench) run(ctx context.Context) error {
 			return err
 		}
 	}
+	if b.o.mode == "all" || b.o.mode == "tracing" {
+		if err := b.tracingCost(ctx); err != nil {
+			return err
+		}
+	}
 	if b.o.mode == "all" {
 		if err := b.memory(ctx); err != nil {
 			return err

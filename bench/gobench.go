@@ -26,6 +26,7 @@ var goBenchmarks = []struct {
 	{"./memory/", ".", "BenchmarkAssemble"},
 	{"./ipc/", "BenchmarkToolCall", "BenchmarkToolCall"},
 	{"./gateway/", "BenchmarkModelGateway", "BenchmarkModelGateway"},
+	{"./tracing/", "BenchmarkTurnTrace", "BenchmarkTurnTrace"},
 }
 
 // runGoBenchmarks runs each benchmark that exists in the repository and parses its lines.

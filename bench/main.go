@@ -127,7 +127,7 @@ func main() {
 func run(ctx context.Context, args []string) error {
 	var o options
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.StringVar(&o.mode, "mode", "all", "all: every measurement and BENCHMARKS.md; phases, latency, throughput, delivery, cold, gvisor: only that measurement, printed")
+	fs.StringVar(&o.mode, "mode", "all", "all: every measurement and BENCHMARKS.md; phases, latency, throughput, delivery, cold, gvisor, tracing: only that measurement, printed")
 	fs.StringVar(&o.podmanSocket, "podman", os.Getenv("ARIZUKO_TEST_PODMAN4"), "the Podman 4 API service (unix://PATH)")
 	fs.StringVar(&o.podman5Socket, "podman5", os.Getenv("ARIZUKO_TEST_PODMAN5"), "the Podman 5 API service (unix://PATH); empty skips its latency rows")
 	fs.StringVar(&o.podmanGVisorSocket, "podman-gvisor", os.Getenv("ARIZUKO_TEST_PODMAN4_GVISOR"), "a Podman 4 API service whose own runtime is runsc (unix://PATH); empty skips its gVisor rows")
@@ -188,9 +188,9 @@ func run(ctx context.Context, args []string) error {
 	b := &bench{o: o, log: log, instance: fmt.Sprintf("bench%d", os.Getpid()), began: time.Now()}
 	defer b.cleanup()
 	switch o.mode {
-	case "all", "phases", "latency", "throughput", "delivery", "cold", "gvisor":
+	case "all", "phases", "latency", "throughput", "delivery", "cold", "gvisor", "tracing":
 	default:
-		return fmt.Errorf("-mode %q: must be all, phases, latency, throughput, delivery, cold or gvisor", o.mode)
+		return fmt.Errorf("-mode %q: must be all, phases, latency, throughput, delivery, cold, gvisor or tracing", o.mode)
 	}
 	return b.run(ctx)
 }

@@ -20,6 +20,7 @@ type report struct {
 	goBench    []goBenchResult
 	delivery   *deliveryResult
 	gvisor     []gvisorRow
+	tracing    *tracingResult
 }
 
 func (r *report) markdown(mode string) string {
@@ -55,6 +56,9 @@ func (r *report) markdown(mode string) string {
 	}
 	if len(r.goBench) > 0 {
 		r.goBenchSection(p)
+	}
+	if r.tracing != nil {
+		r.tracingSection(p)
 	}
 	if mode == "all" {
 		r.conclusion(p)

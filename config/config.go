@@ -99,6 +99,7 @@ type Config struct {
 	// model (pricing.Defaults); nil when the file has none.
 	Prices    map[string]pricing.Price
 	Metrics   MetricsConf
+	Tracing   TracingConf
 	Retention Retention
 	Source    string // the file read, or SourceDefaults
 }

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"net"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -11,6 +12,15 @@ import (
 // MetricsConf is where the metrics are served besides GET /metrics on the API socket.
 type MetricsConf struct {
 	Listen string // a loopback host:port serving /metrics alone; "" for none
+}
+
+// TracingConf is where the traces of turns go (OTLP over HTTP); the exporter's other
+// settings are the standard OTEL_EXPORTER_OTLP_* variables.
+type TracingConf struct {
+	// Endpoint is the collector's base URL (http://127.0.0.1:4318, to which /v1/traces is
+	// added) or the full URL of its traces; "" for OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT,
+	// or none: no tracing.
+	Endpoint string
 }
 
 // Retention is how long the store's runs, inbox and outbox rows and the groups' run logs
@@ -69,6 +79,24 @@ func age(field func(*Config) *time.Duration) textSetter {
 		*field(c) = d
 		return nil
 	}
+}
+
+// setTracingEndpoint accepts "" or an http(s) URL without credentials: a collector that
+// wants them gets them from OTEL_EXPORTER_OTLP_HEADERS, kept out of the file.
+func setTracingEndpoint(c *Config, s string) error {
+	if s == "" {
+		c.Tracing.Endpoint = ""
+		return nil
+	}
+	u, err := url.Parse(s)
+	switch {
+	case err != nil, u.Scheme != "https" && u.Scheme != "http" || u.Host == "":
+		return fmt.Errorf("%q: want the collector's OTLP/HTTP URL such as \"http://127.0.0.1:4318\"", s)
+	case u.User != nil || u.RawQuery != "" || u.Fragment != "":
+		return fmt.Errorf("%q: no user, query or fragment: a collector's credentials go in OTEL_EXPORTER_OTLP_HEADERS", s)
+	}
+	c.Tracing.Endpoint = s
+	return nil
 }
 
 // setMetricsListen accepts "" or a loopback host:port: the metrics say what runs on the

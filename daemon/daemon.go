@@ -37,6 +37,7 @@ import (
 	"github.com/arizuko/arizukod/runtime/runner"
 	"github.com/arizuko/arizukod/scheduler"
 	"github.com/arizuko/arizukod/store"
+	"github.com/arizuko/arizukod/tracing"
 	"github.com/arizuko/arizukod/turn"
 )
 
@@ -57,6 +58,7 @@ type Daemon struct {
 	sys     atomic.Pointer[assembly.System]
 	api     *api.Server
 	pushers *pushers
+	tracer  *tracing.Tracer        // the turns' traces' exporter; nil when tracing is off
 	pruning sync.Mutex             // one pruning at a time
 	refused atomic.Pointer[string] // why the last reload was refused; nil after one that worked
 
@@ -110,6 +112,7 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 		return err
 	}
 	defer d.sys.Load().Close()
+	defer stopTracing(d.tracer, d.log)
 	l, activated, err := listen(passed, cfg.Listen, cfg.SocketMode, cfg.AllowGroup)
 	if err != nil {
 		return err
@@ -141,6 +144,12 @@ func (d *Daemon) assemble(ctx context.Context, log *slog.Logger) (*metrics.Metri
 	if err != nil {
 		return nil, err
 	}
+	if d.tracer, err = startTracing(ctx, cfg, d.version, sys.Logger); err != nil {
+		sys.Close()
+		return nil, err
+	}
+	// The builder of every later reload is a copy of this one, and keeps its tracer.
+	sys.Builder.Tracer = d.tracer
 	d.sys.Store(sys)
 	d.log, d.layout, d.engine, d.store, d.runner = sys.Logger, sys.Layout, sys.Engine, sys.Store, sys.Runner
 	met = newMetrics(d)

@@ -96,6 +96,9 @@ type EgressConfig struct {
 	// Record gets each connection's counts when it ends, and each refusal, by
 	// destination: a sanitized host:port, or "(others)" once the turn has named 64 others.
 	Record func(host string, up, down int64, refused bool)
+	// OnConn, when set, hears the same as Record with when the connection (or the
+	// request refused) began and ended: a turn's trace.
+	OnConn func(host string, start, end time.Time, up, down int64, refused bool)
 	// Logger gets the first refusal of each destination, and when the proxy stops, how
 	// many refusals it did not log one by one.
 	Logger *slog.Logger
@@ -325,14 +328,14 @@ func (e *Egress) resolve(ctx context.Context, hostport string) (string, error) {
 // refuse answers a request the proxy does not carry: 403 for a destination it does not
 // reach (recorded as a refusal), 502 for one it could not reach. err names the target by
 // destinationName.
-func (e *Egress) refuse(w http.ResponseWriter, target string, err error) {
+func (e *Egress) refuse(w http.ResponseWriter, start time.Time, target string, err error) {
 	code := http.StatusBadGateway
 	var rf errRefused
 	name := destinationName(target)
 	key, first := e.refusal(name)
 	if errors.As(err, &rf) {
 		code = http.StatusForbidden
-		e.cfg.Record(key, 0, 0, true)
+		e.record(start, key, 0, 0, true)
 	}
 	if first {
 		e.cfg.Logger.Warn("egress refused", "target", name, "recorded_as", key, "status", code, "reason", err.Error())
@@ -343,16 +346,25 @@ func (e *Egress) refuse(w http.ResponseWriter, target string, err error) {
 	fmt.Fprintf(w, "arizukod egress: %v\n", err)
 }
 
+// record tells Record and OnConn about a connection that began at start.
+func (e *Egress) record(start time.Time, host string, up, down int64, refused bool) {
+	e.cfg.Record(host, up, down, refused)
+	if e.cfg.OnConn != nil {
+		e.cfg.OnConn(host, start, time.Now(), up, down, refused)
+	}
+}
+
 func (e *Egress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
 	if r.Method == http.MethodConnect {
-		e.connect(w, r)
+		e.connect(w, r, start)
 		return
 	}
 	// Stop waits for the request to be recorded: its turn's record is written after.
 	e.conns.Add(1)
 	defer e.conns.Done()
 	if r.URL.Scheme != "http" || r.URL.Host == "" {
-		e.refuse(w, r.Host, errRefused{"only CONNECT and absolute http:// requests are proxied; set HTTPS_PROXY/HTTP_PROXY to this proxy"})
+		e.refuse(w, start, r.Host, errRefused{"only CONNECT and absolute http:// requests are proxied; set HTTPS_PROXY/HTTP_PROXY to this proxy"})
 		return
 	}
 	target := r.URL.Host
@@ -361,12 +373,12 @@ func (e *Egress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// A secret is sent over TLS only: a placeholder in plain HTTP goes nowhere.
 	if names := placeholdersIn(r, e.bindings()); len(names) > 0 {
-		e.refusePlaceholder(w, target, names)
+		e.refusePlaceholder(w, start, target, names)
 		return
 	}
 	addr, err := e.resolve(r.Context(), target)
 	if err != nil {
-		e.refuse(w, target, err)
+		e.refuse(w, start, target, err)
 		return
 	}
 	var conn countingConn
@@ -392,40 +404,40 @@ func (e *Egress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Transport:     tr,
 		FlushInterval: -1,
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
-			e.refuse(w, target, err)
+			e.refuse(w, start, target, err)
 		},
 	}
 	rp.ServeHTTP(w, r)
-	e.cfg.Record(e.destination(target), conn.written, conn.read, false)
+	e.record(start, e.destination(target), conn.written, conn.read, false)
 }
 
-func (e *Egress) connect(w http.ResponseWriter, r *http.Request) {
+func (e *Egress) connect(w http.ResponseWriter, r *http.Request, start time.Time) {
 	target := r.Host
 	addr, err := e.resolve(r.Context(), target)
 	if err != nil {
-		e.refuse(w, target, err)
+		e.refuse(w, start, target, err)
 		return
 	}
 	host, port, _ := net.SplitHostPort(target)
 	all := e.bindings()
 	bound := bindingsFor(all, host, port)
 	if names := foreignPlaceholders(r, all, bound); len(names) > 0 {
-		e.refusePlaceholder(w, target, names)
+		e.refusePlaceholder(w, start, target, names)
 		return
 	}
 	if len(bound) > 0 {
-		e.intercept(w, target, addr)
+		e.intercept(w, start, target, addr)
 		return
 	}
 	dst, err := (&net.Dialer{Timeout: 10 * time.Second}).DialContext(r.Context(), "tcp", addr)
 	if err != nil {
-		e.refuse(w, target, fmt.Errorf("connecting to %s (%s): %w", destinationName(target), addr, err))
+		e.refuse(w, start, target, fmt.Errorf("connecting to %s (%s): %w", destinationName(target), addr, err))
 		return
 	}
 	hj, ok := w.(http.Hijacker)
 	if !ok {
 		dst.Close()
-		e.refuse(w, target, errors.New("the proxy cannot take over this connection"))
+		e.refuse(w, start, target, errors.New("the proxy cannot take over this connection"))
 		return
 	}
 	src, buf, err := hj.Hijack()
@@ -455,7 +467,7 @@ func (e *Egress) connect(w http.ResponseWriter, r *http.Request) {
 		down, _ = io.Copy(src, dst)
 		src.Close()
 		<-done
-		e.cfg.Record(e.destination(target), up, down, false)
+		e.record(start, e.destination(target), up, down, false)
 	}()
 	go func() {
 		<-e.done

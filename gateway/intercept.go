@@ -391,7 +391,7 @@ func containsBinding(bs []Binding, name string) bool {
 
 // refusePlaceholder refuses a request that carries placeholders to a destination their
 // secret is not bound to, logging which (never a value).
-func (e *Egress) refusePlaceholder(w http.ResponseWriter, target string, names []string) {
+func (e *Egress) refusePlaceholder(w http.ResponseWriter, start time.Time, target string, names []string) {
 	key := destinationName(target) + " " + strings.Join(names, ",")
 	e.mu.Lock()
 	first := !e.placeholderLogged[key] && len(e.placeholderLogged) < maxDestinations
@@ -403,7 +403,7 @@ func (e *Egress) refusePlaceholder(w http.ResponseWriter, target string, names [
 		e.cfg.Logger.Warn("egress refused a credential placeholder sent to a host it is not bound to",
 			"target", destinationName(target), "credentials", strings.Join(names, ","))
 	}
-	e.refuse(w, target, errRefused{fmt.Sprintf("the placeholder of %s is not sent to %s: its secret is bound to other hosts (containerConfig.credentials)",
+	e.refuse(w, start, target, errRefused{fmt.Sprintf("the placeholder of %s is not sent to %s: its secret is bound to other hosts (containerConfig.credentials)",
 		strings.Join(names, ", "), destinationName(target))})
 }
 
@@ -428,17 +428,17 @@ func upstreamURL(target string, u *url.URL) *url.URL {
 // answers the agent's TLS with a certificate of the daemon's CA for target's host, and
 // forwards each request over its own TLS to addr, verified as target's host against the
 // daemon's roots (UpstreamRoots), with the placeholders swapped.
-func (e *Egress) intercept(w http.ResponseWriter, target, addr string) {
+func (e *Egress) intercept(w http.ResponseWriter, start time.Time, target, addr string) {
 	host, _, _ := net.SplitHostPort(target)
 	host = strings.ToLower(strings.TrimSuffix(host, "."))
 	cert, err := e.cfg.CA.leaf(host)
 	if err != nil {
-		e.refuse(w, target, fmt.Errorf("a certificate for %s: %w", destinationName(target), err))
+		e.refuse(w, start, target, fmt.Errorf("a certificate for %s: %w", destinationName(target), err))
 		return
 	}
 	hj, ok := w.(http.Hijacker)
 	if !ok {
-		e.refuse(w, target, errors.New("the proxy cannot take over this connection"))
+		e.refuse(w, start, target, errors.New("the proxy cannot take over this connection"))
 		return
 	}
 	src, buf, err := hj.Hijack()
@@ -475,7 +475,7 @@ func (e *Egress) intercept(w http.ResponseWriter, target, addr string) {
 			Transport:     tr,
 			FlushInterval: -1,
 			ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
-				e.refuse(w, target, fmt.Errorf("forwarding to %s: %w", destinationName(target), err))
+				e.refuse(w, start, target, fmt.Errorf("forwarding to %s: %w", destinationName(target), err))
 			},
 		}
 		tlsConf := &tls.Config{
@@ -491,7 +491,7 @@ func (e *Egress) intercept(w http.ResponseWriter, target, addr string) {
 		conn := &bufferedConn{Conn: src, r: buf.Reader}
 		ln := newOneConnListener(tls.Server(conn, tlsConf))
 		srv := &http.Server{
-			Handler:           http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { e.forwardBound(w, r, target, rp) }),
+			Handler:           http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { e.forwardBound(w, r, start, target, rp) }),
 			ReadHeaderTimeout: 30 * time.Second,
 			ErrorLog:          log.New(io.Discard, "", 0),
 		}
@@ -507,25 +507,25 @@ func (e *Egress) intercept(w http.ResponseWriter, target, addr string) {
 		<-ln.closed
 		srv.Close()
 		close(stop)
-		e.cfg.Record(e.destination(target), up.written, up.read, false)
+		e.record(start, e.destination(target), up.written, up.read, false)
 	}()
 }
 
 // forwardBound forwards one request of an intercepted connection: refused when it
 // carries the placeholder of a secret not bound to target; else each bound secret is
 // swapped in where its binding says it is sent.
-func (e *Egress) forwardBound(w http.ResponseWriter, r *http.Request, target string, rp *httputil.ReverseProxy) {
+func (e *Egress) forwardBound(w http.ResponseWriter, r *http.Request, start time.Time, target string, rp *httputil.ReverseProxy) {
 	host, port, _ := net.SplitHostPort(target)
 	all := e.bindings()
 	bound := bindingsFor(all, host, port)
 	if names := foreignPlaceholders(r, all, bound); len(names) > 0 {
-		e.refusePlaceholder(w, target, names)
+		e.refusePlaceholder(w, start, target, names)
 		return
 	}
 	// The secret goes to the host the CONNECT named, not to another one the same server
 	// answers for.
 	if !sameHost(r.Host, host, port) {
-		e.refuse(w, target, errRefused{fmt.Sprintf("Host %q inside a CONNECT to %s", destinationName(r.Host), destinationName(target))})
+		e.refuse(w, start, target, errRefused{fmt.Sprintf("Host %q inside a CONNECT to %s", destinationName(r.Host), destinationName(target))})
 		return
 	}
 	out := r.Clone(r.Context())

@@ -115,6 +115,9 @@ type ModelConfig struct {
 	// request without a credential (ErrNoCredential), or once the upstream failed for
 	// GiveUp (ErrUpstreamDown). The turn is then ended by its caller.
 	Fail func(error)
+	// OnRequest, when set, hears each request when its answer is over: its times, status
+	// and usage (a turn's trace).
+	OnRequest func(RequestTrace)
 	// Transport reaches the upstream; nil uses one with the package's timeouts.
 	Transport http.RoundTripper
 	Logger    *slog.Logger
@@ -250,7 +253,7 @@ func (m *Model) fail(err error) {
 
 // upstreamFailed records how the upstream failed, for the operator to see while the agent
 // retries, and starts the give-up clock at the first failure since a good answer.
-func (m *Model) upstreamFailed(why string) {
+func (m *Model) upstreamFailed(ctx context.Context, why string) {
 	m.mu.Lock()
 	if m.failing == nil && m.cfg.GiveUp > 0 {
 		m.failing = time.AfterFunc(m.cfg.GiveUp, func() {
@@ -258,7 +261,7 @@ func (m *Model) upstreamFailed(why string) {
 		})
 	}
 	m.mu.Unlock()
-	m.record(Usage{UpstreamError: why})
+	m.recordFor(ctx, Usage{UpstreamError: why})
 }
 
 // upstreamAnswered stops the give-up clock: the upstream answers again.
@@ -311,12 +314,20 @@ func presentedToken(h http.Header) string {
 func (m *Model) refuse(w http.ResponseWriter, r *http.Request, code int, typ, msg string, count bool) {
 	m.cfg.Logger.Warn("model gateway refused a request", "method", r.Method, "path", r.URL.Path, "status", code, "reason", msg)
 	if count {
-		m.record(Usage{Refused: msg})
+		m.recordFor(r.Context(), Usage{Refused: msg})
 	}
 	apiError(w, code, typ, "arizukod: "+msg)
 }
 
 func (m *Model) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if m.cfg.OnRequest != nil {
+		m.traced(w, r)
+		return
+	}
+	m.serve(w, r)
+}
+
+func (m *Model) serve(w http.ResponseWriter, r *http.Request) {
 	tok := presentedToken(r.Header)
 	if want := *m.token.Load(); tok == "" || want == "" || subtle.ConstantTimeCompare([]byte(tok), []byte(want)) != 1 {
 		why := "the request carries no token: send this turn's ARIZUKO_MODEL_TOKEN as x-api-key"
@@ -432,7 +443,7 @@ func (m *Model) count(w http.ResponseWriter, r *http.Request, req request, size 
 		}
 		release = rel
 	}
-	m.record(Usage{Requests: 1, Model: req.Model})
+	m.recordFor(r.Context(), Usage{Requests: 1, Model: req.Model})
 	return release, true
 }
 
@@ -451,7 +462,7 @@ func (m *Model) rewrite(pr *httputil.ProxyRequest) {
 
 func (m *Model) modifyResponse(resp *http.Response) error {
 	if resp.StatusCode >= 500 {
-		m.upstreamFailed("the model API upstream answered " + resp.Status)
+		m.upstreamFailed(resp.Request.Context(), "the model API upstream answered "+resp.Status)
 	} else {
 		m.upstreamAnswered()
 	}
@@ -460,7 +471,8 @@ func (m *Model) modifyResponse(resp *http.Response) error {
 	}
 	ct := resp.Header.Get("Content-Type")
 	if strings.HasPrefix(ct, "text/event-stream") {
-		resp.Body = &sseUsage{rc: resp.Body, record: m.record}
+		ctx := resp.Request.Context()
+		resp.Body = &sseUsage{rc: resp.Body, record: func(u Usage) { m.recordFor(ctx, u) }}
 		return nil
 	}
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxJSONResponseBytes))
@@ -470,7 +482,7 @@ func (m *Model) modifyResponse(resp *http.Response) error {
 	}
 	var msg messageEvent
 	if json.Unmarshal(data, &msg.Message) == nil {
-		m.record(msg.Message.usage())
+		m.recordFor(resp.Request.Context(), msg.Message.usage())
 	}
 	resp.Body = io.NopCloser(bytes.NewReader(data))
 	resp.ContentLength = int64(len(data))
@@ -490,7 +502,7 @@ func (m *Model) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 		code, msg = http.StatusGatewayTimeout, "the model API upstream did not answer in time: "+err.Error()
 	}
 	m.cfg.Logger.Warn("model upstream failed", "path", r.URL.Path, "status", code, "err", err)
-	m.upstreamFailed(msg)
+	m.upstreamFailed(r.Context(), msg)
 	apiError(w, code, "api_error", "arizukod: "+msg)
 }
 

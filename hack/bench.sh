@@ -9,6 +9,7 @@
 #   hack/bench.sh -mode=phases     only the per-phase engine API costs
 #   hack/bench.sh -mode=cold       only the socket-activated cold starts (-cold=N of them)
 #   hack/bench.sh -mode=gvisor     only turns under gVisor (runsc) against runc
+#   hack/bench.sh -mode=tracing    only what tracing costs a turn (on and off)
 #   hack/bench.sh -turns=100       more turns per latency method
 set -euo pipefail
 cd "$(dirname "$0")/.."

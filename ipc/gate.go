@@ -103,7 +103,11 @@ func (s *Server) handler(spec *toolSpec) server.ToolHandlerFunc {
 		if outcome == "internal error" {
 			level = slog.LevelError
 		}
-		s.log.Log(ctx, level, "ipc: tool call", "tool", spec.name, "outcome", outcome, "ms", time.Since(start).Milliseconds())
+		end := time.Now()
+		s.log.Log(ctx, level, "ipc: tool call", "tool", spec.name, "outcome", outcome, "ms", end.Sub(start).Milliseconds())
+		if s.cfg.OnTool != nil {
+			s.cfg.OnTool(spec.name, outcome, start, end)
+		}
 		return res, nil
 	}
 }

@@ -100,7 +100,10 @@ type ServerConfig struct {
 	// Wake is called with a folder after a message was put into its inbox,
 	// so that the daemon's queue makes a turn for it. It runs inside the
 	// tool call and must not block. May be nil.
-	Wake    func(folder string)
+	Wake func(folder string)
+	// OnTool, when set, hears each tool call when it is over, with its outcome ("ok", or
+	// what refused or failed it): a turn's trace. It must not block.
+	OnTool  func(tool, outcome string, start, end time.Time)
 	Logger  *slog.Logger     // the turn's, with its journal fields (logging.Field*); nil: slog.Default()
 	Now     func() time.Time // nil: time.Now
 	NextRun NextRunFunc

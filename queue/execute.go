@@ -52,6 +52,7 @@ func (q *Queue) execute(ctx context.Context, run *store.Run, adoptContainer stri
 		SessionID: in.SessionID, SenderJID: in.SenderJID, ChatJID: in.ChatJID,
 		Timeout: time.Duration(run.TimeoutMS) * time.Millisecond, Isolated: run.Kind == store.KindTask,
 		Recorded: true, Wake: func(string) { q.Wake() },
+		Queued: time.UnixMilli(run.CreatedAt), Picked: time.UnixMilli(run.StartedAt),
 	}
 	if adoptContainer != "" {
 		req.Adopt = &turn.Adoption{Container: adoptContainer, StartedAt: time.UnixMilli(run.StartedAt),
@@ -85,6 +86,11 @@ func (q *Queue) execute(ctx context.Context, run *store.Run, adoptContainer stri
 		},
 		OnStderr: func(line string) {
 			log.Info(line, logging.FieldStream, "stderr", logging.FieldContainer, container)
+		},
+		OnPhases: func(p turn.Phases) {
+			if err := q.cfg.Store.SetPhases(context.WithoutCancel(ctx), run.ID, storePhases(p)); err != nil {
+				log.Error("record turn phases", "err", err)
+			}
 		},
 		// What a later adoption needs to tell an agent that never got its input from one
 		// that may have acted on it.
@@ -173,6 +179,13 @@ func killedOr(ctx context.Context, res runner.Result) runner.Result {
 	}
 	return runner.Result{Failure: runner.FailKilled,
 		Output: contract.Output{Status: contract.StatusFatal, Error: "run killed on request before its container started"}}
+}
+
+// storePhases are p in the store's milliseconds.
+func storePhases(p turn.Phases) store.Phases {
+	return store.Phases{PrepareMS: p.Prepare.Milliseconds(), SidecarsMS: p.Sidecars.Milliseconds(),
+		CreateMS: p.Create.Milliseconds(), StartMS: p.Start.Milliseconds(), RunMS: p.Run.Milliseconds(),
+		FinishMS: p.Finish.Milliseconds()}
 }
 
 func misconfig(format string, args ...any) runner.Result {

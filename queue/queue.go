@@ -29,6 +29,7 @@ type Store interface {
 	StartNext(ctx context.Context, globalCap int) (*store.Run, error)
 	SetContainer(ctx context.Context, id, container string) error
 	MarkInputSent(ctx context.Context, id string) error
+	SetPhases(ctx context.Context, id string, p store.Phases) error
 	RequeueRun(ctx context.Context, id string) error
 	FinishRun(ctx context.Context, id string, o store.Outcome) (*store.Run, error)
 	GetRun(ctx context.Context, id string) (*store.Run, error)

@@ -1,6 +1,7 @@
 package turn
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"github.com/arizuko/arizukod/groupfolder"
 	"github.com/arizuko/arizukod/logging"
 	"github.com/arizuko/arizukod/runtime/runner"
+	"github.com/arizuko/arizukod/tracing"
 )
 
 // Runner runs a turn's container, or adopts one a previous daemon started.
@@ -38,6 +40,9 @@ type Watch struct {
 	OnInput func()
 	// OnStderr gets each line the container prints on stderr.
 	OnStderr func(line string)
+	// OnPhases hears how long the parts of the turn took, once it is over (not when it
+	// detached, nor when it could not be attempted).
+	OnPhases func(Phases)
 	// Detach, when closed, leaves the container running and ends the turn FailDetached.
 	Detach <-chan struct{}
 }
@@ -50,9 +55,15 @@ type Watch struct {
 // engine mounts them, as groupfolder.Layout.Ensure asks: starting the sidecars may take
 // seconds, time enough to swap a directory for a symlink.) The error is non-nil only when the turn could not be attempted: it
 // says "prepare turn" for what failed before the container, "run" for the runner's.
-func (b *Builder) Run(ctx context.Context, req Request, r Runner, w Watch) (runner.Result, error) {
+func (b *Builder) Run(ctx context.Context, req Request, r Runner, w Watch) (res runner.Result, err error) {
+	c := &clock{begin: time.Now(), tt: b.Tracer.StartTurn(ctx, tracing.TurnStart{
+		RunID: req.RunID, Folder: string(req.Folder), TaskID: req.TaskID,
+		Queued: req.Queued, Picked: req.Picked, Adopted: req.Adopt != nil,
+	})}
+	defer func() { c.end(res, err) }()
 	t, plan, dirs, err := b.build(ctx, req)
 	if err != nil {
+		c.phase(tracing.SpanPrepare, c.begin, err)
 		return runner.Result{}, fmt.Errorf("prepare turn: %w", err)
 	}
 	// serve tells the services which container is the turn's, once the runner knows.
@@ -61,19 +72,40 @@ func (b *Builder) Run(ctx context.Context, req Request, r Runner, w Watch) (runn
 	// with why), rather than leave the agent retrying for minutes.
 	rctx, giveUp := context.WithCancelCause(ctx)
 	defer giveUp(nil)
+	stop := func() {}
 	if b.Services != nil {
-		svc, err := b.Services.start(ctx, req, plan, b.Layout, dirs, &t, giveUp)
+		svc, err := b.Services.start(ctx, req, plan, b.Layout, dirs, &t, giveUp, c)
 		if err != nil {
+			c.phase(tracing.SpanPrepare, c.begin, err)
 			return runner.Result{}, fmt.Errorf("prepare turn: %w", err)
 		}
-		defer svc.stop()
-		serve = svc.serve
+		stop, serve = svc.stop, svc.serve
 	}
+	c.prepared = c.phase(tracing.SpanPrepare, c.begin, nil)
+	defer func() {
+		stop()
+		finished := time.Now()
+		if res.Failure == runner.FailDetached || err != nil {
+			return
+		}
+		c.ran = cmp.Or(c.ran, finished)
+		c.tt.Phase(tracing.SpanFinish, c.ran, finished, nil)
+		if w.OnPhases != nil {
+			w.OnPhases(c.phases(finished))
+		}
+	}()
 	if w.OnReady != nil {
 		w.OnReady()
 	}
-	t.OnInput, t.OnStderr, t.Detach = w.OnInput, w.OnStderr, w.Detach
+	t.OnStderr, t.Detach = w.OnStderr, w.Detach
+	t.OnInput = func() {
+		c.input = c.phase(tracing.SpanStart, c.created, nil)
+		if w.OnInput != nil {
+			w.OnInput()
+		}
+	}
 	t.OnCreated = func(name, id string) {
+		c.created = c.phase(tracing.SpanCreate, c.call, nil)
 		if err := serve(name); err != nil {
 			b.turnLog(req).Error("model gateway", logging.FieldContainer, name, "err", err)
 		}
@@ -81,7 +113,7 @@ func (b *Builder) Run(ctx context.Context, req Request, r Runner, w Watch) (runn
 			w.OnCreated(name, id)
 		}
 	}
-	var res runner.Result
+	c.call = time.Now()
 	if a := req.Adopt; a != nil {
 		t.InputSent = a.InputSent
 		if err := serve(a.Container); err != nil {
@@ -90,6 +122,15 @@ func (b *Builder) Run(ctx context.Context, req Request, r Runner, w Watch) (runn
 		res, err = r.Adopt(rctx, t, a.Container, a.StartedAt)
 	} else {
 		res, err = r.Run(rctx, t)
+	}
+	switch {
+	case res.Failure == runner.FailDetached:
+	case c.created.IsZero() && req.Adopt == nil:
+		// No container was made: the runner's whole call was its creation.
+		c.ran = c.phase(tracing.SpanCreate, c.call, failed(res, err))
+		c.created = c.ran
+	default:
+		c.ran = c.phase(tracing.SpanRun, cmp.Or(c.input, c.created, c.call), nil)
 	}
 	if res.Failure != runner.FailDetached {
 		b.importProject(ctx, req)

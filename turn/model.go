@@ -16,6 +16,7 @@ import (
 	"github.com/arizuko/arizukod/mountsec"
 	"github.com/arizuko/arizukod/pricing"
 	"github.com/arizuko/arizukod/store"
+	"github.com/arizuko/arizukod/tracing"
 )
 
 // ModelOptions are the [model] settings every turn's model gateway shares.
@@ -168,8 +169,8 @@ func GroupCredentialSecret(name string) string { return "credential:" + name }
 // folder's path; usage is recorded against the run when it is a row of the store, and
 // the budgets that warn are checked as it is. chat is the chat the turn answers, where
 // budget notices go. fail hears that the turn cannot reach the model
-// (gateway.ModelConfig.Fail).
-func (s *Services) startModel(ctx context.Context, req Request, chat string, policy EffectiveModel, socket string, fail func(error), log *slog.Logger) (*gateway.Model, error) {
+// (gateway.ModelConfig.Fail). tt, when not nil, gets a span per model request.
+func (s *Services) startModel(ctx context.Context, req Request, chat string, policy EffectiveModel, socket string, fail func(error), log *slog.Logger, tt *tracing.Turn) (*gateway.Model, error) {
 	m := s.Model
 	cfg := gateway.ModelConfig{
 		SocketPath:      socket,
@@ -182,6 +183,9 @@ func (s *Services) startModel(ctx context.Context, req Request, chat string, pol
 		Fail:            fail,
 		Transport:       m.transport,
 		Logger:          log,
+	}
+	if tt != nil {
+		cfg.OnRequest = func(r gateway.RequestTrace) { tt.Model(modelRequest(r)) }
 	}
 	cfg.Record = func(u gateway.Usage) {
 		if s.OnUsage != nil {

@@ -99,8 +99,9 @@ func (r running) serve(container string) error {
 
 // start starts the services of one turn and hands the agent what reaches them in t's
 // environment; stop stops them, the last started first. fail hears that the turn cannot
-// reach the model.
-func (s *Services) start(ctx context.Context, req Request, plan Plan, layout groupfolder.Layout, dirs groupfolder.Dirs, t *runner.Turn, fail func(error)) (running, error) {
+// reach the model. c notes how long the sidecars took, and the services tell its trace
+// what the agent does through them.
+func (s *Services) start(ctx context.Context, req Request, plan Plan, layout groupfolder.Layout, dirs groupfolder.Dirs, t *runner.Turn, fail func(error), c *clock) (running, error) {
 	var stops []func()
 	stopAll := func() {
 		for i := len(stops) - 1; i >= 0; i-- {
@@ -108,7 +109,12 @@ func (s *Services) start(ctx context.Context, req Request, plan Plan, layout gro
 		}
 	}
 	log := s.logger().With(logging.FieldRunID, req.RunID, logging.FieldFolder, string(req.Folder))
+	began := time.Now()
 	sc, err := s.Sidecars.Start(ctx, req.Folder, dirs.SidecarSockets, req.RunID, t.Limits.Runtime, plan.Config.Sidecars)
+	c.sidecars = time.Since(began)
+	if n := len(plan.Config.Sidecars); n > 0 {
+		c.tt.Sidecars(n, began, began.Add(c.sidecars), err)
+	}
 	if err != nil {
 		return running{}, err
 	}
@@ -119,9 +125,14 @@ func (s *Services) start(ctx context.Context, req Request, plan Plan, layout gro
 			log.Error("stop sidecars", "err", err)
 		}
 	})
+	var onTool func(tool, outcome string, start, end time.Time)
+	var onConn func(host string, start, end time.Time, up, down int64, refused bool)
+	if c.tt != nil {
+		onTool, onConn = c.tt.ToolCall, c.tt.Egress
+	}
 	srv, err := ipc.Start(ctx, ipc.ServerConfig{
 		Folder: string(req.Folder), SocketPath: filepath.Join(dirs.IPC, contract.RouterSocket), OpenGroup: func() (*agentdir.Dir, error) { return layout.OpenGroup(req.Folder) },
-		ReplyTo: t.Input.ChatJID, Store: s.Store, RunID: s.recordedID(req), Logger: log, Wake: req.Wake,
+		ReplyTo: t.Input.ChatJID, Store: s.Store, RunID: s.recordedID(req), Logger: log, Wake: req.Wake, OnTool: onTool,
 		NextRun: func(kind, expr string, now time.Time) (int64, error) {
 			return scheduler.NextRun(kind, expr, now, s.location())
 		},
@@ -135,7 +146,7 @@ func (s *Services) start(ctx context.Context, req Request, plan Plan, layout gro
 			log.Warn("stop MCP server", "err", err)
 		}
 	})
-	model, err := s.startModel(ctx, req, t.Input.ChatJID, plan.Model, filepath.Join(dirs.IPC, contract.ModelSocket), fail, log)
+	model, err := s.startModel(ctx, req, t.Input.ChatJID, plan.Model, filepath.Join(dirs.IPC, contract.ModelSocket), fail, log, c.tt)
 	if err != nil {
 		stopAll()
 		return running{}, err
@@ -152,7 +163,7 @@ func (s *Services) start(ctx context.Context, req Request, plan Plan, layout gro
 	}
 	egress, err := gateway.StartEgress(gateway.EgressConfig{
 		SocketPath: filepath.Join(dirs.IPC, contract.EgressSocket), Allow: plan.Config.Egress, Logger: log,
-		Record:   s.recordEgress(ctx, req, log),
+		Record: s.recordEgress(ctx, req, log), OnConn: onConn,
 		Bindings: bindings, CA: s.EgressCA,
 	})
 	if err != nil {

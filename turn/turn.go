@@ -37,6 +37,7 @@ import (
 	"github.com/arizuko/arizukod/session"
 	"github.com/arizuko/arizukod/sidecar"
 	"github.com/arizuko/arizukod/store"
+	"github.com/arizuko/arizukod/tracing"
 )
 
 // Errors callers branch on.
@@ -81,6 +82,8 @@ type Builder struct {
 	// Projects gives a group with a project its repository at /workspace/project and takes
 	// its branch back after each turn; nil gives none.
 	Projects *project.Manager
+	// Tracer gets the trace of each turn Run runs; nil traces none.
+	Tracer *tracing.Tracer
 }
 
 // Request is one turn to build.
@@ -98,6 +101,9 @@ type Request struct {
 	// Recorded says the run is a row of the store: its outbox rows, model usage and
 	// egress are recorded against it.
 	Recorded bool
+	// Queued and Picked, when set, are when the run was queued and when the queue started
+	// it: its trace shows the wait.
+	Queued, Picked time.Time
 	// Adopt, when set, adopts a running container instead of creating one.
 	Adopt *Adoption
 	// Wake is called with a folder after an MCP tool put a message into its inbox; nil

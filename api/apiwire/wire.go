@@ -320,6 +320,26 @@ type Run struct {
 	Usage *Usage `json:"usage,omitempty"`
 	// Egress is what the turn moved through the egress proxy, per host (GET of one run).
 	Egress []Egress `json:"egress,omitempty"`
+	// Phases are how long the parts of the turn took (GET of one run that started).
+	Phases *Phases `json:"phases,omitempty"`
+}
+
+// Phases are how long the parts of a run's turn took, in milliseconds: the wait in the
+// queue once it started, the others once its turn is over (absent until then).
+type Phases struct {
+	QueueWaitMs int64 `json:"queueWaitMs"`
+	// PrepareMs: the plan, directories, prompt, session, grants and the services.
+	PrepareMs *int64 `json:"prepareMs,omitempty"`
+	// SidecarsMs: of PrepareMs, starting the group's sidecars.
+	SidecarsMs *int64 `json:"sidecarsMs,omitempty"`
+	// CreateMs: until the container existed (or the prepared one was taken).
+	CreateMs *int64 `json:"createMs,omitempty"`
+	// StartMs: attaching, starting, until the input was written whole.
+	StartMs *int64 `json:"startMs,omitempty"`
+	// RunMs: the agent's run, until the runner had the result.
+	RunMs *int64 `json:"runMs,omitempty"`
+	// FinishMs: stopping the services.
+	FinishMs *int64 `json:"finishMs,omitempty"`
 }
 
 // Usage is a run's model usage.

@@ -17,6 +17,10 @@ import (
 	_ "github.com/docker/docker/client"
 	_ "github.com/mark3labs/mcp-go/client"
 	_ "github.com/mark3labs/mcp-go/server"
+	_ "go.opentelemetry.io/otel/exporters/otlp/otlptrace"
+	_ "go.opentelemetry.io/otel/sdk/trace"
+	_ "go.opentelemetry.io/proto/otlp/trace/v1"
+	_ "google.golang.org/protobuf/proto"
 	_ "modernc.org/sqlite"
 )
 

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/arizuko/arizukod/config"
+	"github.com/arizuko/arizukod/groupfolder"
 	"github.com/arizuko/arizukod/internal/enginetest"
 	"github.com/arizuko/arizukod/quadlet"
 	"github.com/arizuko/arizukod/runtime/engine"
@@ -77,6 +78,15 @@ func writeQuadlet(t *testing.T, user, skills string) quadletFixture {
 		}
 	}
 	st.Close()
+	// The CA certificate a daemon or run --local made in the data dir, which every turn's
+	// container gets read-only: the unit must carry it too.
+	layout, err := groupfolder.NewLayout(fx.data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := turn.OpenEgressCA(layout, "quadlet-test"); err != nil {
+		t.Fatal(err)
+	}
 	var stdout, stderr bytes.Buffer
 	err = runQuadlet(ctx, append(fx.flags(), "--folder", "main/research", "-o", fx.out, "--user", fx.user), &stdout, &stderr)
 	if err != nil {
