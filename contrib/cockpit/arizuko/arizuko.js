@@ -470,7 +470,8 @@ function renderPanels() {
         }
         const body = sec.querySelector(".body");
         const content = p.render();
-        if (body.firstChild !== content)
+        // Only what changed is replaced: a button is not swapped under the pointer.
+        if (body.firstChild !== content && !(body.firstChild && body.firstChild.isEqualNode(content)))
             body.replaceChildren(content);
     }
 }
