@@ -13,7 +13,9 @@
 #   with `journalctl -u arizukod ARIZUKO_RUN_ID=...`; a group's sidecar is a transient unit
 #   of arizuko's own user manager while its turn runs, logs to the journal, and is gone
 #   after the turn and after a SIGKILL of the daemon; a user's own daemon (the user units)
-#   runs a turn too; an upgrade keeps a changed conffile, restarts arizukod and leaves
+#   runs a turn too; the Cockpit page (hack/systemtest/cockpit.sh), logged in to with
+#   headless Chromium, shows the groups and the runs with their tokens, and kills and
+#   unparks; an upgrade keeps a changed conffile, restarts arizukod and leaves
 #   Podman running; `apt-get remove` leaves nothing of the package running and keeps the
 #   data; `apt-get purge` removes the data.
 #
@@ -143,6 +145,11 @@ bash -c '. hack/env.sh && go build -trimpath -ldflags "-s -w" -o "$1" ./examples
 	die "building examples/sidecar failed: $(tail -n 20 "$LOGS/sidecar-build.log")"
 pass "build examples/sidecar (static)" "$(since "$t")" "$SIDECAR_BIN"
 
+# The Cockpit page's check (hack/systemtest/cockpit.sh): its fake model and its browser.
+# shellcheck source=hack/systemtest/cockpit.sh
+. hack/systemtest/cockpit.sh
+cockpit_prepare
+
 # ---- the cached tree --------------------------------------------------------------------------
 
 include=systemd,systemd-sysv,dbus,curl
@@ -189,6 +196,7 @@ cleanup() {
 	local rc=$?
 	trap - EXIT INT TERM
 	[[ -n $WATCHDOG_PID ]] && kill "$WATCHDOG_PID" 2>/dev/null
+	cockpit_stop
 	if nspawn_alive && [[ ${ARIZUKO_SYSTEMTEST_KEEP:-0} == 1 ]]; then
 		say "left running (ARIZUKO_SYSTEMTEST_KEEP=1): nspawn pid $NSPAWN_PID, container init pid $CT_PID;"
 		say "  enter it with: nsenter -t $CT_PID -m -u -i -n -p -C -r -w /bin/bash"
@@ -599,6 +607,10 @@ ct rmdir /run/user/4242
 [[ $seen == /run/user/4242/probe ]] || fail "a later runtime directory" "the daemon does not see a tmpfs mounted on /run/user/4242 after its start: $seen"
 pass "daemon sees later /run/user mounts" "$(since "$t")" "tmpfs on /run/user/4242 after the start: visible in its namespace"
 
+# ---- the Cockpit page -------------------------------------------------------------------------
+
+cockpit_check
+
 # ---- a user's own daemon (the user units) -----------------------------------------------------
 
 # as_alice CMD...: CMD as alice, in her user manager's environment.
@@ -701,7 +713,7 @@ ct test -f /etc/arizuko/arizukod.toml || fail "remove keeps conffiles" "/etc/ari
 pass "apt-get remove: nothing runs" "$(since "$t")" "$before processes before, 0 after; units inactive; data and config kept"
 
 t=$(now)
-ct rm -rf /etc/systemd/system/arizuko-podman.service.d /etc/arizuko-systemtest
+ct rm -rf /etc/systemd/system/arizuko-podman.service.d /etc/systemd/system/arizukod.service.d /etc/arizuko-systemtest
 CT_TIMEOUT=300 ct apt-get purge -y -q arizukod >"$LOGS/apt-purge.log" 2>&1 || fail "apt-get purge" "$(tail -n 20 "$LOGS/apt-purge.log")"
 for p in /var/lib/arizuko /etc/arizuko /run/arizuko; do
 	! ct test -e "$p" || fail "purge" "$p is still there: $(ct ls -la "$p" 2>&1 | head -n 5)"

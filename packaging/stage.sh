@@ -73,6 +73,11 @@ while IFS= read -r -d '' f; do
 	inst 0644 "$f" "/usr/share/arizuko/skills/${f#container/skills/}"
 done < <(find container/skills -type f -print0 | sort -z)
 
+# The Cockpit page (contrib/cockpit): plain files Cockpit serves once it is installed.
+for f in manifest.json index.html arizuko.js arizuko.css; do
+	inst 0644 "contrib/cockpit/arizuko/$f" "/usr/share/cockpit/arizuko/$f"
+done
+
 # Documentation, the same for both formats.
 doc=/usr/share/doc/arizukod
 inst 0644 README.md "$doc/README.md"
