@@ -70,9 +70,6 @@ cockpit_check() {
 	install -D -m 0644 /dev/stdin "$RUN/etc/systemd/system/arizukod.service.d/systemtest-model.conf" <<EOF
 # hack/systemtest/cockpit.sh: the scripted model upstream on the loopback, for turns with usage.
 [Service]
-PrivateNetwork=no
-RestrictAddressFamilies=AF_INET AF_INET6
-IPAddressAllow=localhost
 Environment=ARIZUKO_MODEL_UPSTREAM=$url ANTHROPIC_API_KEY=sk-ant-systemtest
 EOF
 	ct systemctl daemon-reload
