@@ -129,6 +129,12 @@ def main():
         if not backlog.replace(",", "").isdigit():
             raise AssertionError("outbox backlog shows %r" % backlog)
 
+        step = "what it costs"
+        wait.until(EC.presence_of_element_located((By.ID, "usage-total")))
+        cost = drv.find_element(By.ID, "usage-total").text
+        if "$" not in cost:
+            raise AssertionError("this month's cost shows %r" % cost)
+
         step = "the parked group"
         parked = "#groups li[data-folder='%s'] > .group" % args.parked
         wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, parked + " .badge.parked")))
@@ -145,6 +151,10 @@ def main():
         if "no journal entries" in journal or "journalctl:" in journal:
             raise AssertionError("the journal of run %s: %s" % (first, journal[:300]))
         journal_lines = len(journal.splitlines())
+        wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, "#log-panel .phases")))
+        phases = drv.find_element(By.CSS_SELECTOR, "#log-panel .phases").text
+        if " run " not in phases or "queue " not in phases:
+            raise AssertionError("run %s's phases show %r" % (first, phases))
         drv.execute_script("document.getElementById('log-panel').scrollIntoView()")
         drv.switch_to.default_content()
         shot("log")
@@ -177,8 +187,8 @@ def main():
         print("cockpit_check: %s: %s: %s" % (step, type(e).__name__, str(e).strip()[:500] or "timed out"), file=sys.stderr)
         sys.exit(1)
     drv.quit()
-    print("login %.1fs; %s; groups %s; runs' tokens match the API; chart %d bars; backlog %s; journal %d lines; unpark and kill done"
-          % (login_s, health[:60], args.groups, bars, backlog, journal_lines))
+    print("login %.1fs; %s; groups %s; runs' tokens match the API; this month %s; chart %d bars; backlog %s; journal %d lines; %s; unpark and kill done"
+          % (login_s, health[:60], args.groups, cost, bars, backlog, journal_lines, phases))
 
 
 if __name__ == "__main__":

@@ -8,8 +8,9 @@
  * to users Cockpit lets administer the system.
  *
  * The page is a list of panels, each with a load (what it asks the API) and a render;
- * a new panel (money, traces) is one more entry of PANELS, a new column of the runs one
- * more entry of RUN_COLUMNS.
+ * a new panel is one more entry of PANELS, a new column of the runs one more entry of
+ * RUN_COLUMNS. What the groups cost comes from GET /v1/usage, a run's phases (its trace's
+ * spans, in milliseconds) from GET /v1/runs/{id}.
  */
 "use strict";
 
@@ -33,6 +34,7 @@ const state = {
     backlog: null,
     parkedOutbox: [],
     tasks: [],
+    usage: null, // GET /v1/usage: this month, by group and model
     admin: false,
     selected: null, // run id whose log is shown
     notice: "",
@@ -192,6 +194,55 @@ function loadOutbox() {
 
 function loadTasks() {
     return getJSON("/v1/tasks").then(b => { state.tasks = b.tasks || [] });
+}
+
+function loadUsage() {
+    const now = new Date();
+    const month = now.getFullYear() + "-" + String(now.getMonth() + 1).padStart(2, "0") + "-01";
+    return getJSON("/v1/usage", { since: month }).then(b => { state.usage = b });
+}
+
+// fmtCost is a Cost of the API: its dollars, "at least" when a model had no price.
+function fmtCost(c) {
+    if (!c)
+        return "—";
+    return (c.unpriced && c.unpriced.length ? "at least " : "") + c.usd;
+}
+
+// usagePanel: what each group and its subtree cost today and this month, and by model.
+function usagePanel() {
+    const u = state.usage;
+    if (!u)
+        return h("p", { class: "muted" }, "…");
+    if (!(u.groups || []).length)
+        return h("p", { class: "muted" }, "No model usage this month.");
+    return h("div", { id: "usage" },
+             h("p", {}, "This month: ", h("strong", { id: "usage-total" }, fmtCost(u.total)),
+               h("span", { class: "muted" }, " (prices as of " + u.pricesAsOf + ")")),
+             h("table", {},
+               h("thead", {}, h("tr", {}, ["group", "today", "this month", "subtree today", "subtree this month"].map(t => h("th", {}, t)))),
+               h("tbody", {}, u.groups.map(g => h("tr", { "data-folder": g.folder },
+                                                   h("td", {}, g.folder), h("td", {}, fmtCost(g.today)), h("td", {}, fmtCost(g.month)),
+                                                   h("td", {}, fmtCost(g.subtreeToday)), h("td", {}, fmtCost(g.subtreeMonth)))))),
+             h("table", {},
+               h("thead", {}, h("tr", {}, ["model", "input", "output", "cache read", "cache write", "cost"].map(t => h("th", {}, t)))),
+               h("tbody", {}, (u.models || []).map(m => h("tr", {},
+                                                           h("td", {}, m.model), h("td", {}, fmtInt(m.inputTokens)), h("td", {}, fmtInt(m.outputTokens)),
+                                                           h("td", {}, fmtInt(m.cacheReadTokens)), h("td", {}, fmtInt(m.cacheWriteTokens)),
+                                                           h("td", {}, m.cost ? fmtCost(m.cost) : "no price"))))));
+}
+
+// PHASES are a run's phases as GET /v1/runs/{id} names them, in the turn's order.
+const PHASES = [["queueWaitMs", "queue"], ["prepareMs", "prepare"], ["createMs", "create"], ["startMs", "start"], ["runMs", "run"], ["finishMs", "finish"]];
+
+// phasesLine: where a run's turn spent its time (its trace's phases).
+function phasesLine(p) {
+    if (!p)
+        return null;
+    const parts = PHASES.filter(([k]) => p[k] !== undefined && p[k] !== null).map(([k, name]) => name + " " + fmtInt(p[k]) + " ms");
+    if (p.sidecarsMs)
+        parts.push("(sidecars " + fmtInt(p.sidecarsMs) + " ms of prepare)");
+    return h("p", { class: "phases" }, "phases: " + parts.join(" · "));
 }
 
 // ---- panels -----------------------------------------------------------------------------------
@@ -363,6 +414,7 @@ const PANELS = [
     { id: "groups-panel", title: "Groups", load: [loadGroups, loadHistory], render: groupsPanel },
     { id: "runs-panel", title: "Runs", load: [loadRuns], render: runsPanel },
     { id: "log-panel", title: "Run log", load: [], render: () => logPanel.el },
+    { id: "usage-panel", title: "What it costs", load: [loadUsage], render: usagePanel },
     { id: "chart-panel", title: "Tokens per group per day", load: [loadHistory], render: chartPanel },
     { id: "outbox-panel", title: "Outbox backlog", load: [loadOutbox], render: outboxPanel },
     { id: "tasks-panel", title: "Scheduled tasks", load: [loadTasks], render: tasksPanel },
@@ -389,6 +441,7 @@ function selectRun(id) {
         detail.replaceChildren(...[
             h("p", {}, r.folder + " · " + r.kind + " · " + r.state + (r.status ? " · " + r.status : "") + " · " + runDuration(r) +
                 (u ? " · " + fmtInt(tokens(u)) + " tokens (" + fmtInt(u.inputTokens) + " in, " + fmtInt(u.outputTokens) + " out, " + fmtInt(u.cacheReadTokens) + " cache read, " + fmtInt(u.cacheWriteTokens) + " cache write" + (u.model ? ", " + u.model : "") + ")" : "")),
+            phasesLine(r.phases),
             r.error ? h("p", { class: "reason" }, r.error) : null,
             r.result ? h("p", {}, "result: " + r.result) : null,
             (r.egress || []).length ? h("p", { class: "muted" }, "egress: " + r.egress.map(e => e.host + " " + e.requests + " requests").join(", ")) : null,
