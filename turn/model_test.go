@@ -48,7 +48,13 @@ type modelTurns struct {
 func newModelTurns(t *testing.T, groups map[string]string) *modelTurns {
 	t.Helper()
 	ctx := context.Background()
-	dir := t.TempDir()
+	// Not t.TempDir(): its name holds the test's, and a folder's router.sock under it
+	// would pass the 107 bytes a unix socket's path may have.
+	dir, err := os.MkdirTemp("", "mt-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
 	layout, err := groupfolder.NewLayout(filepath.Join(dir, "data"))
 	if err != nil {
 		t.Fatal(err)

@@ -63,7 +63,8 @@ func startPodman(t testing.TB, netns bool, networks []string) *Podman {
 	if _, err := exec.LookPath("podman"); err != nil {
 		enginetest.Missing(t, "podman: %v", err)
 	}
-	dir, err := os.MkdirTemp("", "arizuko-podman-")
+	// A short name: Podman refuses a runroot over 50 characters, and $TMPDIR may be long.
+	dir, err := os.MkdirTemp("", "azp-")
 	if err != nil {
 		t.Fatal(err)
 	}
