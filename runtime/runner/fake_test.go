@@ -263,6 +263,10 @@ func TestSteerFake(t *testing.T) {
 	if err := e.Signal(ctx, id, "SIGKILL"); err != nil {
 		t.Fatal(err)
 	}
+	// The signal ends the container in its own time: the turn has ended once Wait returns.
+	if _, err := e.Wait(ctx, id); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.RemoveAll(dir); err != nil {
 		t.Fatal(err)
 	}
