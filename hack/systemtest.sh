@@ -579,10 +579,12 @@ done
 inv=$(ct systemctl show -P InvocationID arizukod.service)
 for _ in $(seq 1 60); do
 	said=$(ct journalctl --no-pager -o cat "_SYSTEMD_INVOCATION_ID=$inv" | grep -E 'leftover sidecar unit|adopting run|sidecar started' | tr '\n' '|' || true)
-	[[ $said == *'stopped leftover sidecar unit'*'adopting run'*'sidecar started'* ]] && break
+	[[ $said == *'stopped leftover sidecar unit'*'sidecar started'* ]] && break
 	sleep 0.5
 done
-[[ $said == *'stopped leftover sidecar unit'*'adopting run'*'sidecar started'* ]] ||
+# The turn is adopted, or, when the kill came before its container started, run again:
+# either way the old unit is stopped before the turn's sidecar starts anew.
+[[ $said == *'stopped leftover sidecar unit'*'sidecar started'* ]] ||
 	fail "nothing left after SIGKILL" "the restarted daemon says: '$said'"
 ! ct test -e "/proc/$old_main" || fail "nothing left after SIGKILL" "the killed daemon's sidecar (pid $old_main) still runs"
 new_inv=$(usd show -P InvocationID "$sc_unit" 2>&1 || true)
