@@ -89,7 +89,17 @@ remove_links() {
 		rmdir "$CONTAINER_LOGS" 2>/dev/null || true
 		[[ -e $CONTAINER_LOGS ]] || rm -f "$KUBE_STATE/created-container-logs"
 	fi
-	rm -f "$CNI_CACHE/results/$KUBE_NET-"* "$CNI_CACHE/results/$KUBE_NONET_NET-"*
+	# A stopped sandbox leaves nothing there; one whose containerd died leaves its
+	# networks' entries and its loopback's (cni-loopback-<sandbox>-lo).
+	local id
+	for f in "$CNI_CACHE/results/$KUBE_NET-"* "$CNI_CACHE/results/$KUBE_NONET_NET-"*; do
+		[[ -f $f ]] || continue
+		id=${f#"$CNI_CACHE/results/"}
+		id=${id#"$KUBE_NET-"}
+		id=${id#"$KUBE_NONET_NET-"}
+		id=${id%-eth0}
+		rm -f "$f" "$CNI_CACHE/results/cni-loopback-$id-lo"
+	done
 	if [[ -f $KUBE_STATE/created-cni-cache ]]; then
 		rmdir "$CNI_CACHE/results" "$CNI_CACHE" 2>/dev/null || true
 		[[ -e $CNI_CACHE ]] || rm -f "$KUBE_STATE/created-cni-cache"
@@ -137,7 +147,9 @@ main() {
 	done
 	sweep_leftovers
 	unmount_tree "$KUBE_DIR"
-	rm -rf --one-file-system "$KUBE_RUN"
+	assert_no_mounts_under "$KUBE_DIR"
+	# The next start is a fresh cluster: nothing of these pods is kept.
+	rm -rf --one-file-system "$KUBE_RUN" "$KUBE_KUBELET_ROOT" "$KUBE_POD_LOGS"
 	remove_links
 	remove_cgroups "${KUBE_CGROUP#/}"
 	ksay "down"

@@ -33,10 +33,12 @@ binaries() {
 	mkdir -p "$LOGDIR"
 	bash "$HERE/build.sh" >"$log.out" 2>"$log" &
 	pid=$!
+	local said=0
 	while kill -0 "$pid" 2>/dev/null; do
-		sleep 5
-		if kill -0 "$pid" 2>/dev/null && (((SECONDS - t0) % 60 < 5)) && ((SECONDS - t0 >= 55)); then
-			ksay "building the Kubernetes binaries, $(((SECONDS - t0) / 60)) min so far (15 to 30 min on a bare machine): $(grep -v '^go: downloading' "$log" | tail -n 1)"
+		sleep 0.2
+		if ((SECONDS - t0 >= said + 60)); then
+			said=$((SECONDS - t0))
+			ksay "building the Kubernetes binaries, $((said / 60)) min so far (15 to 30 min on a bare machine; log $log): $(grep -v '^go: downloading' "$log" | tail -n 1)"
 		fi
 	done
 	if ! wait "$pid"; then
@@ -476,12 +478,13 @@ start_controllers() {
 		--use-service-account-credentials=true --controllers='*,-nodeipam' \
 		--service-account-private-key-file="$KUBE_PKI/sa.key" --root-ca-file="$KUBE_PKI/ca.crt" \
 		--cluster-signing-cert-file="$KUBE_PKI/ca.crt" --cluster-signing-key-file="$KUBE_PKI/ca.key" \
-		--cluster-name=arizuko-testhost --profiling=false
+		--cluster-name=arizuko-testhost --profiling=false --kube-api-qps=200 --kube-api-burst=400
 	start_service kube-scheduler "$KUBE_CONF/scheduler.kubeconfig" env -i PATH="$CLEAN_PATH" \
 		"$KUBE_BIN/kube-scheduler" --kubeconfig="$KUBE_CONF/scheduler.kubeconfig" \
 		--authentication-kubeconfig="$KUBE_CONF/scheduler.kubeconfig" \
 		--authorization-kubeconfig="$KUBE_CONF/scheduler.kubeconfig" \
-		--bind-address=127.0.0.1 --secure-port="$KUBE_SCHEDULER_PORT" --leader-elect=false --profiling=false
+		--bind-address=127.0.0.1 --secure-port="$KUBE_SCHEDULER_PORT" --leader-elect=false --profiling=false \
+		--kube-api-qps=200 --kube-api-burst=400
 }
 
 start_kubelet() {
