@@ -164,6 +164,7 @@ main() {
 	fi
 	rm -f "$ENV_FILE"
 
+	bash "$HERE/../kube/down.sh" || say "warning: hack/kube/down.sh failed"
 	remove_containers podman4 "$P4_SOCK"
 	remove_containers podman4-gvisor "$PG_SOCK"
 	remove_containers podman5 "$P5_SOCK"

@@ -8,7 +8,8 @@
 #   podman5          Debian 13 podman 5.x in a debootstrap chroot, rootful API service
 #   docker           Debian 12 docker.io dockerd with its own containerd
 #   podman-rootless  podman 4.3 API service of the unprivileged user arizukotest
-# plus a standalone systemd-journald and a systemd user manager for root.
+# plus a standalone systemd-journald and a systemd user manager for root, and a
+# Kubernetes cluster (hack/kube/up.sh: one real node, 100 kwok nodes).
 # Writes $ARIZUKO_TESTHOST_DIR/env (source it) and fails when anything does not
 # come up: in CI a missing engine is a failure, never a skip.
 set -euo pipefail
@@ -33,10 +34,11 @@ EOF
 
 DEB_PACKAGES=(podman runc runsc uidmap slirp4netns fuse-overlayfs catatonit conmon
 	busybox-static socat debootstrap debian-archive-keyring docker.io containerd
-	systemd systemd-container curl jq util-linux passwd ca-certificates)
+	systemd systemd-container curl jq util-linux passwd ca-certificates
+	etcd-server containernetworking-plugins openssl iproute2)
 RPM_PACKAGES=(podman runc shadow-utils slirp4netns fuse-overlayfs catatonit conmon
 	busybox socat debootstrap moby-engine containerd systemd systemd-container
-	curl jq util-linux)
+	curl jq util-linux etcd containernetworking-plugins openssl iproute)
 
 # install_packages installs what is missing; `apt-get update` only runs when
 # the package lists are missing or an install from them failed.
@@ -505,6 +507,15 @@ engine_version() {
 	printf '%s (API %s)\n' "${server:-unknown}" "${api:-unknown}"
 }
 
+# kube_version names the cluster's kubelet and runtime, as its node reports them.
+kube_version() {
+	local bin
+	[[ -f $TESTHOST_DIR/kube/state/bin ]] || return 0
+	read -r bin <"$TESTHOST_DIR/kube/state/bin"
+	"$bin/kubectl" --kubeconfig "$TESTHOST_DIR/kube/config/admin.kubeconfig" get node localhost \
+		-o jsonpath='{.status.nodeInfo.kubeletVersion} {.status.nodeInfo.containerRuntimeVersion}' 2>/dev/null || true
+}
+
 write_env() {
 	local uid home tmp
 	uid=$(rootless_uid)
@@ -531,6 +542,7 @@ write_env() {
 			ARIZUKO_TEST_SYSTEMD_USER 1 \
 			ARIZUKO_TEST_SYSTEMD_RUNTIME_DIR "$SYSTEMD_RUNTIME_DIR" \
 			ARIZUKO_TEST_JOURNALD 1
+		grep '^export ' "$TESTHOST_DIR/kube/env"
 	} >"$tmp"
 	chmod 0644 "$tmp"
 	sync "$tmp"
@@ -553,6 +565,11 @@ main() {
 	check_layout
 	local t0=$SECONDS uid
 	install_packages
+	# The cluster's binaries take 15 to 30 minutes to build on a bare machine: the build
+	# starts now, beside the chroot and the engines; hack/kube/up.sh waits for it (it holds
+	# a lock) and returns at once when they are cached.
+	mkdir -p "$LOGDIR"
+	bash "$HERE/../kube/build.sh" >"$LOGDIR/kube-build.log" 2>&1 &
 	mkdir -p "$TESTHOST_DIR" "$PIDDIR" "$LOGDIR" "$STATEDIR"
 	chmod 0755 "$TESTHOST_DIR"
 	rm -f "$ENV_FILE"
@@ -588,6 +605,7 @@ main() {
 	wait_for dockerd ping_ok "$DK_SOCK"
 	wait_for systemd-user user_manager_ready
 	verify_systemd_run
+	bash "$HERE/../kube/up.sh"
 	write_env
 
 	printf '%-16s %-34s %s\n' ENGINE VERSION SOCKET
@@ -598,6 +616,7 @@ main() {
 	printf '%-16s %-34s %s\n' podman-rootless "$(engine_version "$(rootless_sock "$uid")")" "unix://$(rootless_sock "$uid")"
 	printf '%-16s %-34s %s\n' systemd-user "$(user_manager_state)" "XDG_RUNTIME_DIR=$SYSTEMD_RUNTIME_DIR"
 	printf '%-16s %-34s %s\n' journald running "$JOURNAL_DIR/socket"
+	printf '%-16s %-34s %s\n' kubernetes "$(kube_version)" "$TESTHOST_DIR/kube/config/admin.kubeconfig"
 	say "up in $((SECONDS - t0))s; env: . $ENV_FILE"
 }
 
