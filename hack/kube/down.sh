@@ -79,7 +79,8 @@ sweep_leftovers() {
 
 # remove_links removes what the node left outside the kube directory: the kubelet's
 # links in /var/log/containers to our pod logs, libcni's cache of our networks'
-# attachments, the bridges; each folder only when up.sh made it and it is empty.
+# attachments, the kubelet's device-plugin socket, the bridges; each folder only when
+# up.sh made it and it is empty.
 remove_links() {
 	local f
 	for f in "$CONTAINER_LOGS"/*.log; do
@@ -103,6 +104,11 @@ remove_links() {
 	if [[ -f $KUBE_STATE/created-cni-cache ]]; then
 		rmdir "$CNI_CACHE/results" "$CNI_CACHE" 2>/dev/null || true
 		[[ -e $CNI_CACHE ]] || rm -f "$KUBE_STATE/created-cni-cache"
+	fi
+	rm -f "$KUBELET_FIXED/device-plugins/kubelet.sock"
+	if [[ -f $KUBE_STATE/created-var-lib-kubelet ]]; then
+		rmdir "$KUBELET_FIXED/device-plugins" "$KUBELET_FIXED" 2>/dev/null || true
+		[[ -e $KUBELET_FIXED ]] || rm -f "$KUBE_STATE/created-var-lib-kubelet"
 	fi
 	local br
 	for br in "$KUBE_BRIDGE" "$KUBE_NONET_BRIDGE"; do

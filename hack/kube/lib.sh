@@ -53,6 +53,8 @@ KUBE_NET=arizuko-kube
 KUBE_NONET_NET=arizuko-nonet
 CNI_CACHE=/var/lib/cni
 CONTAINER_LOGS=/var/log/containers
+# The kubelet's device-plugin socket is at a fixed path, whatever its --root-dir.
+KUBELET_FIXED=/var/lib/kubelet
 
 # The control plane in the order it starts; down.sh stops it in reverse.
 KUBE_SERVICES=(kube-etcd kube-containerd kube-apiserver kube-controller-manager kube-scheduler kube-kubelet kube-kwok)

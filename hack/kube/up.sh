@@ -199,6 +199,7 @@ state = "$KUBE_CTRD_STATE"
       runtime_type = "io.containerd.runc.v2"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         BinaryName = "/usr/sbin/runc"
+        Root = "$KUBE_RUN/runc"
         SystemdCgroup = false
 
     # RuntimeClass $KUBE_NONET_CLASS: the same runc, its pods on a network of their own
@@ -209,6 +210,7 @@ state = "$KUBE_CTRD_STATE"
       cni_max_conf_num = 1
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.$KUBE_NONET_HANDLER.options]
         BinaryName = "/usr/sbin/runc"
+        Root = "$KUBE_RUN/runc"
         SystemdCgroup = false
 EOF
 	cat >"$KUBE_CNI/net.d/10-$KUBE_NET.conflist" <<EOF
@@ -495,6 +497,7 @@ start_kubelet() {
 	port_free_or_ours "$KUBE_KUBELET_PORT" kube-kubelet
 	kube_cgroup
 	kmark created-container-logs "$CONTAINER_LOGS"
+	kmark created-var-lib-kubelet "$KUBELET_FIXED"
 	start_service kube-kubelet "$KUBE_CONF/kubelet.yaml" env -i PATH="$CLEAN_PATH" HOME=/root \
 		"$KUBE_BIN/kubelet" --config="$KUBE_CONF/kubelet.yaml" --kubeconfig="$KUBE_CONF/node.kubeconfig" \
 		--root-dir="$KUBE_KUBELET_ROOT" --hostname-override="$KUBE_NODE"
