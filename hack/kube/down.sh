@@ -111,7 +111,7 @@ remove_links() {
 		[[ -e $KUBELET_FIXED ]] || rm -f "$KUBE_STATE/created-var-lib-kubelet"
 	fi
 	local br
-	for br in "$KUBE_BRIDGE" "$KUBE_NONET_BRIDGE"; do
+	for br in "$KUBE_BRIDGE" "$KUBE_NONET_BRIDGE" "$KUBE_API_HOLDER"; do
 		[[ -e /sys/class/net/$br ]] || continue
 		ip link delete "$br" type bridge || ksay "warning: cannot delete bridge $br"
 	done
@@ -148,7 +148,7 @@ main() {
 	local s
 	for s in kube-kwok kube-kubelet; do stop_service "$s"; done
 	remove_containers
-	for s in kube-scheduler kube-controller-manager kube-apiserver kube-etcd kube-containerd; do
+	for s in kube-scheduler kube-controller-manager kube-api-relay kube-apiserver kube-etcd kube-containerd; do
 		stop_service "$s"
 	done
 	sweep_leftovers

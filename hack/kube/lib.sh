@@ -38,6 +38,11 @@ KUBE_NONET_BRIDGE=ariznonet0
 KUBE_POD_SUBNET=10.244.0.0/24
 KUBE_NONET_SUBNET=10.245.0.0/24
 KUBE_SERVICE_RANGE=10.96.0.0/24
+# The ClusterIP of the API's own Service "kubernetes", which the kubelet gives every pod
+# as KUBERNETES_SERVICE_HOST/PORT. With no kube-proxy, the host holds that address on an
+# empty bridge of its own and relays its port 443 to the API server (kube-api-relay).
+KUBE_API_SERVICE_IP=10.96.0.1
+KUBE_API_HOLDER=arizk-api
 KUBE_API_PORT=6443
 KUBE_ETCD_PORT=2379
 KUBE_ETCD_PEER_PORT=2380
@@ -57,7 +62,7 @@ CONTAINER_LOGS=/var/log/containers
 KUBELET_FIXED=/var/lib/kubelet
 
 # The control plane in the order it starts; down.sh stops it in reverse.
-KUBE_SERVICES=(kube-etcd kube-containerd kube-apiserver kube-controller-manager kube-scheduler kube-kubelet kube-kwok)
+KUBE_SERVICES=(kube-etcd kube-containerd kube-apiserver kube-api-relay kube-controller-manager kube-scheduler kube-kubelet kube-kwok)
 
 ksay() { printf 'kube: %s\n' "$*" >&2; }
 

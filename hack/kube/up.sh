@@ -6,7 +6,8 @@
 # hack/kube/build.sh (cached by version), over a private containerd (Debian 12's
 # 1.6, its own config, root, state and socket) with runc and the bridge CNI. Pods of
 # RuntimeClass arizuko-nonet get loopback and an interface on a bridge with no route
-# out: network "none". kwok adds fake nodes kwok-node-0... (label type=kwok, taint
+# out: network "none". No kube-proxy: only the API's own ClusterIP answers in pods (a
+# relay on the host). kwok adds fake nodes kwok-node-0... (label type=kwok, taint
 # kwok.x-k8s.io/node=fake:NoSchedule) for placement at scale; a pod it runs that nothing
 # owns finishes after a short delay (Succeeded, exit 0).
 # Needs the test host's podman4 (hack/testhost/up.sh) to build the pause image. Fails
@@ -79,7 +80,7 @@ pki() {
 			-keyout ca.key -out ca.crt -subj "/CN=arizuko-testhost-kube-ca" \
 			-addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign,digitalSignature" 2>/dev/null
 		cert apiserver "/CN=kube-apiserver" serverAuth \
-			"IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,IP:${KUBE_SERVICE_RANGE%0/*}1"
+			"IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,IP:$KUBE_API_SERVICE_IP"
 		cert kubelet-serving "/CN=$KUBE_NODE" serverAuth "DNS:$KUBE_NODE,IP:127.0.0.1"
 		cert admin "/O=system:masters/CN=arizuko-testhost-admin" clientAuth
 		cert apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" clientAuth
@@ -288,6 +289,8 @@ failSwapOn: false
 podPidsLimit: 1024
 maxPods: 110
 podLogsDir: $KUBE_POD_LOGS
+# No KUBE-FIREWALL and canary chains in the host's iptables: nothing here needs them.
+makeIPTablesUtilChains: false
 # A shared test machine: no image garbage collection and no evictions for its disk.
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
@@ -473,6 +476,24 @@ start_apiserver() {
 		--feature-gates=WatchList=false
 }
 
+# start_api_relay makes the API server reachable from pods (of the default network) at
+# the address in-cluster clients use, https://$KUBE_API_SERVICE_IP:443: the address on an
+# empty bridge of the host (this kernel has no dummy interfaces), a socat relaying each
+# connection to the API server on loopback. TLS goes through untouched.
+start_api_relay() {
+	if [[ ! -e /sys/class/net/$KUBE_API_HOLDER ]]; then
+		ip link add "$KUBE_API_HOLDER" type bridge
+	fi
+	ip addr replace "$KUBE_API_SERVICE_IP/32" dev "$KUBE_API_HOLDER"
+	ip link set "$KUBE_API_HOLDER" up
+	start_service kube-api-relay "TCP-LISTEN:443,bind=$KUBE_API_SERVICE_IP" env -i PATH="$CLEAN_PATH" \
+		socat "TCP-LISTEN:443,bind=$KUBE_API_SERVICE_IP,fork,reuseaddr" "TCP:127.0.0.1:$KUBE_API_PORT"
+}
+
+api_relay_ok() {
+	[[ $(curl -sS --max-time 3 --cacert "$KUBE_PKI/ca.crt" "https://$KUBE_API_SERVICE_IP/livez" 2>/dev/null) == ok ]]
+}
+
 start_controllers() {
 	port_free_or_ours "$KUBE_KCM_PORT" kube-controller-manager
 	port_free_or_ours "$KUBE_SCHEDULER_PORT" kube-scheduler
@@ -585,12 +606,14 @@ main() {
 	wait_for kube-containerd containerd_ok
 	pause_import
 	TESTHOST_WAIT=$KUBE_WAIT wait_for kube-apiserver apiserver_ok
+	start_api_relay
 	start_controllers
 	start_kubelet
 	objects
 	start_kwok
 	TESTHOST_WAIT=$KUBE_WAIT wait_for kube-controller-manager https_ok "$KUBE_KCM_PORT" /healthz
 	TESTHOST_WAIT=$KUBE_WAIT wait_for kube-scheduler https_ok "$KUBE_SCHEDULER_PORT" /healthz
+	wait_for kube-api-relay api_relay_ok
 	TESTHOST_WAIT=$KUBE_WAIT wait_for kube-kubelet kubelet_ok
 	TESTHOST_WAIT=$KUBE_WAIT wait_for kube-kubelet node_ready
 	local tready=$SECONDS
