@@ -62,7 +62,7 @@ leftover_pids() {
 			read -r comm 2>/dev/null <"/proc/$pid/comm" || continue
 			[[ $comm == containerd-shim* || $comm == runc ]] && printf '%s\n' "$pid"
 		done
-		find /sys/fs/cgroup/pids"$KUBE_CGROUP" -name cgroup.procs -exec cat {} + 2>/dev/null
+		find /sys/fs/cgroup/pids"$KUBE_CGROUP" /sys/fs/cgroup"$KUBE_CGROUP" -name cgroup.procs -exec cat {} + 2>/dev/null
 	} | sort -un | while read -r pid; do
 		if [[ $pid != "$$" ]] && proc_alive "$pid"; then printf '%s\n' "$pid"; fi
 	done
@@ -158,6 +158,9 @@ main() {
 	rm -rf --one-file-system "$KUBE_RUN" "$KUBE_KUBELET_ROOT" "$KUBE_POD_LOGS"
 	remove_links
 	remove_cgroups "${KUBE_CGROUP#/}"
+	if [[ -d /sys/fs/cgroup$KUBE_CGROUP && -f /sys/fs/cgroup/cgroup.controllers ]]; then
+		find "/sys/fs/cgroup$KUBE_CGROUP" -depth -type d -exec rmdir {} + 2>/dev/null || true
+	fi
 	ksay "down"
 }
 

@@ -359,10 +359,15 @@ EOF
 	done
 }
 
-# kube_cgroup makes $KUBE_CGROUP in every hierarchy (the kubelet wants its cgroup root
-# to exist), cpuset with the cpus and memory nodes of the root.
+# kube_cgroup makes $KUBE_CGROUP (the kubelet wants its cgroup root to exist): in the
+# unified hierarchy, or in every v1 hierarchy, cpuset with the cpus and memory nodes of
+# the root.
 kube_cgroup() {
 	local top
+	if [[ -f /sys/fs/cgroup/cgroup.controllers ]]; then
+		mkdir -p "/sys/fs/cgroup$KUBE_CGROUP"
+		return
+	fi
 	for top in /sys/fs/cgroup/*; do
 		[[ -f $top/cgroup.procs && ! -L $top ]] || continue
 		[[ -d $top$KUBE_CGROUP ]] && continue
