@@ -153,6 +153,50 @@ func TestKubeKwokFinishesBarePods(t *testing.T) {
 	}
 }
 
+// TestKubeDefaultPodReachesTheAPI: a pod of the default network has a default route and
+// reaches the API server where the kubelet says it is (KUBERNETES_SERVICE_HOST and _PORT,
+// the ClusterIP that hack/kube relays to the API server in place of kube-proxy): what a
+// daemon in the cluster uses with its in-cluster configuration.
+func TestKubeDefaultPodReachesTheAPI(t *testing.T) {
+	k := enginetest.KubeCluster(t)
+	cs, _ := kubeClient(t, k)
+	ref := kubeBusybox(t, k)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	script := `b=/busybox
+$b ip route | $b sed 's/^/route: /'
+$b nc -w 5 "$KUBERNETES_SERVICE_HOST" "$KUBERNETES_SERVICE_PORT" -e $b true && echo "api: reached $KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT"
+`
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "default-net-"},
+		Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{
+				Name: "agent", Image: ref, ImagePullPolicy: corev1.PullNever,
+				Command: []string{"/busybox", "sh", "-c", script},
+			}},
+		},
+	}
+	created, err := cs.CoreV1().Pods(kubeNamespace).Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create pod: %v", err)
+	}
+	t.Cleanup(func() { deletePod(t, cs, created.Name) })
+	waitPod(ctx, t, cs, created.Name, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })
+	logs, err := cs.CoreV1().Pods(kubeNamespace).GetLogs(created.Name, &corev1.PodLogOptions{Container: "agent"}).DoRaw(ctx)
+	if err != nil {
+		t.Fatalf("logs of %s: %v", created.Name, err)
+	}
+	out := string(logs)
+	t.Logf("the pod's view:\n%s", out)
+	if !regexp.MustCompile(`(?m)^route: default via `).MatchString(out) {
+		t.Error("the pod of the default network has no default route")
+	}
+	if !strings.Contains(out, "api: reached 10.96.0.1:443\n") {
+		t.Error("the pod did not reach the API server at 10.96.0.1:443")
+	}
+}
+
 func kubeClient(t *testing.T, k enginetest.Kube) (*kubernetes.Clientset, *rest.Config) {
 	t.Helper()
 	cfg, err := clientcmd.BuildConfigFromFlags("", k.Kubeconfig)
