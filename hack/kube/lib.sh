@@ -61,9 +61,6 @@ CONTAINER_LOGS=/var/log/containers
 # The kubelet's device-plugin socket is at a fixed path, whatever its --root-dir.
 KUBELET_FIXED=/var/lib/kubelet
 
-# The control plane in the order it starts; down.sh stops it in reverse.
-KUBE_SERVICES=(kube-etcd kube-containerd kube-apiserver kube-api-relay kube-controller-manager kube-scheduler kube-kubelet kube-kwok)
-
 ksay() { printf 'kube: %s\n' "$*" >&2; }
 
 # kctl runs the cluster's kubectl as the admin.
