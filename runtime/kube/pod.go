@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -57,7 +58,7 @@ const deadlineSlack = 5 * time.Second
 // memory or CPU limit of zero, a mount source that is neither a directory nor a file.
 func (e *Engine) PodFor(s engine.Spec) (*corev1.Pod, error) {
 	refuse := func(format string, args ...any) (*corev1.Pod, error) {
-		return nil, fmt.Errorf("%w: %s: %s", engine.ErrCreate, cmpOr(s.Name, "a pod"), fmt.Sprintf(format, args...))
+		return nil, fmt.Errorf("%w: %s: %s", engine.ErrCreate, cmp.Or(s.Name, "a pod"), fmt.Sprintf(format, args...))
 	}
 	if s.Name == "" {
 		return refuse("no name")
@@ -336,11 +337,4 @@ func matches(p *corev1.Pod, labels map[string]string) bool {
 		}
 	}
 	return true
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
