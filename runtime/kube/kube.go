@@ -550,7 +550,8 @@ func (e *Engine) stateOf(p *corev1.Pod) engine.State {
 		case s.Running != nil:
 			st = engine.State{Running: true, Status: "running", StartedAt: s.Running.StartedAt.Time}
 			if p.Annotations[StartedAnnotation] == "" {
-				st.Running, st.Status = false, "initialized"
+				// Its process runs, blocked on stdin, but the runner never started it.
+				st = engine.State{Status: "initialized"}
 			}
 		case s.Waiting != nil:
 			st.Error = strings.TrimSpace(s.Waiting.Reason + " " + s.Waiting.Message)

@@ -379,7 +379,7 @@ func TestStates(t *testing.T) {
 		{"never pull", false, corev1.PodPending, "", &corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ErrImageNeverPull", Message: "no image"}},
 			engine.State{Status: "created", ExitCode: 125, Error: "ErrImageNeverPull no image"}},
 		{"prepared", false, corev1.PodRunning, "", &corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}},
-			engine.State{Status: "initialized", StartedAt: now.Time}},
+			engine.State{Status: "initialized"}},
 		{"running", true, corev1.PodRunning, "", &corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}},
 			engine.State{Running: true, Status: "running", StartedAt: now.Time}},
 		{"exited", true, corev1.PodSucceeded, "", ptr(term(0, "Completed")), engine.State{Status: "exited", StartedAt: now.Time, FinishedAt: now.Time}},
