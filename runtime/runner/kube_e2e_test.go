@@ -349,7 +349,7 @@ func TestKubePrepared(t *testing.T) {
 					once.Do(func() { close(ready) })
 				}
 			}
-			tn.Timeout = 20 * time.Second
+			tn.Timeout = 8 * time.Second
 		})
 	}()
 	select {
