@@ -70,8 +70,9 @@ type Engine struct {
 	where  string
 
 	mu       sync.Mutex
-	attached map[string]*streamEnd // by Pod name: the end of its attach stream
-	classOK  time.Time             // when the RuntimeClass was last seen
+	attached map[string]*streamEnd  // by Pod name: the end of its attach stream
+	running  map[string]*corev1.Pod // by Pod name: seen running, blocked on stdin (Init)
+	classOK  time.Time              // when the RuntimeClass was last seen
 }
 
 // streamEnd is what an attach stream left: closed done once it ended, complete when it
@@ -113,7 +114,7 @@ func New(cfg Config) (*Engine, error) {
 // NewForClient returns the engine of cfg over client: for tests with a fake clientset,
 // where nothing can attach.
 func NewForClient(cfg Config, client kubernetes.Interface) *Engine {
-	return &Engine{cfg: cfg.withDefaults(), client: client, where: "a client", attached: map[string]*streamEnd{}}
+	return &Engine{cfg: cfg.withDefaults(), client: client, where: "a client", attached: map[string]*streamEnd{}, running: map[string]*corev1.Pod{}}
 }
 
 // Config is the engine's configuration, defaults filled in.
@@ -328,15 +329,28 @@ func deadline(pod *corev1.Pod, now time.Time, grace time.Duration) (int64, bool)
 	return int64((since + timeout + grace + deadlineSlack + time.Second - 1) / time.Second), true
 }
 
-// Init waits until a Pod made ahead runs, blocked on stdin: engine.Preparer.
+// Init waits until a Pod made ahead runs, blocked on stdin: engine.Preparer. Its turn's
+// Attach and Start then ask the cluster nothing more before they act.
 func (e *Engine) Init(ctx context.Context, id string) error {
-	_, err := e.waitRunning(ctx, id)
+	pod, err := e.waitRunning(ctx, id)
+	if err == nil && container(pod) != nil && container(pod).State.Running != nil {
+		e.mu.Lock()
+		e.running[id] = pod
+		e.mu.Unlock()
+	}
 	return err
 }
 
 // waitRunning returns the Pod once its container runs or has ended; a container that
-// cannot run is engine.ErrCreate.
+// cannot run is engine.ErrCreate. A Pod Init saw running is taken as it was then: if it
+// ended since, the attach and the status say so.
 func (e *Engine) waitRunning(ctx context.Context, id string) (*corev1.Pod, error) {
+	e.mu.Lock()
+	seen := e.running[id]
+	e.mu.Unlock()
+	if seen != nil {
+		return seen, nil
+	}
 	var out *corev1.Pod
 	err := e.watchPod(ctx, id, func(p *corev1.Pod) (bool, error) {
 		out = p
@@ -616,6 +630,7 @@ func (e *Engine) Stop(ctx context.Context, id string, grace time.Duration) error
 func (e *Engine) Remove(ctx context.Context, id string) error {
 	e.mu.Lock()
 	delete(e.attached, id)
+	delete(e.running, id)
 	e.mu.Unlock()
 	zero := int64(0)
 	err := e.pods().Delete(ctx, id, metav1.DeleteOptions{GracePeriodSeconds: &zero})
