@@ -1,10 +1,12 @@
 package kube
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"sort"
 	"strings"
 	"sync"
@@ -50,6 +52,8 @@ type Config struct {
 	PodPidsLimit int64
 	// StopGrace is the Pods' terminationGracePeriodSeconds.
 	StopGrace time.Duration
+	// Logger takes what client-go logs, at debug level; nil is slog.Default().
+	Logger *slog.Logger
 }
 
 func (c Config) withDefaults() Config {
@@ -83,8 +87,10 @@ type streamEnd struct {
 	at       time.Time
 }
 
-// New returns the engine of cfg without contacting the cluster.
+// New returns the engine of cfg without contacting the cluster. client-go's own log goes to
+// cfg.Logger at debug level, for the whole process.
 func New(cfg Config) (*Engine, error) {
+	quietClientGo(cmp.Or(cfg.Logger, slog.Default()))
 	var rc *rest.Config
 	var err error
 	if cfg.Kubeconfig == "" {
