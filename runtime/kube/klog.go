@@ -26,7 +26,11 @@ func (d debugHandler) Enabled(ctx context.Context, _ slog.Level) bool {
 	return d.h.Enabled(ctx, slog.LevelDebug)
 }
 
+// Handle drops r unless debug is enabled: logr hands errors on without asking Enabled.
 func (d debugHandler) Handle(ctx context.Context, r slog.Record) error {
+	if !d.h.Enabled(ctx, slog.LevelDebug) {
+		return nil
+	}
 	r.Level = slog.LevelDebug
 	return d.h.Handle(ctx, r)
 }
