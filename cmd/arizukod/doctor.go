@@ -199,7 +199,7 @@ func cmdDoctor(ctx context.Context, args []string) error {
 			fmt.Printf("FAIL  %-9s %v\n      fix: %s\n", c.name, indent(err.Error()), c.fix(&o))
 			continue
 		}
-		fmt.Printf("ok    %-9s %s\n", c.name, detail)
+		fmt.Printf("ok    %-9s %s\n", c.name, indent(detail))
 	}
 	if failed > 0 {
 		if len(needEngine) > 0 {
