@@ -10,10 +10,13 @@ import (
 	"testing"
 	"time"
 
+	authv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/arizuko/arizukod/contract"
 	"github.com/arizuko/arizukod/runtime/engine"
@@ -592,3 +595,40 @@ type discard struct{}
 
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
 
+
+// TestCheck: doctor's questions to the cluster: a permission the account lacks is named
+// with what it is for, the RuntimeClass and the nodes' runtimes are reported, fake nodes
+// skipped, and the gaps named.
+func TestCheck(t *testing.T) {
+	ctx := context.Background()
+	e, client := testEngine(t, Config{})
+	client.PrependReactor("create", "selfsubjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		r := a.(k8stesting.CreateAction).GetObject().(*authv1.SelfSubjectAccessReview)
+		ra := r.Spec.ResourceAttributes
+		r.Status.Allowed = !(ra.Verb == "patch" && ra.Resource == "pods") && ra.Subresource != "proxy" && (ra.Namespace == DefaultNamespace || ra.Namespace == "" && ra.Resource != "pods")
+		return true, r, nil
+	})
+	for _, n := range []*corev1.Node{
+		{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}, Status: corev1.NodeStatus{NodeInfo: corev1.NodeSystemInfo{KubeletVersion: "v1.37.2", ContainerRuntimeVersion: "containerd://1.6.20"}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "kwok-0", Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"}}},
+	} {
+		if _, err := client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	probe, err := e.PodFor(testSpec(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := e.Check(ctx, probe)
+	if err == nil || !strings.Contains(err.Error(), "may not patch pods (mark a Pod started") || strings.Contains(err.Error(), "create pods/attach") {
+		t.Errorf("err = %v, want only patch pods denied", err)
+	}
+	all := strings.Join(lines, "\n")
+	for _, want := range []string{"RuntimeClass arizuko-nonet (handler runc-nonet)", "node node-1: kubelet v1.37.2, containerd://1.6.20: Pods share the node's user namespace",
+		"1 fake (kwok) nodes not checked", "podPidsLimit is not verified", "rlimits", "steering"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("report lacks %q:\n%s", want, all)
+		}
+	}
+}
