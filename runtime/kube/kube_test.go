@@ -576,10 +576,10 @@ func TestInfo(t *testing.T) {
 func TestTail(t *testing.T) {
 	for out, want := range map[string]bool{
 		"x\n" + contract.StartMarker + "\n{}\n" + contract.EndMarker + "\n": true,
-		contract.EndMarker + "\n":                                      true,
-		"x\n" + contract.EndMarker + "\nmore\n":                        false,
-		"x" + contract.EndMarker + "\n":                                false,
-		"":                                                             false,
+		contract.EndMarker + "\n":               true,
+		"x\n" + contract.EndMarker + "\nmore\n": false,
+		"x" + contract.EndMarker + "\n":         false,
+		"":                                      false,
 	} {
 		tw := &tailWriter{w: discard{}}
 		for _, b := range []byte(out) {
@@ -594,7 +594,6 @@ func TestTail(t *testing.T) {
 type discard struct{}
 
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
-
 
 // TestCheck: doctor's questions to the cluster: a permission the account lacks is named
 // with what it is for, the RuntimeClass and the nodes' runtimes are reported, fake nodes
