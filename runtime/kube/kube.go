@@ -304,9 +304,16 @@ func (e *Engine) checkClass(ctx context.Context, class string) error {
 // Start waits until the Pod's container runs (blocked on stdin), then marks the Pod
 // started and gives it its deadline: the turn's timeout from now, with the grace and a
 // little slack, as activeDeadlineSeconds counts from the Pod's start. A container that
-// cannot run (an image the node does not have) is engine.ErrCreate.
+// cannot run (an image the node does not have) is engine.ErrCreate; one that does not run
+// within startTimeout (no node for it, a mount the node cannot make) is an error saying
+// what the Pod waits for.
 func (e *Engine) Start(ctx context.Context, id string) error {
-	pod, err := e.waitRunning(ctx, id)
+	wctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	pod, err := e.waitRunning(wctx, id)
+	if err != nil && ctx.Err() == nil && wctx.Err() != nil {
+		return fmt.Errorf("kubernetes: pod %s does not run after %s: %s", id, startTimeout, e.waitingFor(ctx, id))
+	}
 	if err != nil {
 		return err
 	}
@@ -319,6 +326,28 @@ func (e *Engine) Start(ctx context.Context, id string) error {
 		return fmt.Errorf("%w: pod %s", engine.ErrNoSuchContainer, id)
 	}
 	return err
+}
+
+// startTimeout bounds how long Start waits for a Pod's container to run (a variable for
+// the tests).
+var startTimeout = 2 * time.Minute
+
+// waitingFor says what keeps Pod id from running: its container's waiting reason, or the
+// scheduler's.
+func (e *Engine) waitingFor(ctx context.Context, id string) string {
+	p, err := e.pods().Get(context.WithoutCancel(ctx), id, metav1.GetOptions{})
+	if err != nil {
+		return err.Error()
+	}
+	if c := container(p); c != nil && c.State.Waiting != nil {
+		return strings.TrimSpace(c.State.Waiting.Reason + ": " + c.State.Waiting.Message)
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Status != corev1.ConditionTrue && c.Message != "" {
+			return fmt.Sprintf("%s %s: %s", c.Type, c.Reason, c.Message)
+		}
+	}
+	return "phase " + string(p.Status.Phase)
 }
 
 // deadline is the activeDeadlineSeconds of pod started at now: counted from the Pod's

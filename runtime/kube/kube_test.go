@@ -214,8 +214,8 @@ func TestPodNodeIPC(t *testing.T) {
 			continue
 		}
 		for _, v := range p.Spec.Volumes {
-			if v.Name == m.Name && v.HostPath.Path != "/run/arizuko-node/ipc/main-research" {
-				t.Errorf("IPC hostPath %s, want /run/arizuko-node/ipc/main-research", v.HostPath.Path)
+			if v.Name == m.Name && (v.HostPath.Path != "/run/arizuko-node/ipc/main-research" || *v.HostPath.Type != corev1.HostPathDirectoryOrCreate) {
+				t.Errorf("IPC hostPath %s (%s), want /run/arizuko-node/ipc/main-research, DirectoryOrCreate", v.HostPath.Path, *v.HostPath.Type)
 			}
 		}
 	}
@@ -629,5 +629,27 @@ func TestCheck(t *testing.T) {
 		if !strings.Contains(all, want) {
 			t.Errorf("report lacks %q:\n%s", want, all)
 		}
+	}
+}
+
+// TestStartTimeout: a Pod that never runs fails Start with what it waits for.
+func TestStartTimeout(t *testing.T) {
+	defer func(d time.Duration) { startTimeout = d }(startTimeout)
+	startTimeout = 300 * time.Millisecond
+	ctx := context.Background()
+	e, client := testEngine(t, Config{})
+	id, err := e.Create(ctx, testSpec(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := client.CoreV1().Pods(DefaultNamespace).Get(ctx, id, metav1.GetOptions{})
+	p.Status = corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
+		Reason: "Unschedulable", Message: "0/101 nodes are available: 1 Insufficient memory"}}}
+	if _, err := client.CoreV1().Pods(DefaultNamespace).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err = e.Start(ctx, id)
+	if err == nil || !strings.Contains(err.Error(), "does not run after 300ms: PodScheduled Unschedulable: 0/101 nodes are available") {
+		t.Errorf("Start = %v", err)
 	}
 }

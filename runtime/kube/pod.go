@@ -154,14 +154,17 @@ func (e *Engine) PodFor(s engine.Spec) (*corev1.Pod, error) {
 			return refuse("mount %s -> %s: both paths must be absolute", m.Source, m.Target)
 		}
 		path := m.Source
+		kind, err := hostPathType(m.Source)
+		if err != nil {
+			return refuse("mount %s -> %s: %v", m.Source, m.Target, err)
+		}
 		if m.Target == contract.IPCDir && e.cfg.NodeIPCDir != "" {
 			base := filepath.Base(m.Source)
 			path = filepath.Join(e.cfg.NodeIPCDir, base)
 			pod.Annotations[IPCAnnotation] = base
-		}
-		kind, err := hostPathType(m.Source)
-		if err != nil {
-			return refuse("mount %s -> %s: %v", m.Source, m.Target, err)
+			// The node agent binds the turn's sockets in it once it sees the Pod: the
+			// kubelet makes it if the agent has not yet, and the agent dials late.
+			kind = corev1.HostPathDirectoryOrCreate
 		}
 		name := "m" + strconv.Itoa(i)
 		volumes = append(volumes, corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: path, Type: &kind}}})
