@@ -131,7 +131,7 @@ var checks = []check{
 		}
 		return "no systemd here to delegate cgroups: run a rootful engine, or set allow_unlimited = true in [limits] of arizukod.toml to run turns without the limits"
 	})},
-	{"limits", checkLimits, fixed("give the engine its cgroups (arizukod.toml(5), [limits]), or set allow_unlimited = true in [limits] of arizukod.toml to run turns without the memory, CPU and pids limits")},
+	{"limits", checkLimits, limitsFix},
 	{"image", checkImage, imageFix},
 	{"cluster", checkKubernetes, fixed("apply contrib/kubernetes (the engine's Role and ClusterRole, the RuntimeClass of network none and its containerd handler) to the cluster, and set pod_pids_limit in [kubernetes] of arizukod.toml to the kubelets' podPidsLimit")},
 	{"runtime", checkRuntimes, fixed("register the runtime the error names with the engine (README, gVisor), or take it out of limits.runtime and limits.allowed_runtimes of arizukod.toml")},

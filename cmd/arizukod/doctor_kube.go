@@ -43,3 +43,13 @@ func checkKubernetes(ctx context.Context, o *doctorOpts) (string, error) {
 	}
 	return fmt.Sprintf("%s at %s\n%s", info, info.Socket, strings.Join(lines, "\n")), nil
 }
+
+// limitsFix says how the engine gets its limits: its cgroups, or on a cluster the nodes'
+// podPidsLimit declared.
+func limitsFix(o *doctorOpts) string {
+	const unlimited = "or set allow_unlimited = true in [limits] of arizukod.toml to run turns without the memory, CPU and pids limits"
+	if _, onCluster := o.eng.(*kube.Engine); onCluster {
+		return "set podPidsLimit in the kubelets' configuration and pod_pids_limit in [kubernetes] of arizukod.toml to that number, at most limits.pids, " + unlimited
+	}
+	return "give the engine its cgroups (arizukod.toml(5), [limits]), " + unlimited
+}

@@ -25,7 +25,8 @@ func TestDoctorCluster(t *testing.T) {
 			[]string{"the account may do all the engine does", "RuntimeClass " + k.NoNetworkClass, "accepted in namespace arizuko (dry run)", "node " + k.Node + ":", "rlimits", "steering"}},
 		{"no class", "no_network_class = \"no-such-class\"\npod_pids_limit = 1024\n[limits]\npids = 1024\n", false,
 			[]string{`RuntimeClass "no-such-class" of network none is missing`, "fix: apply contrib/kubernetes"}},
-		{"pids unknown", "", false, []string{"a turn's Pod cannot be made", "pod_pids_limit does not say"}},
+		{"pids above the turn's", "pod_pids_limit = 1024\n", false, []string{"a turn's Pod cannot be made", "up to 1024 pids", "more than the 512"}},
+		{"pids unknown", "", true, []string{"not declared in [kubernetes] pod_pids_limit: turns are refused unless allow_unlimited"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			conf := filepath.Join(t.TempDir(), "arizukod.toml")

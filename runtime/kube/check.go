@@ -125,8 +125,12 @@ func (e *Engine) Check(ctx context.Context, probe *corev1.Pod) ([]string, error)
 	if !proxy {
 		lines = append(lines, "the nodes' podPidsLimit is not verified (reading the kubelet's configuration needs get nodes/proxy, which the engine does not): pod_pids_limit is taken as declared")
 	}
+	declared := "not declared in [kubernetes] pod_pids_limit: turns are refused unless allow_unlimited = true in [limits]"
+	if e.cfg.PodPidsLimit > 0 {
+		declared = fmt.Sprintf("declared %d", e.cfg.PodPidsLimit)
+	}
 	lines = append(lines,
-		fmt.Sprintf("pids: one limit per Pod set per node (the kubelet's podPidsLimit, declared %s), not per container", pidsWord(e.cfg.PodPidsLimit)),
+		fmt.Sprintf("pids: one limit per Pod set per node (the kubelet's podPidsLimit, %s), not per container", declared),
 		"rlimits: a Pod has no field for them: nofile and nproc are the container runtime's defaults (nproc is held by the pids limit)",
 		"steering: Kubernetes has no signal API, so a steer (SIGUSR1) is refused while a turn runs",
 		"the end of a turn is the end of its attach stream; the exit code of a complete answer reads as 0 (the kubelet's status comes ~2 s later)")

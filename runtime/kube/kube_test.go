@@ -232,7 +232,6 @@ func TestPodRefusals(t *testing.T) {
 		{"named network", Config{}, func(s *engine.Spec) { s.Network = "team-net" }, `network "team-net"`},
 		{"slirp", Config{}, func(s *engine.Spec) { s.Network = engine.NetworkSlirp4netns }, `network "slirp4netns"`},
 		{"runtime", Config{}, func(s *engine.Spec) { s.Runtime = "runsc" }, `OCI runtime "runsc"`},
-		{"pids unknown", Config{PodPidsLimit: -1}, nil, "pod_pids_limit does not say"},
 		{"pids above", Config{PodPidsLimit: 4096}, nil, "up to 4096 pids"},
 		{"no memory", Config{}, func(s *engine.Spec) { s.MemoryBytes = 0 }, "memory and CPU limits are required"},
 		{"relative mount", Config{}, func(s *engine.Spec) { s.Mounts[0].Source = "groups/main" }, "must be absolute"},

@@ -54,7 +54,8 @@ const deadlineSlack = 5 * time.Second
 
 // PodFor is the Pod of s in the engine's namespace, without contacting the cluster. It
 // refuses (wrapping engine.ErrCreate) what a Pod cannot promise: a network other than
-// none and bridge, an OCI runtime by name, a pids limit below the nodes' podPidsLimit, a
+// none and bridge, an OCI runtime by name, a pids limit below the nodes' declared
+// podPidsLimit, a
 // memory or CPU limit of zero, a mount source that is neither a directory nor a file.
 func (e *Engine) PodFor(s engine.Spec) (*corev1.Pod, error) {
 	refuse := func(format string, args ...any) (*corev1.Pod, error) {
@@ -206,13 +207,13 @@ func (e *Engine) PodFor(s engine.Spec) (*corev1.Pod, error) {
 	return pod, nil
 }
 
-// checkPids is nil when the nodes' podPidsLimit keeps a Pod within limit.
+// checkPids is nil when the nodes' podPidsLimit keeps a Pod within limit, or is not known:
+// then Info.NoLimits says so, and the runner refuses the turn unless the operator allowed
+// turns without limits.
 func (e *Engine) checkPids(limit int64) error {
 	switch {
-	case limit <= 0:
+	case limit <= 0, e.cfg.PodPidsLimit <= 0:
 		return nil
-	case e.cfg.PodPidsLimit <= 0:
-		return fmt.Errorf("a pids limit of %d cannot be promised: the kubelet's podPidsLimit is one number per node, and [kubernetes] pod_pids_limit does not say what the nodes give a Pod", limit)
 	case e.cfg.PodPidsLimit > limit:
 		return fmt.Errorf("the nodes give a Pod up to %d pids ([kubernetes] pod_pids_limit, the kubelets' podPidsLimit), more than the %d this container may have: lower podPidsLimit on the nodes, or raise the pids limit", e.cfg.PodPidsLimit, limit)
 	}
