@@ -76,7 +76,7 @@ type Config struct {
 	// Prepared is how many folders may have their next container made ahead at once
 	// (Podman only); 0 makes none. Its default is MaxRunning.
 	Prepared     int
-	Engine       string      // "" (detect), "podman" or "docker"
+	Engine       string      // "" (detect), "podman", "docker" or "kubernetes"
 	EngineSocket string      // "" (detect), unix:///PATH or tcp://HOST:PORT
 	Listen       string      // the API's unix socket path
 	SocketMode   os.FileMode // permission bits of the API socket
@@ -97,11 +97,13 @@ type Config struct {
 	Webhooks     []Webhook // [[webhook]] tables, in file order
 	// Prices are the [prices."MODEL"] tables: each replaces the shipped price of its
 	// model (pricing.Defaults); nil when the file has none.
-	Prices    map[string]pricing.Price
-	Metrics   MetricsConf
-	Tracing   TracingConf
-	Retention Retention
-	Source    string // the file read, or SourceDefaults
+	Prices  map[string]pricing.Price
+	Metrics MetricsConf
+	Tracing TracingConf
+	// Kubernetes is the cluster of engine = "kubernetes" ([kubernetes]).
+	Kubernetes KubeConf
+	Retention  Retention
+	Source     string // the file read, or SourceDefaults
 }
 
 // ModelConf is where the model gateway forwards a turn's model traffic, and with which
@@ -220,6 +222,7 @@ func load(mode Mode, path string, explicit bool, getenv func(string) string) (*C
 		Model:        ModelConf{Upstream: DefaultModelUpstream, GiveUp: DefaultModelGiveUp},
 		Delivery:     DeliveryConf{VisibilityTimeout: DefaultVisibilityTimeout, MaxAttempts: DefaultMaxAttempts},
 		Retention:    DefaultRetention,
+		Kubernetes:   KubeConf{Namespace: DefaultKubeNamespace, NoNetworkClass: DefaultKubeNoNetworkClass},
 		Source:       SourceDefaults,
 	}, set: map[string]bool{}, lines: map[string]int{}}
 	if path != "" {
