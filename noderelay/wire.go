@@ -147,9 +147,9 @@ func checkInputName(name string) error {
 	return nil
 }
 
-// pipe copies a to b and b to a until both directions end, passing each end on as a
-// half-close, then closes both.
-func pipe(a, b net.Conn, ar io.Reader) {
+// pipe copies a to b and br (what b reads, buffered) to a until both directions end,
+// passing each end on as a half-close, then closes both.
+func pipe(a, b net.Conn, br io.Reader) {
 	done := make(chan struct{}, 2)
 	half := func(dst net.Conn, src io.Reader) {
 		io.Copy(dst, src)
@@ -160,8 +160,8 @@ func pipe(a, b net.Conn, ar io.Reader) {
 		}
 		done <- struct{}{}
 	}
-	go half(b, ar)
-	go half(a, b)
+	go half(b, a)
+	go half(a, br)
 	<-done
 	<-done
 	a.Close()
