@@ -102,6 +102,10 @@ type Config struct {
 	Tracing   TracingConf
 	Retention Retention
 	Source    string // the file read, or SourceDefaults
+
+	// KubeRelayListen is [kubernetes] relay_listen: where the nodes' relayed sockets come
+	// in (noderelay); "" for none.
+	KubeRelayListen string
 }
 
 // ModelConf is where the model gateway forwards a turn's model traffic, and with which

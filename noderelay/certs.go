@@ -10,6 +10,9 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/arizuko/arizukod/gateway"
 	"github.com/arizuko/arizukod/groupfolder"
 )
@@ -141,4 +144,15 @@ func NodeTLS(caPEM, certPEM, keyPEM []byte) (*tls.Config, error) {
 		ServerName:   ServerName,
 		Certificates: []tls.Certificate{cert},
 	}, nil
+}
+
+// Secret is the Kubernetes Secret (kubernetes.io/tls, with ca.crt) holding nc, named name
+// in namespace: what the node DaemonSet mounts.
+func Secret(nc NodeCert, namespace, name string) *corev1.Secret {
+	return &corev1.Secret{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: map[string]string{"app.kubernetes.io/part-of": "arizuko"}},
+		Type:       corev1.SecretTypeTLS,
+		Data:       map[string][]byte{"ca.crt": nc.CA, corev1.TLSCertKey: nc.Cert, corev1.TLSPrivateKeyKey: nc.Key},
+	}
 }

@@ -19,6 +19,10 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 )
 
+// DefaultNamespace is the namespace of the turn Pods and of arizukod's own, as the
+// manifests of contrib/kubernetes/ make it.
+const DefaultNamespace = "arizuko"
+
 // Client is a clientset of the cluster: of kubeconfig when given, else of the
 // in-cluster service account, else of $KUBECONFIG.
 func Client(kubeconfig string) (kubernetes.Interface, error) {
@@ -158,16 +162,14 @@ type KubePods struct {
 	lister    listersv1.PodLister
 }
 
-// NewKubePods starts the cache of namespace's Pods; it stops with ctx.
-func NewKubePods(ctx context.Context, cs kubernetes.Interface, namespace string) (*KubePods, error) {
+// NewKubePods starts the cache of namespace's Pods; it stops with ctx. Until it has synced
+// every question is asked of the API.
+func NewKubePods(ctx context.Context, cs kubernetes.Interface, namespace string) *KubePods {
 	f := informers.NewSharedInformerFactoryWithOptions(cs, 10*time.Minute, informers.WithNamespace(namespace))
 	inf := f.Core().V1().Pods()
 	inf.Informer()
 	f.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), inf.Informer().HasSynced) {
-		return nil, fmt.Errorf("kubernetes: the Pods of namespace %s: %w", namespace, context.Cause(ctx))
-	}
-	return &KubePods{cs: cs, namespace: namespace, lister: inf.Lister()}, nil
+	return &KubePods{cs: cs, namespace: namespace, lister: inf.Lister()}
 }
 
 // OnNode is Pods' OnNode.
