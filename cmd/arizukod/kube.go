@@ -14,19 +14,22 @@ import (
 
 // cmdKube is `arizukod kube`: what the central gives a Kubernetes cluster's nodes.
 func cmdKube(ctx context.Context, args []string) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
+	usage := func() {
 		fmt.Fprintln(os.Stderr, "usage: arizukod kube node-cert --node NAME [--config FILE] [--namespace NS] [--secret NAME] [--out DIR]\n\n"+
 			"  node-cert  a node's certificate and key for the relay (signed by the central's relay CA), as a Secret manifest or files")
-		if len(args) == 0 {
-			return errUsage
-		}
-		return nil
 	}
-	switch args[0] {
-	case "node-cert":
+	switch {
+	case len(args) == 0:
+		usage()
+		return errUsage
+	case args[0] == "-h" || args[0] == "--help":
+		usage()
+		return nil
+	case args[0] == "node-cert":
 		return cmdKubeNodeCert(ctx, args[1:])
 	}
-	fmt.Fprintf(os.Stderr, "arizukod kube: unknown subcommand %q; the one there is: node-cert\n", args[0])
+	fmt.Fprintf(os.Stderr, "arizukod kube: unknown subcommand %q\n", args[0])
+	usage()
 	return errUsage
 }
 
