@@ -42,11 +42,19 @@ type Node struct {
 	// TLS is NodeTLS's configuration.
 	TLS *tls.Config
 	Log *slog.Logger
+	// MaxConns bounds the connections relayed at once for one slug; one more is closed at
+	// once. 0 is DefaultMaxConns.
+	MaxConns int
 
 	root   *agentdir.Dir
 	mu     sync.Mutex
 	served map[string]*slugServer
+	swept  bool
 }
+
+// DefaultMaxConns is how many connections of one turn Pod a node relays at once: a Pod
+// that opens more cannot make the node hold more connections to the central.
+const DefaultMaxConns = 256
 
 // Run serves the turns of every snapshot from turns (the node's turn Pods now) until ctx
 // ends, then stops serving them all and removes their directories.
@@ -100,6 +108,9 @@ func (n *Node) reconcile(ctx context.Context, ts []Turn) {
 			n.stop(slug)
 		}
 	}
+	if !n.swept {
+		n.sweep(want)
+	}
 	for slug, t := range want {
 		if _, ok := n.served[slug]; ok {
 			continue
@@ -113,6 +124,33 @@ func (n *Node) reconcile(ctx context.Context, ts []Turn) {
 		n.served[slug] = s
 		n.mu.Unlock()
 		n.Log.Info("serving a turn Pod's sockets", "slug", slug, "dir", s.dir.Name())
+	}
+}
+
+// sweep removes, once the node's first turns are known, the directories of the Pods that
+// ended while no node agent ran: whatever is in Dir that no turn of the node has.
+func (n *Node) sweep(want map[string]Turn) {
+	n.swept = true
+	entries, err := n.root.ReadDir(".")
+	if err != nil {
+		n.Log.Warn("sweeping the node IPC directory", "err", err)
+		return
+	}
+	for _, e := range entries {
+		if _, ok := want[e.Name()]; ok {
+			continue
+		}
+		if e.IsDir() {
+			if err := n.root.Clear(e.Name()); err != nil {
+				n.Log.Warn("sweeping the node IPC directory", "entry", e.Name(), "err", err)
+				continue
+			}
+		}
+		if err := n.root.Remove(e.Name()); err != nil {
+			n.Log.Warn("sweeping the node IPC directory", "entry", e.Name(), "err", err)
+			continue
+		}
+		n.Log.Info("removed what an ended turn Pod left", "entry", e.Name())
 	}
 }
 
@@ -140,6 +178,7 @@ type slugServer struct {
 	owner  *agentdir.Owner
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	conns  chan struct{} // a token per connection relayed now
 
 	mu      sync.Mutex
 	sockets map[string]*agentdir.Socket // by socket name (CheckSocket's)
@@ -181,7 +220,12 @@ func (n *Node) start(ctx context.Context, t Turn) (*slugServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &slugServer{n: n, slug: t.Slug, dir: dir, owner: owner, sockets: map[string]*agentdir.Socket{}}
+	maxConns := n.MaxConns
+	if maxConns <= 0 {
+		maxConns = DefaultMaxConns
+	}
+	s := &slugServer{n: n, slug: t.Slug, dir: dir, owner: owner, sockets: map[string]*agentdir.Socket{},
+		conns: make(chan struct{}, maxConns)}
 	ctx, s.cancel = context.WithCancel(ctx)
 	fail := func(err error) (*slugServer, error) {
 		s.close()
@@ -269,12 +313,26 @@ func (n *Node) dial(ctx context.Context, h header) (*tls.Conn, *bufio.Reader, er
 
 // relay carries one connection the agent made to the socket name on to the central.
 func (s *slugServer) relay(ctx context.Context, name string, c net.Conn) {
+	select {
+	case s.conns <- struct{}{}:
+		defer func() { <-s.conns }()
+	default:
+		s.n.Log.Warn("relay connection refused: too many at once", "slug", s.slug, "socket", name, "max", cap(s.conns))
+		c.Close()
+		return
+	}
 	tc, r, err := s.n.dial(ctx, header{Op: opConnect, Node: s.n.Name, Slug: s.slug, Socket: name})
 	if err != nil {
 		s.n.Log.Warn("relay connection failed", "slug", s.slug, "socket", name, "err", err)
 		c.Close()
 		return
 	}
+	// The Pod gone, its connections go too.
+	stop := context.AfterFunc(ctx, func() {
+		c.Close()
+		tc.Close()
+	})
+	defer stop()
 	pipe(c, tc, r)
 }
 

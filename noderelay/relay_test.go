@@ -174,7 +174,7 @@ func (c *central) nodeCert(node string) *tls.Config {
 
 // startNode runs a node named name whose turn Pods are turns; its IPC directory is
 // returned, with the channel that changes its turns.
-func startNode(t *testing.T, c *central, name string, conf *tls.Config, plant func(dir string)) (string, chan []Turn, *logBuf) {
+func startNode(t *testing.T, c *central, name string, conf *tls.Config, plant func(dir string), mod ...func(*Node)) (string, chan []Turn, *logBuf) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "node-ipc")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -185,6 +185,9 @@ func startNode(t *testing.T, c *central, name string, conf *tls.Config, plant fu
 	}
 	log := &logBuf{}
 	n := &Node{Name: name, Dir: dir, Central: c.addr, TLS: conf, Log: slog.New(slog.NewTextHandler(log, nil))}
+	for _, m := range mod {
+		m(n)
+	}
 	turns := make(chan []Turn, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -562,5 +565,52 @@ func TestTheModelKeyNeverReachesTheNode(t *testing.T) {
 			}
 		}
 		return nil
+	})
+}
+
+func TestNodeSweepsWhatEndedPodsLeftAndBoundsConnections(t *testing.T) {
+	c := startCentral(t)
+	dir, turns, log := startNode(t, c, "node-a", c.nodeCert("node-a"), func(dir string) {
+		// A Pod that ended while no node agent ran left its directory, with a link in it.
+		os.MkdirAll(filepath.Join(dir, "gone", contract.InputDir), 0o755)
+		os.Symlink("/etc", filepath.Join(dir, "gone", "model.sock"))
+		os.Symlink("/etc", filepath.Join(dir, "stray-link"))
+	}, func(n *Node) { n.MaxConns = 1 })
+	turns <- []Turn{{Slug: "main", UID: -1, GID: -1}}
+	slugDir := filepath.Join(dir, "main")
+	waitFor(t, "the node's sockets", func() bool { return isSocket(filepath.Join(slugDir, contract.RouterSocket)) })
+	waitFor(t, "the leftovers swept", func() bool {
+		_, e1 := os.Lstat(filepath.Join(dir, "gone"))
+		_, e2 := os.Lstat(filepath.Join(dir, "stray-link"))
+		return os.IsNotExist(e1) && os.IsNotExist(e2)
+	})
+	if _, err := os.Stat("/etc/passwd"); err != nil {
+		t.Fatalf("the sweep followed a link: %v", err)
+	}
+
+	// One connection held open: the next is closed at once, unrelayed.
+	d, err := agentdir.Open(slugDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	held, err := d.Dial(context.Background(), contract.RouterSocket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held.Write([]byte("held"))
+	waitFor(t, "the held connection relayed", func() bool { return strings.Contains(c.log.String(), "relay connection") })
+	if got, _ := call(t, slugDir, contract.ModelSocket, "second"); got != "" {
+		t.Errorf("a connection beyond the bound was relayed: %q", got)
+	}
+	waitFor(t, "the refusal logged", func() bool { return strings.Contains(log.String(), "too many at once") })
+	held.(*net.UnixConn).CloseWrite()
+	if b, _ := io.ReadAll(held); string(b) != "main/router.sock:held" {
+		t.Errorf("held: %q", b)
+	}
+	held.Close()
+	waitFor(t, "a connection relayed again", func() bool {
+		got, _ := call(t, slugDir, contract.ModelSocket, "third")
+		return got == "main/model.sock:third"
 	})
 }
