@@ -181,6 +181,38 @@ func TestNodeDaemonSetRelaysATurnPodOnTheCluster(t *testing.T) {
 	kubectl(t, k, manifest(t, "central.yaml", repl...), "apply", "--dry-run=server", "-f", "-")
 	kubectl(t, k, nil, "-n", DefaultNamespace, "rollout", "status", "daemonset/arizuko-node", "--timeout=180s")
 
+	// The central asks the API where a slug's Pod is: a Pod on another node (a kwok
+	// node, kept running) is no slug this node may reach; a certificate for any node that
+	// claims that node gets past the check (and finds no socket: the slug has none here).
+	far := "far" + slug
+	farPod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "relay-e2e-" + far, Namespace: DefaultNamespace,
+			Annotations: map[string]string{Annotation: far, "arizuko-pod-finish.stage.kwok.x-k8s.io/delay": "10m"}},
+		Spec: corev1.PodSpec{NodeName: "kwok-node-0", Containers: []corev1.Container{{Name: "agent", Image: agentImage}},
+			Tolerations: []corev1.Toleration{{Key: "kwok.x-k8s.io/node", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}},
+	}
+	if _, err := cs.CoreV1().Pods(DefaultNamespace).Create(ctx, farPod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	defer cs.CoreV1().Pods(DefaultNamespace).Delete(context.WithoutCancel(ctx), farPod.Name, metav1.DeleteOptions{})
+	localTLS, err := NodeTLS(nc.CA, nc.Cert, nc.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := rawDial(t, ln.Addr().String(), localTLS, header{Op: opConnect, Node: k.Node, Slug: far, Socket: contract.ModelSocket})
+	if err != nil || a.Error != "no turn Pod of "+far+" on node "+k.Node {
+		t.Errorf("the slug of a Pod on kwok-node-0, claimed by %s: %+v, %v", k.Node, a, err)
+	}
+	anyNC, err := IssueNode(ca, AnyNode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	anyTLS, _ := NodeTLS(anyNC.CA, anyNC.Cert, anyNC.Key)
+	a, err = rawDial(t, ln.Addr().String(), anyTLS, header{Op: opConnect, Node: "kwok-node-0", Slug: far, Socket: contract.ModelSocket})
+	if err != nil || a.Error == "" || strings.Contains(a.Error, "no turn Pod") {
+		t.Errorf("the slug of a Pod on kwok-node-0, claimed by kwok-node-0: %+v, %v", a, err)
+	}
+
 	// A turn Pod as the engine makes one: network none, hardened, its IPC directory the
 	// node's.
 	run := func(name, prompt string) contract.Output {
