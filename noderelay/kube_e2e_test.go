@@ -25,6 +25,7 @@ import (
 	"github.com/arizuko/arizukod/contract"
 	"github.com/arizuko/arizukod/gateway"
 	"github.com/arizuko/arizukod/groupfolder"
+	"github.com/arizuko/arizukod/internal/agentdir"
 	"github.com/arizuko/arizukod/internal/enginetest"
 	"github.com/arizuko/arizukod/internal/fakemodel"
 	"github.com/arizuko/arizukod/runtime/engine"
@@ -238,16 +239,24 @@ func TestNodeDaemonSetRelaysATurnPodOnTheCluster(t *testing.T) {
 					Path: filepath.Join(nodeIPC, slug), Type: &dirType}}}},
 			},
 		}
+		created := time.Now()
 		if _, err := cs.CoreV1().Pods(DefaultNamespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		defer cs.CoreV1().Pods(DefaultNamespace).Delete(context.WithoutCancel(ctx), name, metav1.DeleteOptions{})
+		sockets := filepath.Join(nodeIPC, slug, contract.EgressSocket)
+		served := false
 		for {
+			if fi, err := os.Lstat(sockets); err == nil && fi.Mode()&os.ModeSocket != 0 && !served {
+				served = true
+				t.Logf("%s: the node served its sockets %s after the Pod was created", name, time.Since(created).Round(time.Millisecond))
+			}
 			p, err := cs.CoreV1().Pods(DefaultNamespace).Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if p.Status.Phase == corev1.PodRunning {
+				t.Logf("%s: running %s after it was created", name, time.Since(created).Round(time.Millisecond))
 				break
 			}
 			if p.Status.Phase != corev1.PodPending || ctx.Err() != nil {
@@ -287,6 +296,59 @@ func TestNodeDaemonSetRelaysATurnPodOnTheCluster(t *testing.T) {
 	if out.Status != contract.StatusOK || strings.Contains(out.Result, "/") || strings.Contains(out.Result, "env:") {
 		t.Errorf("the key's prefix inside the Pod: %+v", out)
 	}
+	// A hostile Pod swaps its sockets, input/ and sidecars/ for links to a directory of the
+	// node and back, over and over, while the central's input changes every 50 ms and a
+	// sidecar comes: the node writes nothing there, and removes nothing of it.
+	victim := filepath.Join(nodeIPC, "victim")
+	if err := os.MkdirAll(victim, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(victim, "keep"), []byte("host"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	central, err := agentdir.Open(ipc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer central.Close()
+	side, err := central.Dir(contract.SidecarDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer side.Close()
+	web, err := side.Listen("web.sock", 0o666)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer web.Close()
+	churn := make(chan struct{})
+	churned := make(chan struct{})
+	go func() {
+		defer close(churned)
+		for i := 0; ; i++ {
+			select {
+			case <-churn:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			central.Clear(contract.InputDir)
+			central.WriteFile(fmt.Sprintf("%s/%d-000.json", contract.InputDir, i), []byte(`{"role":"user","content":"x"}`), 0o644, nil)
+		}
+	}()
+	out = run("relay-e2e-plant-"+slug, "plant race "+victim+" 3s")
+	close(churn)
+	<-churned
+	central.Clear(contract.InputDir)
+	if out.Status != contract.StatusOK || !strings.HasPrefix(out.Result, "swapped ") || out.Result == "swapped 0 times" {
+		t.Errorf("the Pod did not plant its links: %+v", out)
+	}
+	t.Logf("the hostile Pod %s", out.Result)
+	if entries, err := os.ReadDir(victim); err != nil || len(entries) != 1 || entries[0].Name() != "keep" {
+		t.Errorf("the node wrote through a link the Pod planted: %v %v", entries, err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(victim, "keep")); string(b) != "host" {
+		t.Errorf("the host's file changed: %q", b)
+	}
 	// The Pods gone, the node removes the slug's directory.
 	for end := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
 		if _, err := os.Lstat(filepath.Join(nodeIPC, slug)); os.IsNotExist(err) {
@@ -295,7 +357,7 @@ func TestNodeDaemonSetRelaysATurnPodOnTheCluster(t *testing.T) {
 		if time.Now().After(end) {
 			t.Fatalf("the node kept %s after its Pods were gone", filepath.Join(nodeIPC, slug))
 		}
-		if _, err := cs.CoreV1().Pods(DefaultNamespace).Get(ctx, "relay-e2e-scan-"+slug, metav1.GetOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		if _, err := cs.CoreV1().Pods(DefaultNamespace).Get(ctx, "relay-e2e-plant-"+slug, metav1.GetOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			t.Fatal(err)
 		}
 	}

@@ -83,17 +83,6 @@ func (n *Node) Run(ctx context.Context, turns <-chan []Turn) error {
 	}
 }
 
-// Served is the slugs served now, for tests and logs.
-func (n *Node) Served() []string {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	out := make([]string, 0, len(n.served))
-	for s := range n.served {
-		out = append(out, s)
-	}
-	return out
-}
-
 func (n *Node) reconcile(ctx context.Context, ts []Turn) {
 	want := map[string]Turn{}
 	for _, t := range ts {
