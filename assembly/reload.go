@@ -50,6 +50,8 @@ var restartKeys = []struct {
 	{"kubernetes.node_ipc_dir", func(d, s *config.Config) { d.Kubernetes.NodeIPCDir = s.Kubernetes.NodeIPCDir }, func(c *config.Config) any { return c.Kubernetes.NodeIPCDir }},
 	{"kubernetes.pod_pids_limit", func(d, s *config.Config) { d.Kubernetes.PodPidsLimit = s.Kubernetes.PodPidsLimit },
 		func(c *config.Config) any { return c.Kubernetes.PodPidsLimit }},
+	{"kubernetes.relay_listen", func(d, s *config.Config) { d.Kubernetes.RelayListen = s.Kubernetes.RelayListen },
+		func(c *config.Config) any { return c.Kubernetes.RelayListen }},
 }
 
 // Changes are what a reload changed: the keys that took effect and those that need a

@@ -68,6 +68,7 @@ var fileKeys = map[string]setter{
 	"delivery.visibility_timeout": text(duration(time.Second, time.Hour, func(c *Config) *time.Duration { return &c.Delivery.VisibilityTimeout })),
 	"delivery.max_attempts":       integer(1, 1000, func(c *Config) *int { return &c.Delivery.MaxAttempts }),
 	"metrics.listen":              text(setMetricsListen),
+	"kubernetes.relay_listen":     text(setRelayListen),
 	"tracing.endpoint":            text(setTracingEndpoint),
 	"retention.interval":          text(age(func(c *Config) *time.Duration { return &c.Retention.Interval })),
 	"retention.runs_max_age":      text(age(func(c *Config) *time.Duration { return &c.Retention.RunsMaxAge })),

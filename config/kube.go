@@ -23,6 +23,8 @@ type KubeConf struct {
 	// PodPidsLimit is the kubelets' podPidsLimit, what every Pod gets on the nodes; 0
 	// (unknown) refuses turns as an engine without limits does.
 	PodPidsLimit int64
+	// RelayListen is where the nodes' relayed sockets come in (noderelay); "" for none.
+	RelayListen string
 }
 
 // Defaults of [kubernetes].

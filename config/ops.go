@@ -123,3 +123,21 @@ func setMetricsListen(c *Config, s string) error {
 	c.Metrics.Listen = net.JoinHostPort(ip.String(), port)
 	return nil
 }
+
+// setRelayListen accepts "" or host:port, where the Kubernetes nodes' relay connections
+// come in (TLS with client certificates of the relay CA: any address may be served).
+func setRelayListen(c *Config, s string) error {
+	if s == "" {
+		c.Kubernetes.RelayListen = ""
+		return nil
+	}
+	_, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return fmt.Errorf("%q: want an address and port like \"0.0.0.0:7443\"", s)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("%q: %q is not a port from 1 to 65535", s, port)
+	}
+	c.Kubernetes.RelayListen = s
+	return nil
+}

@@ -122,6 +122,10 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 		l.Close()
 		return err
 	}
+	if err := d.startRelay(ctx); err != nil {
+		l.Close()
+		return err
+	}
 	d.log.Info("arizukod listening", "socket", l.Addr().String(), "socket_activated", activated, "data_dir", cfg.DataDir, "config", cfg.Source,
 		"engine_from", d.sys.Load().EngineChoice.Source())
 	d.serve(ctx, srv, pl, hup)

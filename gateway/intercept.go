@@ -120,28 +120,33 @@ func (t *Tokens) Placeholder(container, name string) string {
 	return PlaceholderPrefix + base64.RawURLEncoding.EncodeToString(mac.Sum(nil)[:18])
 }
 
-// CA is the daemon's certificate authority for the egress proxy, one per data directory
-// (OpenCA): its key stays in a file the daemon alone reads, never mounted; its
-// certificate (CertPEM) is mounted read-only into each container, whose tools trust it.
+// CA is a certificate authority of the daemon, one per purpose and data directory
+// (OpenCA, OpenCAFor): the egress proxy's, whose certificate (CertPEM) is mounted read-only
+// into each container, whose tools trust it; the Kubernetes relay's (noderelay), which
+// signs the central's and the nodes' certificates. Its key stays in a file the daemon
+// alone reads, never mounted.
 type CA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
+	cert    *x509.Certificate
+	key     *ecdsa.PrivateKey
+	pem     []byte
+	purpose string
 
 	mu     sync.Mutex
 	leaves map[string]*tls.Certificate
 }
 
-// NewCA makes a CA named after the daemon's instance.
-func NewCA(instance string) (*CA, error) {
+// NewCA makes an egress CA named after the daemon's instance.
+func NewCA(instance string) (*CA, error) { return newCA("egress", instance) }
+
+func newCA(purpose, instance string) (*CA, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return nil, fmt.Errorf("egress CA: %w", err)
+		return nil, fmt.Errorf("%s CA: %w", purpose, err)
 	}
 	now := time.Now()
 	tmpl := &x509.Certificate{
 		SerialNumber:          serial(),
-		Subject:               pkix.Name{CommonName: "arizukod egress CA " + instance, Organization: []string{"arizukod"}},
+		Subject:               pkix.Name{CommonName: "arizukod " + purpose + " CA " + instance, Organization: []string{"arizukod"}},
 		NotBefore:             now.Add(-time.Hour),
 		NotAfter:              now.AddDate(10, 0, 0),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
@@ -151,48 +156,57 @@ func NewCA(instance string) (*CA, error) {
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
-		return nil, fmt.Errorf("egress CA: %w", err)
+		return nil, fmt.Errorf("%s CA: %w", purpose, err)
 	}
 	cert, err := x509.ParseCertificate(der)
 	if err != nil {
-		return nil, fmt.Errorf("egress CA: %w", err)
+		return nil, fmt.Errorf("%s CA: %w", purpose, err)
 	}
 	return &CA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		leaves: map[string]*tls.Certificate{}}, nil
+		purpose: purpose, leaves: map[string]*tls.Certificate{}}, nil
 }
 
-// OpenCA reads the CA kept in keyPath (its key and certificate, PEM), making it (0600)
-// when missing or expired, and writes its certificate alone to certPath (0644) for the
-// containers.
+// OpenCA reads the egress CA kept in keyPath (its key and certificate, PEM), making it
+// (0600) when missing or expired, and writes its certificate alone to certPath (0644) for
+// the containers.
 func OpenCA(keyPath, certPath, name string) (*CA, error) {
-	ca, err := readCA(keyPath)
+	return OpenCAFor("egress", keyPath, certPath, name)
+}
+
+// OpenCAFor is OpenCA for the CA of purpose (a word: "relay"), kept apart from every other
+// CA in its own keyPath; certPath "" writes no certificate file.
+func OpenCAFor(purpose, keyPath, certPath, name string) (*CA, error) {
+	ca, err := readCA(purpose, keyPath)
 	if errors.Is(err, fs.ErrNotExist) || err == nil && time.Until(ca.cert.NotAfter) < 30*24*time.Hour {
-		if ca, err = NewCA(name); err != nil {
+		if ca, err = newCA(purpose, name); err != nil {
 			return nil, err
 		}
 		der, err := x509.MarshalECPrivateKey(ca.key)
 		if err != nil {
-			return nil, fmt.Errorf("egress CA: %w", err)
+			return nil, fmt.Errorf("%s CA: %w", purpose, err)
 		}
 		data := append(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), ca.pem...)
 		if err := atomicfile.Write(keyPath, data, 0o600); err != nil {
-			return nil, fmt.Errorf("egress CA: %w", err)
+			return nil, fmt.Errorf("%s CA: %w", purpose, err)
 		}
 	} else if err != nil {
 		return nil, err
 	}
+	if certPath == "" {
+		return ca, nil
+	}
 	if err := atomicfile.Write(certPath, ca.pem, 0o644); err != nil {
-		return nil, fmt.Errorf("egress CA certificate: %w", err)
+		return nil, fmt.Errorf("%s CA certificate: %w", purpose, err)
 	}
 	return ca, nil
 }
 
-func readCA(path string) (*CA, error) {
+func readCA(purpose, path string) (*CA, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("egress CA: %w", err)
+		return nil, fmt.Errorf("%s CA: %w", purpose, err)
 	}
-	bad := fmt.Errorf("egress CA %s: not a key and certificate made by arizukod; remove it and a new one is made", path)
+	bad := fmt.Errorf("%s CA %s: not a key and certificate made by arizukod; remove it and a new one is made", purpose, path)
 	kb, rest := pem.Decode(data)
 	if kb == nil || kb.Type != "EC PRIVATE KEY" {
 		return nil, bad
@@ -209,7 +223,38 @@ func readCA(path string) (*CA, error) {
 	if err != nil || !cert.IsCA || !key.PublicKey.Equal(cert.PublicKey) {
 		return nil, bad
 	}
-	return &CA{cert: cert, key: key, pem: pem.EncodeToMemory(cb), leaves: map[string]*tls.Certificate{}}, nil
+	return &CA{cert: cert, key: key, pem: pem.EncodeToMemory(cb), purpose: purpose, leaves: map[string]*tls.Certificate{}}, nil
+}
+
+// Issue signs a new key pair for cn, valid for validity, with the one extended key usage
+// given (x509.ExtKeyUsageServerAuth or ClientAuth) and the DNS names dnsNames, and returns
+// the certificate and its key, PEM. The key is made here and kept nowhere: the caller
+// hands it to whoever the certificate names.
+func (c *CA) Issue(cn string, dnsNames []string, usage x509.ExtKeyUsage, validity time.Duration) (certPEM, keyPEM []byte, err error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s CA: %w", c.purpose, err)
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber: serial(),
+		Subject:      pkix.Name{CommonName: cn, Organization: []string{"arizukod"}},
+		DNSNames:     dnsNames,
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.Add(validity),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, c.cert, &key.PublicKey, c.key)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s CA: %w", c.purpose, err)
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s CA: %w", c.purpose, err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), nil
 }
 
 // CertPEM is the CA's certificate (its public part only).

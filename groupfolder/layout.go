@@ -164,6 +164,11 @@ func (l Layout) EgressCAFile() (string, error) { return l.build("env", EgressCAN
 // It is never mounted.
 func (l Layout) EgressCAKeyPath() (string, error) { return l.build("egress-ca.key") }
 
+// RelayCAKeyPath is DataDir/relay-ca.key, the key and certificate of the CA of the
+// Kubernetes relay (noderelay), which signs the central's and the nodes' certificates. It
+// is never mounted, and never leaves the central.
+func (l Layout) RelayCAKeyPath() (string, error) { return l.build("relay-ca.key") }
+
 // TokenSecretPath is DataDir/model-token.key, the secret the per-turn model tokens are
 // derived from. It is never mounted.
 func (l Layout) TokenSecretPath() (string, error) { return l.build("model-token.key") }

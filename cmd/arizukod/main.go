@@ -40,6 +40,8 @@ var commands = map[string]command{
 	"quadlet": {"write Podman Quadlet units that reproduce a turn of a group and its sidecars", cmdQuadlet},
 	"prune":   {"remove old runs, inbox and outbox rows and run logs by the retention rules", cmdPrune},
 	"backup":  {"write a consistent copy of the store to a file", cmdBackup},
+	"node":    {"serve a Kubernetes node's turn Pods their sockets, relayed to the central arizukod (the DaemonSet)", cmdNode},
+	"kube":    {"what the central gives a Kubernetes cluster: kube node-cert, a node's relay certificate", cmdKube},
 	"status":  {"say what the daemon runs with and whether it can start turns; --wait for one just started", cmdStatus},
 }
 
