@@ -59,6 +59,9 @@ type Preparer interface {
 	// ImageID is the id of the image ref names now. An event of ref does not always change
 	// it: Podman's `run` reports a "pull" of an image it already has.
 	ImageID(ctx context.Context, ref string) (string, error)
+	// ImageLabels are the labels of the image ref names now: contract.PrepareLabel says
+	// whether its agent may be started ahead of its turn.
+	ImageLabels(ctx context.Context, ref string) (map[string]string, error)
 }
 
 // ImageRemover is an engine that names an image's id and removes an image: what
@@ -103,6 +106,9 @@ type State struct {
 	Error      string // the engine's error for a container that failed to start
 	StartedAt  time.Time
 	FinishedAt time.Time
+	// Pid is the host's pid of the container's first process while it runs; 0 when the
+	// engine does not say.
+	Pid int
 }
 
 // Container is one entry of List.
