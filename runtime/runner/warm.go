@@ -138,6 +138,15 @@ func (r *Runner) mayWarm() bool {
 	return ok && r.memoryOK()
 }
 
+// Warms says whether the runner may start a warm agent now (Prepare then needs the turn
+// whole: its prepare line, WarmKey and Hold).
+func (r *Runner) Warms() bool {
+	if _, ok := r.preparer(); !ok {
+		return false
+	}
+	return r.mayWarm()
+}
+
 // memoryOK says whether MemAvailable is at least Config.WarmMinAvailable.
 func (r *Runner) memoryOK() bool {
 	if r.cfg.WarmMinAvailable <= 0 {
