@@ -103,7 +103,7 @@ type ServerConfig struct {
 	Wake func(folder string)
 	// OnTool, when set, hears each tool call when it is over, with its outcome ("ok", or
 	// what refused or failed it): a turn's trace. It must not block.
-	OnTool  func(tool, outcome string, start, end time.Time)
+	OnTool func(tool, outcome string, start, end time.Time)
 	// Held starts the server for a warm agent before its turn (runtime/runner's warm.go):
 	// it answers initialize and tools/list, which Claude Code asks at its start, and
 	// refuses every tools/call until Bind gives it its turn. ReplyTo, RunID, Wake and OnTool
@@ -137,7 +137,7 @@ type Server struct {
 
 	sessions atomic.Int64
 	bound    atomic.Bool // a turn is bound: tools/call is served
-	warned   sync.Map // warnings logged once: text -> struct{}
+	warned   sync.Map    // warnings logged once: text -> struct{}
 }
 
 // Start validates cfg, removes a stale socket file at cfg.SocketPath and

@@ -159,5 +159,3 @@ func (s *senders) last(f groupfolder.Folder) string {
 	sender, _ := v.(string)
 	return sender
 }
-
-

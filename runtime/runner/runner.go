@@ -63,7 +63,7 @@ type Config struct {
 	WarmMinAvailable int64
 	// MemAvailable, when set, is asked instead of /proc/meminfo (tests).
 	MemAvailable func() (int64, error)
-	Logger   *slog.Logger
+	Logger       *slog.Logger
 }
 
 // Runner runs turns. It is safe for concurrent use.
