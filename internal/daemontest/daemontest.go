@@ -120,6 +120,9 @@ type Config struct {
 	// Claude makes the daemon run the Claude Code image (built once per engine) instead
 	// of the example agent.
 	Claude bool
+	// Image, when set, is the daemon's image in place of the example agent's or Claude's
+	// (a test's own tag of one of them, which it may replace).
+	Image string
 }
 
 // Daemon is one arizukod of a test, over its own directory.
@@ -153,6 +156,9 @@ func New(t testing.TB, cfg Config) *Daemon {
 	image := enginetest.EnsureAgentImage(t, cfg.Engine, eng)
 	if cfg.Claude {
 		image = enginetest.EnsureClaudeImage(t, cfg.Engine, eng)
+	}
+	if cfg.Image != "" {
+		image = cfg.Image
 	}
 	dir, err := os.MkdirTemp("", "arizuko-dt-")
 	if err != nil {
