@@ -203,6 +203,7 @@ func TestWarmClaudeAgent(t *testing.T) {
 		t.Errorf("the outbox holds %q: want the turn's send_reply and not the probe's", texts)
 	}
 
+	waitWarm(t, d, "main", w2.Container)
 	code, metrics, err := d.Do(http.MethodGet, "/metrics", "", nil)
 	if err != nil || code != http.StatusOK || !strings.Contains(string(metrics), "arizukod_warm_agents 1") ||
 		!strings.Contains(string(metrics), `arizukod_warm_agent_pss_bytes{folder="main"}`) {

@@ -244,7 +244,8 @@ func (r *Runner) Settle(ctx context.Context, t Turn) (done func()) {
 		}
 		r.pool.mu.Unlock()
 	})
-	if _, ok := r.preparer(); !ok || t.TaskID != "" {
+	pe, ok := r.preparer()
+	if !ok || t.TaskID != "" {
 		return done
 	}
 	if making != nil {
@@ -272,7 +273,14 @@ func (r *Runner) Settle(ctx context.Context, t Turn) (done func()) {
 		}
 	}
 	if err == nil && t.Warm && p.key == key && p.wkey == wkey && !p.warm.dead() {
-		return done
+		// The image's events may come later than the turn: look at the image now.
+		id, ierr := pe.ImageID(ctx, r.cfg.Image)
+		r.pool.mu.Lock()
+		same := ierr == nil && id == r.pool.image && p.gen == r.pool.gen
+		r.pool.mu.Unlock()
+		if same {
+			return done
+		}
 	}
 	r.pool.mu.Lock()
 	if r.pool.ready[t.Folder] != p {
