@@ -181,6 +181,18 @@ func TestWarmClaudeAgent(t *testing.T) {
 	}
 	t.Logf("cold turn %s (first model request after %s), warm turn %s (first model request after %s)",
 		coldTook.Round(time.Millisecond), coldFirst.Round(time.Millisecond), warmTook.Round(time.Millisecond), warmFirst.Round(time.Millisecond))
+	for _, r := range []apiwire.Run{cold, warm} {
+		if got := d.GetRun(t, r.ID); got.Phases != nil {
+			p := got.Phases
+			ms := func(v *int64) int64 {
+				if v == nil {
+					return -1
+				}
+				return *v
+			}
+			t.Logf("%s phases (ms): queue %d, prepare %d, create %d, start %d, run %d", r.Container, p.QueueWaitMs, ms(p.PrepareMs), ms(p.CreateMs), ms(p.StartMs), ms(p.RunMs))
+		}
+	}
 	if warmTook >= coldTook {
 		t.Errorf("the warm turn took %s, the cold one %s", warmTook, coldTook)
 	}

@@ -15,6 +15,12 @@
 // what it has. A result is ok (with its session id), Claude Code's own error is error, and
 // nothing usable is fatal.
 //
+// Its image declares contract.PrepareLabel: arizukod may start it ahead of its turn (a warm
+// agent). Its first line is then a prepare line: Claude Code is started with its session
+// and system prompt, the runner asks it (stream-json's mcp_status control request) until
+// no MCP server is pending, prints contract.ReadyMarker, and reads the turn's line, whose
+// messages become Claude Code's first user message.
+//
 // `arizuko-claude pre-compact` is Claude Code's PreCompact hook (arizukod wires it in
 // settings.json): it archives the session's user and assistant text, before Claude Code
 // compacts it, as one episode in /workspace/episodes/ that the next turn's prompt lists,
