@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -221,6 +222,22 @@ func TestWarmClaudeAgent(t *testing.T) {
 		!strings.Contains(string(metrics), `arizukod_warm_agent_pss_bytes{folder="main"}`) {
 		t.Errorf("metrics (%d, %v) lack the warm agent:\n%s", code, err, metrics)
 	}
+
+	// A few more warm turns, for the figures: the whole turn and the time from the
+	// submission to the first model request.
+	var tooks, firsts []time.Duration
+	prev := waitWarm(t, d, "main", "").Container
+	for i := range 5 {
+		r, took, first := turn(fmt.Sprintf("warm %d", i))
+		if r.Container != prev || r.Status != "ok" {
+			t.Fatalf("warm turn %d ran in %s (warm agent %s): %s %q", i, r.Container, prev, r.Status, r.Error)
+		}
+		tooks, firsts = append(tooks, took), append(firsts, first)
+		prev = waitWarm(t, d, "main", prev).Container
+	}
+	slices.Sort(tooks)
+	slices.Sort(firsts)
+	t.Logf("5 warm turns: whole turn %v (median %s), first model request %v (median %s)", tooks, tooks[2], firsts, firsts[2])
 
 	// A folder with sidecars: its next container is prepared, not started.
 	ensureSidecarImage(t, d.Engine, d.Eng)

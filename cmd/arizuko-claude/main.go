@@ -64,6 +64,9 @@ const (
 	workspace = "/workspace"
 )
 
+// steerSignal receives SIGUSR1: steering messages wait in the IPC input directory.
+var steerSignal = make(chan os.Signal, 1)
+
 // claudeBin is Claude Code's native binary in the image.
 var claudeBin = "/usr/local/bin/claude"
 
@@ -80,6 +83,9 @@ func main() {
 		}
 		os.Exit(preCompact(os.Stdin, os.Stderr, home, time.Now()))
 	}
+	// Steering may come as soon as the turn's line is written: caught from the start, since
+	// SIGUSR1's default action would end the runner (a warm agent waits long before it).
+	signal.Notify(steerSignal, syscall.SIGUSR1)
 	stdin := bufio.NewReaderSize(os.Stdin, 64<<10)
 	in, err := readInput(stdin)
 	if err != nil {
@@ -504,9 +510,7 @@ func (c *claude) drive(ctx context.Context, in contract.Input) contract.Output {
 	c.send(userLine(withNudge(prompt(in.Messages), home, time.Now())))
 
 	// Steering: SIGUSR1 turns the new message files into user messages of the session.
-	usr1 := make(chan os.Signal, 1)
-	signal.Notify(usr1, syscall.SIGUSR1)
-	defer signal.Stop(usr1)
+	// A signal that came before the turn's messages were sent finds the files now.
 	closed := make(chan struct{})
 	go func() {
 		seen := map[string]bool{}
@@ -516,7 +520,7 @@ func (c *claude) drive(ctx context.Context, in contract.Input) contract.Output {
 			select {
 			case <-rctx.Done():
 				return
-			case <-usr1:
+			case <-steerSignal:
 				for _, text := range steering(seen) {
 					c.send(userLine(text))
 				}
