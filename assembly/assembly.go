@@ -182,7 +182,7 @@ func New(ctx context.Context, cfg *config.Config, o Options) (_ *System, err err
 	if err != nil {
 		return nil, err
 	}
-	s.Builder.Services = &turn.Services{Store: s.Store, Sidecars: s.Sidecars, Model: s.Model, Location: cfg.Location,
+	s.Builder.Services = &turn.Services{Store: s.Store, Sidecars: s.Sidecars, Model: s.Model, Location: cfg.Location, Warm: &turn.Warm{},
 		Logger: s.Logger, OnUsage: o.OnUsage, OnCost: o.OnCost, EgressCA: ca}
 	return s, nil
 }

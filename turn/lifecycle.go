@@ -67,8 +67,8 @@ func (b *Builder) Run(ctx context.Context, req Request, r Runner, w Watch) (res 
 		c.phase(tracing.SpanPrepare, c.begin, err)
 		return runner.Result{}, fmt.Errorf("prepare turn: %w", err)
 	}
-	if b.Services != nil && warmable(plan) {
-		b.Services.senders.note(req.Folder, req.SenderJID)
+	if b.Services != nil && b.Services.Warm != nil && warmable(plan) {
+		b.Services.Warm.noteSender(req.Folder, req.SenderJID)
 		t.Warm = true
 		if t.WarmKey, err = homeKey(b.Layout, req.Folder, dirs); err != nil {
 			c.phase(tracing.SpanPrepare, c.begin, err)
@@ -222,7 +222,7 @@ func (b *Builder) Prepare(ctx context.Context, f groupfolder.Folder, r Preparer)
 	if err != nil || len(plan.Rejected) > 0 {
 		return err
 	}
-	if w, ok := r.(Warmer); ok && w.Warms() && b.Services != nil && warmable(plan) {
+	if w, ok := r.(Warmer); ok && w.Warms() && b.Services != nil && b.Services.Warm != nil && warmable(plan) {
 		return b.prepareWarm(ctx, f, r)
 	}
 	limits, extra, err := b.containerLimits(plan)
@@ -247,7 +247,7 @@ func (b *Builder) Prepare(ctx context.Context, f groupfolder.Folder, r Preparer)
 // prompt, session, grants, seeded home), without messages, run or chat; its MCP server is
 // held until that turn binds it.
 func (b *Builder) prepareWarm(ctx context.Context, f groupfolder.Folder, r Preparer) error {
-	t, plan, dirs, err := b.build(ctx, Request{Folder: f, SenderJID: b.Services.senders.last(f)})
+	t, plan, dirs, err := b.build(ctx, Request{Folder: f, SenderJID: b.Services.Warm.lastSender(f)})
 	if err != nil {
 		return err
 	}

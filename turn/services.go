@@ -37,7 +37,7 @@ type ServiceStore interface {
 // Services are what lives exactly as long as a turn's container, in the group's IPC
 // directory: the group's sidecars, its MCP server on router.sock, its model gateway on
 // model.sock and its egress proxy on egress.sock. Every field is required but Location
-// (time.Local), Logger (slog.Default), OnUsage and OnCost.
+// (time.Local), Logger (slog.Default), OnUsage, OnCost and Warm.
 type Services struct {
 	Store    ServiceStore
 	Sidecars *sidecar.Manager
@@ -55,8 +55,9 @@ type Services struct {
 	// daemon's metrics), whether or not the run is a row of the store.
 	OnCost func(folder groupfolder.Folder, model string, c pricing.Cost)
 
-	held    heldServers
-	senders senders
+	// Warm is what the folders' warm agents hold (their MCP servers, the last sender of
+	// each folder), shared by the Services of every reload; nil makes none.
+	Warm *Warm
 }
 
 func (s *Services) logger() *slog.Logger {
@@ -135,7 +136,7 @@ func (s *Services) start(ctx context.Context, req Request, plan Plan, layout gro
 	}
 	// The MCP server a warm agent of the folder connected to at its start, held until
 	// now, serves the turn whatever container runs it.
-	srv := s.takeHeld(req.Folder)
+	srv := s.Warm.takeHeld(req.Folder)
 	if srv != nil {
 		err = srv.Bind(ipc.Binding{ReplyTo: t.Input.ChatJID, RunID: s.recordedID(req), Wake: req.Wake, OnTool: onTool})
 	} else {

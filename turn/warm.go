@@ -88,18 +88,22 @@ type held struct {
 	refs int
 }
 
-// heldServers are the held MCP servers of Services, by folder.
-type heldServers struct {
-	mu sync.Mutex
-	m  map[groupfolder.Folder]*held
+// Warm is what the warm agents of the folders hold: the MCP servers held for them, and the
+// last sender of each folder. Its zero value is ready; one is shared by the Services of
+// every reload of a daemon.
+type Warm struct {
+	mu      sync.Mutex
+	held    map[groupfolder.Folder]*held
+	senders map[groupfolder.Folder]string
 }
 
 // hold starts (or shares) f's held MCP server on its router.sock; release stops it once
 // no warm agent of f waits for it and no turn took it.
 func (s *Services) hold(ctx context.Context, layout groupfolder.Layout, f groupfolder.Folder, dirs groupfolder.Dirs) (func(), error) {
-	s.held.mu.Lock()
-	defer s.held.mu.Unlock()
-	h := s.held.m[f]
+	w := s.Warm
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	h := w.held[f]
 	if h == nil {
 		log := s.logger().With(logging.FieldFolder, string(f))
 		srv, err := ipc.Start(ctx, ipc.ServerConfig{
@@ -114,22 +118,22 @@ func (s *Services) hold(ctx context.Context, layout groupfolder.Layout, f groupf
 			return nil, err
 		}
 		h = &held{srv: srv}
-		if s.held.m == nil {
-			s.held.m = map[groupfolder.Folder]*held{}
+		if w.held == nil {
+			w.held = map[groupfolder.Folder]*held{}
 		}
-		s.held.m[f] = h
+		w.held[f] = h
 	}
 	h.refs++
 	return sync.OnceFunc(func() {
-		s.held.mu.Lock()
+		w.mu.Lock()
 		stop := false
-		if s.held.m[f] == h {
+		if w.held[f] == h {
 			if h.refs--; h.refs == 0 {
-				delete(s.held.m, f)
+				delete(w.held, f)
 				stop = true
 			}
 		}
-		s.held.mu.Unlock()
+		w.mu.Unlock()
 		if stop {
 			h.srv.Stop()
 		}
@@ -137,25 +141,33 @@ func (s *Services) hold(ctx context.Context, layout groupfolder.Layout, f groupf
 }
 
 // takeHeld hands a turn of f the held MCP server, if there is one: the turn binds it.
-func (s *Services) takeHeld(f groupfolder.Folder) *ipc.Server {
-	s.held.mu.Lock()
-	defer s.held.mu.Unlock()
-	h := s.held.m[f]
+func (w *Warm) takeHeld(f groupfolder.Folder) *ipc.Server {
+	if w == nil {
+		return nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	h := w.held[f]
 	if h == nil {
 		return nil
 	}
-	delete(s.held.m, f)
+	delete(w.held, f)
 	return h.srv
 }
 
-// senders remembers the sender of each folder's last turn: a warm agent is prepared with
-// the system prompt of a turn from them (their user memory).
-type senders struct{ m sync.Map }
+// noteSender remembers the sender of f's last turn: a warm agent is prepared with the
+// system prompt of a turn from them (their user memory).
+func (w *Warm) noteSender(f groupfolder.Folder, sender string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.senders == nil {
+		w.senders = map[groupfolder.Folder]string{}
+	}
+	w.senders[f] = sender
+}
 
-func (s *senders) note(f groupfolder.Folder, sender string) { s.m.Store(f, sender) }
-
-func (s *senders) last(f groupfolder.Folder) string {
-	v, _ := s.m.Load(f)
-	sender, _ := v.(string)
-	return sender
+func (w *Warm) lastSender(f groupfolder.Folder) string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.senders[f]
 }
