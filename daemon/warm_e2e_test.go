@@ -295,7 +295,8 @@ func TestWarmAgentDiscarded(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, false},
-		{"agent's own files", write("claude/main/home/.claude/settings.local.json", "{\"env\": {\"WARM_TEST\": \"1\"}}\n"), false},
+		// A command of the operator's copy, edited in place: the same file, other content.
+		{"agent's own files", write("claude/main/home/.claude/commands/hello.md", "Say hello twice.\n"), false},
 		{"image", func(t *testing.T) {
 			// Another image under the daemon's reference, the same agent with one label more.
 			dir := t.TempDir()
@@ -305,6 +306,7 @@ func TestWarmAgentDiscarded(t *testing.T) {
 			podmanCLI(t, d.Engine, "build", "--pull=never", "-t", image, dir)
 		}, false},
 	}
+	write("claude/main/home/.claude/commands/hello.md", "Say hello.\n")(t)
 	if r := d.Turn(t, "main", "first"); r.Status != "ok" {
 		t.Fatalf("first turn: %+v", r)
 	}
