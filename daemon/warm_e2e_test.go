@@ -217,6 +217,10 @@ func TestWarmClaudeAgent(t *testing.T) {
 	}
 
 	waitWarm(t, d, "main", w2.Container)
+	cli, err := exec.Command(d.Bin, "runs", "warm", "--json", "--socket", d.Socket).Output()
+	if err != nil || !strings.Contains(string(cli), `"folder": "main"`) || !strings.Contains(string(cli), `"pssBytes"`) {
+		t.Errorf("arizukod runs warm --json: %v\n%s", err, cli)
+	}
 	code, metrics, err := d.Do(http.MethodGet, "/metrics", "", nil)
 	if err != nil || code != http.StatusOK || !strings.Contains(string(metrics), "arizukod_warm_agents 1") ||
 		!strings.Contains(string(metrics), `arizukod_warm_agent_pss_bytes{folder="main"}`) {
