@@ -75,10 +75,12 @@ func (b *Builder) Run(ctx context.Context, req Request, r Runner, w Watch) (res 
 			return runner.Result{}, fmt.Errorf("prepare turn: %w", err)
 		}
 	}
-	if s, ok := r.(Settler); ok && req.Adopt == nil {
+	if s, ok := r.(Settler); ok {
 		// Before anything the agent could reach starts: a warm agent this turn does not
-		// use is gone first, and none is made for the folder until the turn is over.
+		// use is gone first (an adopted turn uses none), and none is made for the folder
+		// until the turn is over.
 		st := t
+		st.Warm = st.Warm && req.Adopt == nil
 		if b.Services != nil {
 			creds := plan.Config.Credentials
 			st.Env, st.ContainerEnv = append(slices.Clone(t.Env), b.Services.env(creds)...), b.Services.Model.containerEnv(creds)
