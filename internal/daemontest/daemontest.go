@@ -565,12 +565,12 @@ func (d *Daemon) OpenStore(t testing.TB) *store.Store {
 }
 
 // Leftovers lists the containers of this daemon's instance but those it prepared for a
-// next turn and never started: the containers of runs.
+// next turn and never started, and its warm agents: the containers of runs.
 func (d *Daemon) Leftovers(t testing.TB) []engine.Container {
 	t.Helper()
 	var out []engine.Container
 	for _, c := range d.Containers(t) {
-		if c.Labels[engine.LabelPrepared] == "" || !Unstarted(c) {
+		if c.Labels[engine.LabelPrepared] == "" || !Unstarted(c) && c.Labels[engine.LabelWarm] == "" {
 			out = append(out, c)
 		}
 	}

@@ -230,6 +230,9 @@ func (r *Runner) Prepare(ctx context.Context, t Turn) error {
 	p := &prepared{folder: t.Folder, name: ContainerName(t.Folder, "", r.stamp(now)), key: key, gen: gen, made: now}
 	spec.Name = p.name
 	spec.Labels[engine.LabelPrepared] = key
+	if warm {
+		spec.Labels[engine.LabelWarm] = "1"
+	}
 	spec.Env = append(spec.Env, t.containerEnv(p.name)...)
 	// Made whole or not at all: a request cancelled half-way could leave a container. A
 	// turn of the folder waits for it: bounded, so that a stuck engine cannot hold it.
