@@ -106,6 +106,29 @@ func TestWarmAgents(t *testing.T) {
 				t.Errorf("the warm agent %s the turn did not use is still there after the turn", name)
 			}
 
+			// A crash: the next runner of the instance removes the warm agent and does not
+			// count it as a run's leftover.
+			name = prepare(warmTurn(main, "k1"), "")
+			next, err := runner.New(h.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if removed, err := next.RemoveLeftovers(ctx, nil); err != nil || len(removed) != 0 {
+				t.Errorf("RemoveLeftovers = %v, %v; want the warm agent removed uncounted", removed, err)
+			}
+			if _, err := h.eng.Inspect(ctx, name); err == nil {
+				t.Errorf("the warm agent %s is still there after the next runner's cleanup", name)
+			}
+			h.runner.Close() // forgets the warm agent the "next runner" removed
+			h.runner, err = runner.New(h.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wctx3, stopWatch3 := context.WithCancel(ctx)
+			watched3 := make(chan struct{})
+			go func() { defer close(watched3); h.runner.WatchImages(wctx3) }()
+			defer func() { stopWatch3(); <-watched3 }()
+
 			// WarmAgents 1: the warm agent of the folder prepared last is kept.
 			a := prepare(warmTurn(main, "k1"), "")
 			b := prepare(warmTurn(other, "k1"), "")
