@@ -154,8 +154,13 @@ func (m *Metrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		folders = append(folders, f)
 	}
 	slices.Sort(folders)
-	for _, f := range folders {
-		vm.WriteGaugeUint64(&b, `arizukod_warm_agent_pss_bytes{folder="`+escapeLabel(f)+`"}`, uint64(max(g.Warm[f], 0)))
+	if len(folders) > 0 {
+		// One family: its HELP and TYPE once, then a sample per folder.
+		const name = "arizukod_warm_agent_pss_bytes"
+		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s gauge\n", name, help[name], name)
+		for _, f := range folders {
+			fmt.Fprintf(&b, "%s{folder=\"%s\"} %d\n", name, escapeLabel(f), max(g.Warm[f], 0))
+		}
 	}
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	w.Write(withHelp(b.Bytes()))
