@@ -228,7 +228,7 @@ func turnKeys(t Turn, spec engine.Spec) (key, wkey string, err error) {
 // services), and done once it is over: until then no warm agent of its folder is made.
 // It waits for one being made, and removes the folder's warm agent (waiting for the
 // removal) unless t, as the turn will run it (with the services' environment), would
-// use it: a warm agent the turn does not use never reaches the turn's services.
+// use it (warmFits): a warm agent the turn does not use never reaches the turn's services.
 func (r *Runner) Settle(ctx context.Context, t Turn) (done func()) {
 	r.pool.mu.Lock()
 	if r.pool.busy == nil {
@@ -245,7 +245,7 @@ func (r *Runner) Settle(ctx context.Context, t Turn) (done func()) {
 		r.pool.mu.Unlock()
 	})
 	pe, ok := r.preparer()
-	if !ok || t.TaskID != "" {
+	if !ok {
 		return done
 	}
 	if making != nil {
@@ -258,29 +258,8 @@ func (r *Runner) Settle(ctx context.Context, t Turn) (done func()) {
 	r.pool.mu.Lock()
 	p := r.pool.ready[t.Folder]
 	r.pool.mu.Unlock()
-	if p == nil || p.warm == nil {
+	if p == nil || p.warm == nil || r.warmFits(ctx, pe, t, p) {
 		return done
-	}
-	dirs, err := r.cfg.Layout.Ensure(t.Folder, os.Getuid(), os.Getgid())
-	var key, wkey string
-	if err == nil {
-		var mounts []engine.Mount
-		if mounts, err = r.Mounts(t.Folder, dirs, t.ProjectMounts, t.ExtraMounts); err == nil {
-			spec := r.spec(t, "", mounts, r.timeout(t))
-			if err = r.admit(&spec); err == nil {
-				key, wkey, err = turnKeys(t, spec)
-			}
-		}
-	}
-	if err == nil && t.Warm && p.key == key && p.wkey == wkey && !p.warm.dead() {
-		// The image's events may come later than the turn: look at the image now.
-		id, ierr := pe.ImageID(ctx, r.cfg.Image)
-		r.pool.mu.Lock()
-		same := ierr == nil && id == r.pool.image && p.gen == r.pool.gen
-		r.pool.mu.Unlock()
-		if same {
-			return done
-		}
 	}
 	r.pool.mu.Lock()
 	if r.pool.ready[t.Folder] != p {
@@ -292,6 +271,36 @@ func (r *Runner) Settle(ctx context.Context, t Turn) (done func()) {
 	r.log.Info("warm agent dropped: the turn differs from what it was prepared with", logging.FieldContainer, p.name, logging.FieldFolder, string(t.Folder))
 	r.remove(ctx, p)
 	return done
+}
+
+// warmFits says whether the warm agent p serves t: a turn that may have one (not a task's,
+// whose services would otherwise run beside it), with the same keys, the agent alive and
+// the image its reference names now the one it was made with (the image's events may come
+// later than the turn).
+func (r *Runner) warmFits(ctx context.Context, pe engine.Preparer, t Turn, p *prepared) bool {
+	if !t.Warm || t.TaskID != "" || p.warm.dead() {
+		return false
+	}
+	dirs, err := r.cfg.Layout.Ensure(t.Folder, os.Getuid(), os.Getgid())
+	if err != nil {
+		return false
+	}
+	mounts, err := r.Mounts(t.Folder, dirs, t.ProjectMounts, t.ExtraMounts)
+	if err != nil {
+		return false
+	}
+	spec := r.spec(t, "", mounts, r.timeout(t))
+	if r.admit(&spec) != nil {
+		return false
+	}
+	key, wkey, err := turnKeys(t, spec)
+	if err != nil || p.key != key || p.wkey != wkey {
+		return false
+	}
+	id, err := pe.ImageID(ctx, r.cfg.Image)
+	r.pool.mu.Lock()
+	defer r.pool.mu.Unlock()
+	return err == nil && id == r.pool.image && p.gen == r.pool.gen
 }
 
 // Close removes the prepared containers and waits for the removals still running after

@@ -16,7 +16,9 @@ import (
 // TestWarmAgents checks, on every rootful engine, the runner's warm agents with the example
 // agent in an image that declares contract.PrepareLabel: a warm agent runs before its turn
 // and serves it (the agent answers that it was started ahead), its Hold is released once;
-// a turn with another WarmKey does not use it and it is removed; WarmAgents bounds them,
+// a turn with another WarmKey does not use it and it is removed, and so does a scheduled
+// task's turn of the folder; the next runner after a crash removes it uncounted;
+// WarmAgents bounds them,
 // the most recently prepared kept; below WarmMinAvailable the warm ones are removed and the
 // next is prepared without being started; Close releases every hold. The example agent's
 // own image, which does not declare the label, keeps prepared containers that are never
@@ -128,6 +130,15 @@ func TestWarmAgents(t *testing.T) {
 			watched3 := make(chan struct{})
 			go func() { defer close(watched3); h.runner.WatchImages(wctx3) }()
 			defer func() { stopWatch3(); <-watched3 }()
+
+			// A scheduled task's turn of the folder uses no warm agent, and its services must
+			// not run beside one: settling it removes the warm agent.
+			name = prepare(warmTurn(main, "k1"), "")
+			before := released.Load()
+			h.runner.Settle(ctx, runner.Turn{Folder: main, TaskID: "t1", Warm: true, WarmKey: "k1"})()
+			if _, err := h.eng.Inspect(ctx, name); err == nil || released.Load() != before+1 {
+				t.Errorf("after a task's turn settled, the warm agent %s: inspect %v, released %d (was %d)", name, err, released.Load(), before)
+			}
 
 			// WarmAgents 1: the warm agent of the folder prepared last is kept.
 			a := prepare(warmTurn(main, "k1"), "")
