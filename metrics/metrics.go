@@ -29,7 +29,7 @@ type Gauges struct {
 	Queued        int // runs waiting to start
 	Running       int // turns running now
 	OutboxBacklog int // outbox rows no consumer has acknowledged yet
-	Prepared      int // containers made ahead for a folder's next turn, waiting
+	Prepared      int // containers made ahead for a folder's next turn, waiting (warm agents too)
 	// Warm are the warm agents (started, waiting for their turn) by folder, with the PSS
 	// of their processes in bytes (0 when it cannot be read).
 	Warm map[string]int64
@@ -48,7 +48,7 @@ var help = map[string]string{
 	"arizukod_runs_queued":                    "Runs waiting to start.",
 	"arizukod_runs_running":                   "Turns running now.",
 	"arizukod_outbox_backlog":                 "Outbox rows waiting for a gateway or webhook to acknowledge them (parked rows not counted).",
-	"arizukod_prepared_containers":            "Containers created and initialized ahead for a folder's next turn, never started yet.",
+	"arizukod_prepared_containers":            "Containers made ahead for a folder's next turn: created and initialized, never started yet, or warm agents (arizukod_warm_agents of them).",
 	"arizukod_model_requests_total":           "Requests the turns' model gateways forwarded.",
 	"arizukod_model_tokens_total":             "Model tokens the turns used, by kind (input, output, cache_read, cache_write).",
 	"arizukod_model_cost_microdollars_total":  "What the turns' model usage cost in millionths of a US dollar, at the daemon's prices, by group folder and model (a model with no price adds nothing here).",
