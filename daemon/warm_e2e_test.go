@@ -1,8 +1,11 @@
 package daemon_test
 
 import (
+	"archive/tar"
+	"compress/gzip"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -13,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/arizuko/arizukod/agentimage"
 	"github.com/arizuko/arizukod/api/apiwire"
 	"github.com/arizuko/arizukod/internal/daemontest"
 	"github.com/arizuko/arizukod/internal/enginetest"
@@ -140,7 +144,7 @@ $l = <$r>; print "tools/call: ", ($l =~ /"isError":true/ && $l =~ /refused/ ? "r
 // cold first turn; its memory is reported by `GET /v1/warm` and the metrics. A folder with
 // sidecars gets a prepared container that is not started, not a warm agent.
 func TestWarmClaudeAgent(t *testing.T) {
-	d, _, reqs, _ := warmDaemon(t)
+	d, fake, reqs, _ := warmDaemon(t)
 	d.Start(t)
 	d.AddGroup(t, "main")
 	turn := func(msg string) (apiwire.Run, time.Duration, time.Duration) {
@@ -227,9 +231,11 @@ func TestWarmClaudeAgent(t *testing.T) {
 		t.Errorf("metrics (%d, %v) lack the warm agent:\n%s", code, err, metrics)
 	}
 
-	// A few more warm turns, for the figures: the whole turn and the time from the
-	// submission to the first model request.
-	var tooks, firsts []time.Duration
+	// The figures: five warm turns interleaved with five runs of the same Claude Code bare
+	// on the host against the same scripted model; the whole turn and the time from the
+	// submission (or the command's start) to the first model request.
+	bare := bareClaude(t, fake.URL)
+	var tooks, firsts, bareTooks, bareFirsts []time.Duration
 	prev := waitWarm(t, d, "main", "").Container
 	for i := range 5 {
 		r, took, first := turn(fmt.Sprintf("warm %d", i))
@@ -237,11 +243,19 @@ func TestWarmClaudeAgent(t *testing.T) {
 			t.Fatalf("warm turn %d ran in %s (warm agent %s): %s %q", i, r.Container, prev, r.Status, r.Error)
 		}
 		tooks, firsts = append(tooks, took), append(firsts, first)
+		start := time.Now()
+		if out, err := bare(fmt.Sprintf("bare %d", i)); err != nil || !strings.Contains(out, "echo: bare") {
+			t.Fatalf("bare Claude Code: %v\n%s", err, out)
+		}
+		bareTooks, bareFirsts = append(bareTooks, time.Since(start)), append(bareFirsts, reqs.after(start).Sub(start))
 		prev = waitWarm(t, d, "main", prev).Container
 	}
-	slices.Sort(tooks)
-	slices.Sort(firsts)
-	t.Logf("5 warm turns: whole turn %v (median %s), first model request %v (median %s)", tooks, tooks[2], firsts, firsts[2])
+	for _, l := range [][]time.Duration{tooks, firsts, bareTooks, bareFirsts} {
+		slices.Sort(l)
+	}
+	t.Logf("warm turns: whole %v (median %s), first model request %v (median %s)", tooks, tooks[2], firsts, firsts[2])
+	t.Logf("bare Claude Code on the host: whole %v (median %s), first model request %v (median %s)", bareTooks, bareTooks[2], bareFirsts, bareFirsts[2])
+	t.Logf("warm turn / bare Claude Code: %.2f (medians)", float64(tooks[2])/float64(bareTooks[2]))
 
 	// A folder with sidecars: its next container is prepared, not started.
 	ensureSidecarImage(t, d.Engine, d.Eng)
@@ -329,5 +343,65 @@ func TestWarmAgentDiscarded(t *testing.T) {
 				t.Errorf("%s: the discarded warm agent %s is still there", c.name, w.Container)
 			}
 		}
+	}
+}
+
+// bareClaude extracts the Claude Code binary the image was built with from the cache and
+// returns a function that runs it bare on the host, `claude -p TEXT`, against upstream.
+func bareClaude(t *testing.T, upstream string) func(text string) (string, error) {
+	t.Helper()
+	cache := os.Getenv("ARIZUKO_CACHE_DIR")
+	if cache == "" {
+		dir, err := os.UserCacheDir()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cache = filepath.Join(dir, "arizuko")
+	}
+	f, err := os.Open(filepath.Join(cache, "claude-code-linux-x64-"+agentimage.ClaudeVersion+".tgz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	gz, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "claude")
+	tr := tar.NewReader(gz)
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			t.Fatalf("no package/claude in the cached package: %v", err)
+		}
+		if h.Name != "package/claude" {
+			continue
+		}
+		out, err := os.OpenFile(bin, os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o755)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.Copy(out, tr); err != nil {
+			t.Fatal(err)
+		}
+		if err := out.Close(); err != nil {
+			t.Fatal(err)
+		}
+		break
+	}
+	home, work := filepath.Join(dir, "home"), filepath.Join(dir, "work")
+	for _, d := range []string{home, work} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return func(text string) (string, error) {
+		cmd := exec.Command(bin, "-p", text, "--output-format", "json")
+		cmd.Dir = work
+		cmd.Env = []string{"HOME=" + home, "PATH=/usr/bin:/bin", "ANTHROPIC_BASE_URL=" + upstream, "ANTHROPIC_API_KEY=sk-ant-bare",
+			"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "DISABLE_AUTOUPDATER=1"}
+		out, err := cmd.CombinedOutput()
+		return string(out), err
 	}
 }
