@@ -36,7 +36,8 @@
 //	prepared          answer "warm" when it was started ahead of its turn, else "fresh"
 //
 // It can be a warm agent (contract.PrepareLabel): when its first line is a prepare line, it
-// prints contract.ReadyMarker and reads the turn's line that follows. Its own image does
+// prints contract.ReadyMarker (after DURATION when the system prompt is "ready-after
+// DURATION") and reads the turn's line that follows. Its own image does
 // not declare the label, so arizukod starts it at its turn; an image that adds the label
 // (`LABEL io.arizuko.prepare=1`) has it started ahead.
 package main
@@ -50,6 +51,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/arizuko/arizukod/contract"
 )
@@ -67,8 +69,14 @@ func main() {
 	in, err := readInput(stdin)
 	if err == nil && in.Prepare {
 		// A warm agent: whatever the agent sets up from the prepare line (the session, the
-		// system prompt) is done here, then it says it is ready and waits for its turn.
+		// system prompt) is done here, then it says it is ready and waits for its turn. As
+		// the test fixture, a system prompt "ready-after DURATION" makes it slow to get ready.
 		warm = true
+		if d, ok := strings.CutPrefix(in.SystemPrompt, "ready-after "); ok {
+			if wait, err := time.ParseDuration(d); err == nil {
+				time.Sleep(wait)
+			}
+		}
 		fmt.Println(contract.ReadyMarker)
 		in, err = readInput(stdin)
 	}

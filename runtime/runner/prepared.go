@@ -69,6 +69,9 @@ type pool struct {
 	ready    map[groupfolder.Folder]*prepared
 	making   map[groupfolder.Folder]chan struct{}
 	busy     map[groupfolder.Folder]int // turns between Settle and their end
+	// abort cancels the making of a folder's warm agent, for a turn that does not wait
+	// longer for it (Settle).
+	abort map[groupfolder.Folder]context.CancelFunc
 }
 
 // preparer is the engine when preparing pays on it and the runner may prepare.
@@ -209,6 +212,24 @@ func (r *Runner) Prepare(ctx context.Context, t Turn) error {
 		r.pool.making = map[groupfolder.Folder]chan struct{}{}
 	}
 	r.pool.making[t.Folder] = done
+	// Made whole or not at all: a request cancelled half-way could leave a container. A
+	// turn of the folder waits for it: bounded, so that a stuck engine cannot hold it; a
+	// warm agent's making may be cut short by the turn (Settle), and is then removed
+	// before the turn goes on.
+	timeout := prepareTimeout
+	if warm {
+		timeout += warmReadyTimeout
+	}
+	actx, abort := context.WithCancel(context.WithoutCancel(ctx))
+	defer abort()
+	cctx, cancel := context.WithTimeout(actx, timeout)
+	defer cancel()
+	if warm {
+		if r.pool.abort == nil {
+			r.pool.abort = map[groupfolder.Folder]context.CancelFunc{}
+		}
+		r.pool.abort[t.Folder] = abort
+	}
 	gen := r.pool.gen
 	r.pool.mu.Unlock()
 	var release func()
@@ -222,6 +243,7 @@ func (r *Runner) Prepare(ctx context.Context, t Turn) error {
 	defer func() {
 		r.pool.mu.Lock()
 		delete(r.pool.making, t.Folder)
+		delete(r.pool.abort, t.Folder)
 		r.pool.mu.Unlock()
 		close(done)
 	}()
@@ -234,16 +256,10 @@ func (r *Runner) Prepare(ctx context.Context, t Turn) error {
 		spec.Labels[engine.LabelWarm] = "1"
 	}
 	spec.Env = append(spec.Env, t.containerEnv(p.name)...)
-	// Made whole or not at all: a request cancelled half-way could leave a container. A
-	// turn of the folder waits for it: bounded, so that a stuck engine cannot hold it.
-	timeout := prepareTimeout
-	if warm {
-		timeout += warmReadyTimeout
-	}
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
-	defer cancel()
 	p.release = release
-	if p.id, err = r.cfg.Engine.Create(cctx, spec); err != nil {
+	// The creation itself is not cut short: the engine may finish a create whose request
+	// was cancelled.
+	if p.id, err = r.cfg.Engine.Create(context.WithoutCancel(cctx), spec); err != nil {
 		p.released()
 		return fmt.Errorf("prepare %s: create: %w", t.Folder, err)
 	}
@@ -254,7 +270,8 @@ func (r *Runner) Prepare(ctx context.Context, t Turn) error {
 			err = r.startWarm(cctx, p, line)
 		}
 		if err != nil {
-			r.removeLater(ctx, p)
+			// Gone before a turn that waits for it goes on.
+			r.remove(ctx, p)
 			return fmt.Errorf("prepare %s: warm agent: %w", t.Folder, err)
 		}
 	} else if err := pe.Init(cctx, p.id); err != nil {

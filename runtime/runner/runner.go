@@ -17,6 +17,9 @@ import (
 )
 
 const (
+	// settleWait is how long a turn waits for its folder's warm agent being made (Claude
+	// Code gets ready in about 1 to 3 s) before it runs a fresh container instead.
+	settleWait = 10 * time.Second
 	// softGap is how long before the hard deadline the agent is told to wrap up.
 	softGap       = 30 * time.Second
 	maxStderrKept = 64 << 10
@@ -251,6 +254,19 @@ func (r *Runner) Settle(ctx context.Context, t Turn) (done func()) {
 	if making != nil {
 		select {
 		case <-making:
+		case <-time.After(settleWait):
+			// A warm agent slow to get ready: the turn runs a fresh container rather than
+			// wait; the making is cut short and its container removed first.
+			r.pool.mu.Lock()
+			if abort := r.pool.abort[t.Folder]; abort != nil {
+				abort()
+			}
+			r.pool.mu.Unlock()
+			select {
+			case <-making:
+			case <-ctx.Done():
+				return done
+			}
 		case <-ctx.Done():
 			return done
 		}

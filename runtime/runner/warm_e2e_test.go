@@ -140,6 +140,39 @@ func TestWarmAgents(t *testing.T) {
 				t.Errorf("after a task's turn settled, the warm agent %s: inspect %v, released %d (was %d)", name, err, released.Load(), before)
 			}
 
+			// A warm agent slow to get ready: the folder's turn waits a while, then cuts its
+			// making short; its container is gone before the turn runs a fresh one.
+			slow := warmTurn(main, "k1")
+			slow.Input.SystemPrompt = "ready-after 1m"
+			making := make(chan error, 1)
+			go func() { making <- h.runner.Prepare(ctx, slow) }()
+			var slowName string
+			for deadline := time.Now().Add(time.Minute); slowName == "" && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+				list, err := h.eng.List(ctx, map[string]string{engine.LabelInstance: h.cfg.Instance, engine.LabelWarm: "1"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, c := range list {
+					if c.Running {
+						slowName = c.Name
+					}
+				}
+			}
+			if slowName == "" {
+				t.Fatal("the slow warm agent never ran")
+			}
+			began := time.Now()
+			h.runner.Settle(ctx, slow)()
+			if waited := time.Since(began); waited > 30*time.Second {
+				t.Errorf("the turn waited %s for a warm agent slow to get ready", waited)
+			}
+			if _, err := h.eng.Inspect(ctx, slowName); err == nil {
+				t.Errorf("the slow warm agent %s is still there once the turn settled", slowName)
+			}
+			if err := <-making; err == nil {
+				t.Errorf("the cut-short making of %s: no error", slowName)
+			}
+
 			// WarmAgents 1: the warm agent of the folder prepared last is kept.
 			a := prepare(warmTurn(main, "k1"), "")
 			b := prepare(warmTurn(other, "k1"), "")
