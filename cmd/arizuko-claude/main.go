@@ -59,16 +59,19 @@ import (
 
 // Paths inside the container, as arizukod mounts them.
 const (
-	ipcDir    = contract.IPCDir
-	envFile   = "/workspace/env-dir/env"
-	workspace = "/workspace"
+	ipcDir  = contract.IPCDir
+	envFile = "/workspace/env-dir/env"
 )
 
 // steerSignal receives SIGUSR1: steering messages wait in the IPC input directory.
 var steerSignal = make(chan os.Signal, 1)
 
-// claudeBin is Claude Code's native binary in the image.
-var claudeBin = "/usr/local/bin/claude"
+// claudeBin is Claude Code's native binary in the image, and workspace the directory it
+// runs in (variables for the tests).
+var (
+	claudeBin = "/usr/local/bin/claude"
+	workspace = "/workspace"
+)
 
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "version" {
