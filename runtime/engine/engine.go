@@ -59,8 +59,13 @@ type Preparer interface {
 	// ImageID is the id of the image ref names now. An event of ref does not always change
 	// it: Podman's `run` reports a "pull" of an image it already has.
 	ImageID(ctx context.Context, ref string) (string, error)
-	// ImageLabels are the labels of the image ref names now: contract.PrepareLabel says
-	// whether its agent may be started ahead of its turn.
+}
+
+// ImageLabeler is a Preparer that reads an image's labels: contract.PrepareLabel says
+// whether its agent may be started ahead of its turn (a warm agent). A Preparer that is
+// not one gets prepared containers, never warm agents.
+type ImageLabeler interface {
+	// ImageLabels are the labels of the image ref names now.
 	ImageLabels(ctx context.Context, ref string) (map[string]string, error)
 }
 

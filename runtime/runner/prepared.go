@@ -130,9 +130,11 @@ func (r *Runner) checkImage(ctx context.Context, p engine.Preparer) {
 		r.log.Debug("image of prepared containers", "image", r.cfg.Image, "err", err)
 		id = ""
 	}
-	labels, err := p.ImageLabels(ctx, r.cfg.Image)
-	if err != nil {
-		r.log.Debug("labels of the image of prepared containers", "image", r.cfg.Image, "err", err)
+	var labels map[string]string
+	if l, ok := p.(engine.ImageLabeler); ok {
+		if labels, err = l.ImageLabels(ctx, r.cfg.Image); err != nil {
+			r.log.Debug("labels of the image of prepared containers", "image", r.cfg.Image, "err", err)
+		}
 	}
 	r.pool.mu.Lock()
 	changed := id != r.pool.image || id == ""
