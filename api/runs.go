@@ -235,6 +235,11 @@ func (s *Server) steerRun(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusConflict, "id", "run %q is not running (queued, starting, being killed or ended): steer a run while it runs, or queue a new one", id)
 		return
 	}
+	if errors.Is(err, errors.ErrUnsupported) {
+		// Kubernetes has no signal API: the runner took the messages back.
+		writeErr(w, http.StatusNotImplemented, "", "run %q cannot be steered on this engine (%v): nothing was delivered; send the messages as the group's next turn", id, err)
+		return
+	}
 	if err != nil {
 		s.internal(w, r, err)
 		return

@@ -9,11 +9,13 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/arizuko/arizukod/config"
 	"github.com/arizuko/arizukod/contract"
 	"github.com/arizuko/arizukod/internal/fakeengine"
 	"github.com/arizuko/arizukod/runtime/engine"
+	"github.com/arizuko/arizukod/runtime/kube"
 	"github.com/arizuko/arizukod/store"
 	"github.com/arizuko/arizukod/turn"
 )
@@ -267,5 +269,24 @@ func TestChooseEngine(t *testing.T) {
 	}
 	if _, err := ChooseEngine(EngineFlags{Kind: "lxc"}, &config.Config{}, nil); err == nil || !strings.Contains(err.Error(), `--engine "lxc"`) {
 		t.Errorf("--engine lxc: %v, want an error naming the flag", err)
+	}
+}
+
+// TestChooseKubernetes: engine = "kubernetes" is the cluster of [kubernetes] with the
+// daemon's stop grace, and a socket for it is refused, naming where it came from.
+func TestChooseKubernetes(t *testing.T) {
+	cfg := &config.Config{Source: "f.toml", Engine: "kubernetes", StopGrace: 3 * time.Second,
+		Kubernetes: config.KubeConf{Kubeconfig: "/etc/k", Namespace: "ns", NoNetworkClass: "nonet", NodeIPCDir: "/run/n", PodPidsLimit: 256}}
+	got, err := ChooseEngine(EngineFlags{}, cfg, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := kube.Config{Kubeconfig: "/etc/k", Namespace: "ns", NoNetworkClass: "nonet", NodeIPCDir: "/run/n", PodPidsLimit: 256, StopGrace: 3 * time.Second}
+	if got.Kind != Kubernetes || got.Kube != want || got.Source() != "kubeconfig /etc/k (engine from engine in f.toml)" {
+		t.Errorf("got %s %+v from %q", got.Kind, got.Kube, got.Source())
+	}
+	_, err = ChooseEngine(EngineFlags{Socket: "unix:///x.sock"}, cfg, nil)
+	if err == nil || !strings.Contains(err.Error(), "--engine-socket") || !strings.Contains(err.Error(), "[kubernetes]") {
+		t.Errorf("a socket for kubernetes: %v, want an error naming the flag and [kubernetes]", err)
 	}
 }

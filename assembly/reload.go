@@ -45,6 +45,13 @@ var restartKeys = []struct {
 		func(c *config.Config) any { return c.Limits.AllowUnlimited }},
 	{"metrics.listen", func(d, s *config.Config) { d.Metrics = s.Metrics }, func(c *config.Config) any { return c.Metrics.Listen }},
 	{"tracing.endpoint", func(d, s *config.Config) { d.Tracing = s.Tracing }, func(c *config.Config) any { return c.Tracing.Endpoint }},
+	{"kubernetes.kubeconfig", func(d, s *config.Config) { d.Kubernetes.Kubeconfig = s.Kubernetes.Kubeconfig }, func(c *config.Config) any { return c.Kubernetes.Kubeconfig }},
+	{"kubernetes.namespace", func(d, s *config.Config) { d.Kubernetes.Namespace = s.Kubernetes.Namespace }, func(c *config.Config) any { return c.Kubernetes.Namespace }},
+	{"kubernetes.no_network_class", func(d, s *config.Config) { d.Kubernetes.NoNetworkClass = s.Kubernetes.NoNetworkClass },
+		func(c *config.Config) any { return c.Kubernetes.NoNetworkClass }},
+	{"kubernetes.node_ipc_dir", func(d, s *config.Config) { d.Kubernetes.NodeIPCDir = s.Kubernetes.NodeIPCDir }, func(c *config.Config) any { return c.Kubernetes.NodeIPCDir }},
+	{"kubernetes.pod_pids_limit", func(d, s *config.Config) { d.Kubernetes.PodPidsLimit = s.Kubernetes.PodPidsLimit },
+		func(c *config.Config) any { return c.Kubernetes.PodPidsLimit }},
 }
 
 // Changes are what a reload changed: the keys that took effect and those that need a

@@ -91,7 +91,7 @@ type Config struct {
 	// WarmMinAvailable: below this MemAvailable (bytes) no agent is warmed and the warm
 	// ones are removed; 0 does not look.
 	WarmMinAvailable int64
-	Engine           string      // "" (detect), "podman" or "docker"
+	Engine           string      // "" (detect), "podman", "docker" or "kubernetes"
 	EngineSocket     string      // "" (detect), unix:///PATH or tcp://HOST:PORT
 	Listen           string      // the API's unix socket path
 	SocketMode       os.FileMode // permission bits of the API socket
@@ -112,11 +112,13 @@ type Config struct {
 	Webhooks         []Webhook // [[webhook]] tables, in file order
 	// Prices are the [prices."MODEL"] tables: each replaces the shipped price of its
 	// model (pricing.Defaults); nil when the file has none.
-	Prices    map[string]pricing.Price
-	Metrics   MetricsConf
-	Tracing   TracingConf
-	Retention Retention
-	Source    string // the file read, or SourceDefaults
+	Prices  map[string]pricing.Price
+	Metrics MetricsConf
+	Tracing TracingConf
+	// Kubernetes is the cluster of engine = "kubernetes" ([kubernetes]).
+	Kubernetes KubeConf
+	Retention  Retention
+	Source     string // the file read, or SourceDefaults
 }
 
 // ModelConf is where the model gateway forwards a turn's model traffic, and with which
@@ -237,6 +239,7 @@ func load(mode Mode, path string, explicit bool, getenv func(string) string) (*C
 		Model:            ModelConf{Upstream: DefaultModelUpstream, GiveUp: DefaultModelGiveUp},
 		Delivery:         DeliveryConf{VisibilityTimeout: DefaultVisibilityTimeout, MaxAttempts: DefaultMaxAttempts},
 		Retention:        DefaultRetention,
+		Kubernetes:       KubeConf{Namespace: DefaultKubeNamespace, NoNetworkClass: DefaultKubeNoNetworkClass},
 		Source:           SourceDefaults,
 	}, set: map[string]bool{}, lines: map[string]int{}}
 	if path != "" {

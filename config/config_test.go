@@ -54,7 +54,8 @@ func systemDefaults() *Config {
 		Retention: Retention{Interval: time.Hour, RunsMaxAge: 2160 * time.Hour, RunsMaxCount: 10000,
 			InboxMaxAge: 2160 * time.Hour, InboxMaxCount: 10000, OutboxMaxAge: 2160 * time.Hour,
 			OutboxMaxCount: 10000, LogsMaxAge: 720 * time.Hour, LogsMaxCount: 1000},
-		Source: SourceDefaults,
+		Kubernetes: KubeConf{Namespace: "arizuko", NoNetworkClass: "arizuko-nonet"},
+		Source:     SourceDefaults,
 	}
 }
 
@@ -229,6 +230,10 @@ func TestEveryKey(t *testing.T) {
 		{"[tracing]\nendpoint = \"http://127.0.0.1:4318\"", func(c *Config) { c.Tracing.Endpoint = "http://127.0.0.1:4318" }},
 		{"[tracing]\nendpoint = \"https://otel.example.com/otlp/v1/traces\"", func(c *Config) { c.Tracing.Endpoint = "https://otel.example.com/otlp/v1/traces" }},
 		{"[tracing]\nendpoint = \"\"", func(*Config) {}},
+		{"engine = \"kubernetes\"", func(c *Config) { c.Engine = "kubernetes" }},
+		{"[kubernetes]\nkubeconfig = \"/etc/arizuko/kubeconfig\"\nnamespace = \"turns-1\"\nno_network_class = \"nonet.arizuko.io\"\nnode_ipc_dir = \"/run/arizuko-node/ipc\"\npod_pids_limit = 512", func(c *Config) {
+			c.Kubernetes = KubeConf{Kubeconfig: "/etc/arizuko/kubeconfig", Namespace: "turns-1", NoNetworkClass: "nonet.arizuko.io", NodeIPCDir: "/run/arizuko-node/ipc", PodPidsLimit: 512}
+		}},
 		{"[retention]\ninterval = \"0\"", func(c *Config) { c.Retention.Interval = 0 }},
 		{"[retention]\ninterval = \"10m\"", func(c *Config) { c.Retention.Interval = 10 * time.Minute }},
 		{"[retention]\nruns_max_age = \"7d\"\nruns_max_count = 0", func(c *Config) { c.Retention.RunsMaxAge, c.Retention.RunsMaxCount = 7*24*time.Hour, 0 }},
@@ -286,7 +291,7 @@ func TestBadValues(t *testing.T) {
 		{`image = ""`, "image", 1, "must not be empty"},
 		{`image = "--privileged"`, "image", 1, "starts with a letter or a digit"},
 		{`image = "a b"`, "image", 1, "not an image reference"},
-		{`engine = "containerd"`, "engine", 1, `"containerd": must be "podman", "docker"`},
+		{`engine = "containerd"`, "engine", 1, `"containerd": must be "podman", "docker", "kubernetes"`},
 		{`engine_socket = "/run/podman/podman.sock"`, "engine_socket", 1, "scheme must be unix:// or tcp://"},
 		{`engine_socket = "ssh://host/run/podman.sock"`, "engine_socket", 1, "scheme must be"},
 		{`engine_socket = "unix://run/podman.sock"`, "engine_socket", 1, "three slashes"},
@@ -373,6 +378,14 @@ func TestBadValues(t *testing.T) {
 		{"[tracing]\nendpoint = \"grpc://127.0.0.1:4317\"", "tracing.endpoint", 2, "want the collector's OTLP/HTTP URL"},
 		{"[tracing]\nendpoint = \"https://user:key@otel.example.com\"", "tracing.endpoint", 2, "OTEL_EXPORTER_OTLP_HEADERS"},
 		{"[tracing]\nurl = \"http://127.0.0.1:4318\"", "tracing.url", 2, "unknown key"},
+		{"engine = \"k8s\"", "engine", 1, `"kubernetes"`},
+		{"[kubernetes]\nnamespace = \"Turns\"", "kubernetes.namespace", 2, "DNS label"},
+		{"[kubernetes]\nno_network_class = \"\"", "kubernetes.no_network_class", 2, "must not be empty"},
+		{"[kubernetes]\nno_network_class = \"a..b\"", "kubernetes.no_network_class", 2, "DNS subdomain"},
+		{"[kubernetes]\nkubeconfig = \"kube/config\"", "kubernetes.kubeconfig", 2, "not an absolute path"},
+		{"[kubernetes]\nnode_ipc_dir = \"ipc\"", "kubernetes.node_ipc_dir", 2, "not an absolute path"},
+		{"[kubernetes]\npod_pids_limit = -1", "kubernetes.pod_pids_limit", 2, "must be between"},
+		{"[kubernetes]\ncontext = \"x\"", "kubernetes.context", 2, "unknown key"},
 		{"[retention]\ninterval = \"1s\"", "retention.interval", 2, "must be 0 (never) or between 1m and 36500d"},
 		{"[retention]\nruns_max_age = \"forever\"", "retention.runs_max_age", 2, "not a duration"},
 		{"[retention]\nruns_max_age = \"99999d\"", "retention.runs_max_age", 2, "at most 36500d"},

@@ -10,7 +10,7 @@ import (
 )
 
 // tables are the file's tables; every other key is a value.
-var tables = []string{"limits", "memory", "model", "delivery", "metrics", "tracing", "retention"}
+var tables = []string{"limits", "memory", "model", "delivery", "metrics", "tracing", "retention", "kubernetes"}
 
 // errMark stops a decode whose only purpose is the position of a key.
 var errMark = errors.New("mark")

@@ -80,6 +80,13 @@ var fileKeys = map[string]setter{
 	"retention.outbox_max_count":  integer(0, maxKeep, func(c *Config) *int { return &c.Retention.OutboxMaxCount }),
 	"retention.logs_max_age":      text(age(func(c *Config) *time.Duration { return &c.Retention.LogsMaxAge })),
 	"retention.logs_max_count":    integer(0, maxKeep, func(c *Config) *int { return &c.Retention.LogsMaxCount }),
+
+	// The cluster of engine = "kubernetes".
+	"kubernetes.kubeconfig":       text(path(true, func(c *Config) *string { return &c.Kubernetes.Kubeconfig })),
+	"kubernetes.namespace":        text(setKubeNamespace),
+	"kubernetes.no_network_class": text(setKubeNoNetworkClass),
+	"kubernetes.node_ipc_dir":     text(path(true, func(c *Config) *string { return &c.Kubernetes.NodeIPCDir })),
+	"kubernetes.pod_pids_limit":   integer(0, MaxPids, func(c *Config) *int64 { return &c.Kubernetes.PodPidsLimit }),
 }
 
 // Bounds of the values whose limits callers may want to show or reuse.
@@ -213,11 +220,11 @@ func setImage(c *Config, s string) error {
 
 func setEngine(c *Config, s string) error {
 	switch s {
-	case "", "podman", "docker":
+	case "", "podman", "docker", "kubernetes":
 		c.Engine = s
 		return nil
 	}
-	return fmt.Errorf("%q: must be \"podman\", \"docker\" or \"\" (detect)", s)
+	return fmt.Errorf("%q: must be \"podman\", \"docker\", \"kubernetes\" or \"\" (detect)", s)
 }
 
 // setEngineSocket accepts "", unix:///ABSOLUTE/PATH or tcp://HOST:PORT.

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/arizuko/arizukod/api/apiwire"
+	"github.com/arizuko/arizukod/assembly"
 	"github.com/arizuko/arizukod/config"
 	"github.com/arizuko/arizukod/mountsec"
 	"github.com/arizuko/arizukod/runtime/engine"
@@ -51,7 +52,7 @@ type doctorOpts struct {
 
 // daemonChecks are the checks that judge the daemon that answers, when one does, rather
 // than this process's environment: what it runs with is what its turns get.
-var daemonChecks = []string{"engine", "image", "runtime", "model", "upstream"}
+var daemonChecks = []string{"engine", "image", "cluster", "runtime", "model", "upstream"}
 
 // askDaemon asks the daemon on o.socket what it runs with; without one the checks judge
 // this environment.
@@ -65,6 +66,10 @@ func (o *doctorOpts) askDaemon(ctx context.Context) {
 	o.daemon = &h
 	if o.ef.kind == "" && o.ef.socket == "" && h.Engine.Up {
 		o.ef.kind, o.ef.socket = h.Engine.Name, h.Engine.Socket
+		if h.Engine.Name == assembly.Kubernetes {
+			// A cluster is reached through [kubernetes] of the configuration, not a socket.
+			o.ef.socket = ""
+		}
 		o.engFrom = "the daemon on " + o.socket
 	}
 }
@@ -126,8 +131,9 @@ var checks = []check{
 		}
 		return "no systemd here to delegate cgroups: run a rootful engine, or set allow_unlimited = true in [limits] of arizukod.toml to run turns without the limits"
 	})},
-	{"limits", checkLimits, fixed("give the engine its cgroups (arizukod.toml(5), [limits]), or set allow_unlimited = true in [limits] of arizukod.toml to run turns without the memory, CPU and pids limits")},
+	{"limits", checkLimits, limitsFix},
 	{"image", checkImage, imageFix},
+	{"cluster", checkKubernetes, fixed("apply contrib/kubernetes (the engine's Role and ClusterRole, the RuntimeClass of network none and its containerd handler) to the cluster, and set pod_pids_limit in [kubernetes] of arizukod.toml to the kubelets' podPidsLimit")},
 	{"runtime", checkRuntimes, fixed("register the runtime the error names with the engine (README, gVisor), or take it out of limits.runtime and limits.allowed_runtimes of arizukod.toml")},
 	{"allowlist", checkAllowlist, fixed("correct the entry the error names (the format: arizukod.toml(5), allowlist), or remove the file: without it groups get no extra mounts")},
 	{"model", checkModel, fixed("echo KEY > /etc/arizuko/anthropic-api-key && chmod 0640 it, and [model] api_key_file = \"/etc/arizuko/anthropic-api-key\" in arizukod.toml   (or ANTHROPIC_API_KEY in the daemon's environment or env file)")},
@@ -193,7 +199,7 @@ func cmdDoctor(ctx context.Context, args []string) error {
 			fmt.Printf("FAIL  %-9s %v\n      fix: %s\n", c.name, indent(err.Error()), c.fix(&o))
 			continue
 		}
-		fmt.Printf("ok    %-9s %s\n", c.name, detail)
+		fmt.Printf("ok    %-9s %s\n", c.name, indent(detail))
 	}
 	if failed > 0 {
 		if len(needEngine) > 0 {

@@ -9,6 +9,7 @@ import (
 	"github.com/arizuko/arizukod/agentimage"
 	"github.com/arizuko/arizukod/gateway"
 	"github.com/arizuko/arizukod/mountsec"
+	"github.com/arizuko/arizukod/runtime/kube"
 )
 
 // checkImage says whether the configured agent image is on the engine, and whether the
@@ -49,6 +50,9 @@ func imageFix(o *doctorOpts) string {
 	const build = "arizukod image build claude   (Claude Code; then image = %q in arizukod.toml)   or: arizukod image import-static --tag localhost/arizuko-agent:latest /usr/libexec/arizuko/agent"
 	if o.claudeThere {
 		return fmt.Sprintf("image = %q in arizukod.toml (it is on the engine), or put the image named there: arizukod image import-static --tag IMAGE BINARY", agentimage.ClaudeRef)
+	}
+	if _, onCluster := o.eng.(*kube.Engine); onCluster {
+		return fmt.Sprintf("build it on a Podman (%s), then on every node: %v", fmt.Sprintf(build, agentimage.ClaudeRef), kube.ErrImport)
 	}
 	return fmt.Sprintf(build, agentimage.ClaudeRef)
 }

@@ -17,7 +17,7 @@ type engineFlags struct {
 }
 
 func (e *engineFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&e.kind, "engine", "", "container engine: podman or docker (default: engine of the configuration, $ARIZUKO_ENGINE, else the first that answers, podman first)")
+	fs.StringVar(&e.kind, "engine", "", "container engine: podman, docker or kubernetes (default: engine of the configuration, $ARIZUKO_ENGINE, else the first that answers, podman first)")
 	fs.StringVar(&e.socket, "engine-socket", "", "engine API URI, e.g. unix:///run/podman/podman.sock (default: engine_socket of the configuration, $ARIZUKO_ENGINE_SOCKET, else CONTAINER_HOST, the rootless and rootful podman sockets, DOCKER_HOST, /var/run/docker.sock)")
 }
 

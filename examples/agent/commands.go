@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"sort"
@@ -37,6 +38,8 @@ func init() {
 		"flood":   flood,
 		"oom":     oom,
 		"sandbox": func(contract.Input, string) contract.Output { return report(inspectSandbox()) },
+		"dial":    dial,
+		"threads": threads,
 		"write":   write,
 		"read":    read,
 		"prompt":  func(in contract.Input, _ string) contract.Output { return ok(in.SystemPrompt) },
@@ -135,6 +138,17 @@ func exit(_ contract.Input, arg string) contract.Output {
 	}
 	os.Exit(code)
 	return contract.Output{}
+}
+
+// dial opens a TCP connection to HOST:PORT within 3 s and answers whether it could: what a
+// container of network none must not.
+func dial(_ contract.Input, addr string) contract.Output {
+	c, err := net.DialTimeout("tcp", addr, 3*time.Second)
+	if err != nil {
+		return report(map[string]any{"connected": false, "error": err.Error()})
+	}
+	c.Close()
+	return report(map[string]any{"connected": true})
 }
 
 func noise(contract.Input, string) contract.Output {

@@ -18,6 +18,8 @@
 //	flood SIZE        print SIZE bytes of noise (e.g. 8MB), or "forever", then answer
 //	oom               allocate memory until the kernel kills it
 //	sandbox           answer a JSON report of its own sandbox (see sandbox.go)
+//	dial HOST:PORT    answer whether a TCP connection to HOST:PORT opens within 3 s
+//	threads           answer how many threads a child could hold before the kernel refused one (the pids limit)
 //	write PATH TEXT   write TEXT into PATH (relative to /workspace), answer the path
 //	steer             wait for SIGUSR1, then answer the steering messages it finds
 //	env               answer the names of its environment variables and the query timeout
@@ -64,6 +66,9 @@ const ipcDir = contract.IPCDir
 var steered = make(chan os.Signal, 1)
 
 func main() {
+	if os.Getenv(threadsChild) != "" {
+		holdThreads()
+	}
 	signal.Notify(steered, syscall.SIGUSR1)
 	stdin := bufio.NewReaderSize(os.Stdin, 64<<10)
 	in, err := readInput(stdin)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -29,14 +30,17 @@ type Sandbox struct {
 	Dmesg []string `json:"dmesg,omitempty"`
 	// MemTotal is /proc/meminfo's, in bytes: gVisor's kernel has as much memory as the
 	// container's limit, and shows no cgroup files to read it from.
-	MemTotal   int64             `json:"memTotal"`
-	Seccomp    string            `json:"seccomp"`
-	Writable   map[string]bool   `json:"writable"` // path -> a file could be created there
-	Interfaces []string          `json:"interfaces"`
-	Cgroup     map[string]string `json:"cgroup"` // memory, pids, cpu limits as the kernel shows them
-	Mounts     []Mount           `json:"mounts"`
-	Rlimits    map[string]uint64 `json:"rlimits"` // soft limits
-	Hostname   string            `json:"hostname"`
+	MemTotal   int64           `json:"memTotal"`
+	Seccomp    string          `json:"seccomp"`
+	Writable   map[string]bool `json:"writable"` // path -> a file could be created there
+	Interfaces []string        `json:"interfaces"`
+	// Routes are the IPv4 routes of /proc/net/route, "DST/BITS via GW dev IF" (via only
+	// with a gateway): a container of network none has no default route.
+	Routes   []string          `json:"routes"`
+	Cgroup   map[string]string `json:"cgroup"` // memory, pids, cpu limits as the kernel shows them
+	Mounts   []Mount           `json:"mounts"`
+	Rlimits  map[string]uint64 `json:"rlimits"` // soft limits
+	Hostname string            `json:"hostname"`
 }
 
 // Mount is one line of /proc/self/mountinfo.
@@ -82,6 +86,7 @@ func inspectSandbox() Sandbox {
 			s.Interfaces = append(s.Interfaces, i.Name)
 		}
 	}
+	s.Routes = readRoutes()
 	readCgroup(s.Cgroup)
 	s.Mounts = readMounts()
 	for name, res := range map[string]int{"nofile": unix.RLIMIT_NOFILE, "nproc": unix.RLIMIT_NPROC} {
@@ -166,6 +171,38 @@ func readCgroup(out map[string]string) {
 			}
 		}
 	}
+}
+
+// readRoutes reads the IPv4 routing table of /proc/net/route.
+func readRoutes() []string {
+	b, err := os.ReadFile("/proc/net/route")
+	if err != nil {
+		return nil
+	}
+	routes := []string{}
+	for _, line := range strings.Split(string(b), "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) < 8 {
+			continue
+		}
+		dst, gw, mask := hexIP(f[1]), hexIP(f[2]), hexIP(f[7])
+		ones, _ := net.IPMask(mask.To4()).Size()
+		r := fmt.Sprintf("%s/%d", dst, ones)
+		if !gw.Equal(net.IPv4zero) {
+			r += " via " + gw.String()
+		}
+		routes = append(routes, r+" dev "+f[0])
+	}
+	return routes
+}
+
+// hexIP reads an address of /proc/net/route: 8 hex digits, in the host's (little-endian) order.
+func hexIP(h string) net.IP {
+	n, err := strconv.ParseUint(h, 16, 32)
+	if err != nil {
+		return net.IPv4zero
+	}
+	return net.IPv4(byte(n), byte(n>>8), byte(n>>16), byte(n>>24))
 }
 
 func readMounts() []Mount {

@@ -107,18 +107,6 @@ remove_empty_dirs() {
 	[[ -e ${*: -1} ]] || rm -f "$marker"
 }
 
-# remove_cgroups NAME... removes the (empty) cgroups NAME at the top of every
-# hierarchy, children first; a cgroup that still has processes stays.
-remove_cgroups() {
-	local name top
-	for name in "$@"; do
-		for top in /sys/fs/cgroup/*/"$name"; do
-			[[ -d $top ]] || continue
-			find "$top" -depth -type d -exec rmdir {} + 2>/dev/null || true
-		done
-	done
-}
-
 # stop_pause_process ends the rootless podman's user-namespace keeper
 # (catatonit -P), which outlives the API service.
 stop_pause_process() {
@@ -176,6 +164,7 @@ main() {
 	fi
 	rm -f "$ENV_FILE"
 
+	bash "$HERE/../kube/down.sh" || say "warning: hack/kube/down.sh failed"
 	remove_containers podman4 "$P4_SOCK"
 	remove_containers podman4-gvisor "$PG_SOCK"
 	remove_containers podman5 "$P5_SOCK"

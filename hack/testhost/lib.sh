@@ -258,3 +258,77 @@ pidfile_alive() {
 	read -r pid <"$PIDDIR/$1.pid" || true
 	[[ $pid =~ ^[0-9]+$ ]] && proc_alive "$pid"
 }
+
+# start_service NAME TOKEN CMD... runs CMD in its own session with a pidfile
+# and a log file, unless NAME is already running.
+start_service() {
+	local name=$1 token=$2 log=$LOGDIR/$1.log pid
+	shift 2
+	if service_pid "$name" >/dev/null; then
+		return 0
+	fi
+	[[ ! -f $log ]] || mv -f "$log" "$log.1"
+	(
+		[[ -z ${SERVICE_CGROUP:-} ]] || enter_cgroup "$SERVICE_CGROUP"
+		cd / && exec setsid "$@" </dev/null >"$log" 2>&1
+	) &
+	pid=$!
+	printf '%s\n%s\n' "$pid" "$token" >"$PIDDIR/$name.pid"
+	say "started $name (pid $pid, log $log)"
+}
+
+fail_service() {
+	local name=$1
+	shift
+	printf 'testhost: error: %s: %s\n' "$name" "$*" >&2
+	if [[ -f $LOGDIR/$name.log ]]; then
+		printf -- '--- last lines of %s ---\n' "$LOGDIR/$name.log" >&2
+		tail -n 40 "$LOGDIR/$name.log" >&2
+		printf -- '---\n' >&2
+	fi
+	exit 1
+}
+
+# wait_for NAME CHECK... polls CHECK until it succeeds, the service dies or
+# $TESTHOST_WAIT seconds pass.
+wait_for() {
+	local name=$1 i
+	shift
+	for ((i = 0; i < TESTHOST_WAIT * 5; i++)); do
+		if "$@"; then
+			[[ $i -lt 25 ]] || say "$name took $((i / 5))s to become ready"
+			return 0
+		fi
+		pidfile_alive "$name" || fail_service "$name" "exited before it was ready"
+		sleep 0.2
+	done
+	fail_service "$name" "not ready after ${TESTHOST_WAIT}s"
+}
+
+# enter_cgroup PATH moves the calling (sub)shell into cgroup PATH of every
+# hierarchy but cpuset (whose new cgroups have no cpus until configured).
+enter_cgroup() {
+	local path=$1 top
+	if [[ -f /sys/fs/cgroup/cgroup.procs ]]; then
+		mkdir -p "/sys/fs/cgroup$path"
+		echo "$BASHPID" >"/sys/fs/cgroup$path/cgroup.procs"
+		return
+	fi
+	for top in /sys/fs/cgroup/*; do
+		[[ -f $top/cgroup.procs && $top != */cpuset && ! -L $top ]] || continue
+		mkdir -p "$top$path"
+		echo "$BASHPID" >"$top$path/cgroup.procs"
+	done
+}
+
+# remove_cgroups NAME... removes the (empty) cgroups NAME at the top of every
+# hierarchy, children first; a cgroup that still has processes stays.
+remove_cgroups() {
+	local name top
+	for name in "$@"; do
+		for top in /sys/fs/cgroup/*/"$name"; do
+			[[ -d $top ]] || continue
+			find "$top" -depth -type d -exec rmdir {} + 2>/dev/null || true
+		done
+	done
+}

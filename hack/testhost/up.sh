@@ -8,7 +8,8 @@
 #   podman5          Debian 13 podman 5.x in a debootstrap chroot, rootful API service
 #   docker           Debian 12 docker.io dockerd with its own containerd
 #   podman-rootless  podman 4.3 API service of the unprivileged user arizukotest
-# plus a standalone systemd-journald and a systemd user manager for root.
+# plus a standalone systemd-journald and a systemd user manager for root, and a
+# Kubernetes cluster (hack/kube/up.sh: one real node, 100 kwok nodes).
 # Writes $ARIZUKO_TESTHOST_DIR/env (source it) and fails when anything does not
 # come up: in CI a missing engine is a failure, never a skip.
 set -euo pipefail
@@ -33,10 +34,11 @@ EOF
 
 DEB_PACKAGES=(podman runc runsc uidmap slirp4netns fuse-overlayfs catatonit conmon
 	busybox-static socat debootstrap debian-archive-keyring docker.io containerd
-	systemd systemd-container curl jq util-linux passwd ca-certificates)
+	systemd systemd-container curl jq util-linux passwd ca-certificates
+	etcd-server containernetworking-plugins openssl iproute2)
 RPM_PACKAGES=(podman runc shadow-utils slirp4netns fuse-overlayfs catatonit conmon
 	busybox socat debootstrap moby-engine containerd systemd systemd-container
-	curl jq util-linux)
+	curl jq util-linux etcd containernetworking-plugins openssl iproute)
 
 # install_packages installs what is missing; `apt-get update` only runs when
 # the package lists are missing or an install from them failed.
@@ -305,52 +307,6 @@ mount_chroot() {
 	fi
 }
 
-# start_service NAME TOKEN CMD... runs CMD in its own session with a pidfile
-# and a log file, unless NAME is already running.
-start_service() {
-	local name=$1 token=$2 log=$LOGDIR/$1.log pid
-	shift 2
-	if service_pid "$name" >/dev/null; then
-		return 0
-	fi
-	[[ ! -f $log ]] || mv -f "$log" "$log.1"
-	(
-		[[ -z ${SERVICE_CGROUP:-} ]] || enter_cgroup "$SERVICE_CGROUP"
-		cd / && exec setsid "$@" </dev/null >"$log" 2>&1
-	) &
-	pid=$!
-	printf '%s\n%s\n' "$pid" "$token" >"$PIDDIR/$name.pid"
-	say "started $name (pid $pid, log $log)"
-}
-
-fail_service() {
-	local name=$1
-	shift
-	printf 'testhost: error: %s: %s\n' "$name" "$*" >&2
-	if [[ -f $LOGDIR/$name.log ]]; then
-		printf -- '--- last lines of %s ---\n' "$LOGDIR/$name.log" >&2
-		tail -n 40 "$LOGDIR/$name.log" >&2
-		printf -- '---\n' >&2
-	fi
-	exit 1
-}
-
-# wait_for NAME CHECK... polls CHECK until it succeeds, the service dies or
-# $TESTHOST_WAIT seconds pass.
-wait_for() {
-	local name=$1 i
-	shift
-	for ((i = 0; i < TESTHOST_WAIT * 5; i++)); do
-		if "$@"; then
-			[[ $i -lt 25 ]] || say "$name took $((i / 5))s to become ready"
-			return 0
-		fi
-		pidfile_alive "$name" || fail_service "$name" "exited before it was ready"
-		sleep 0.2
-	done
-	fail_service "$name" "not ready after ${TESTHOST_WAIT}s"
-}
-
 # restart_if_deaf NAME SOCK: a service that runs but does not answer its ping
 # within $TESTHOST_WAIT seconds (a leftover of an earlier, broken start) is
 # stopped so it starts afresh.
@@ -492,22 +448,6 @@ user_manager_ready() {
 	esac
 }
 
-# enter_cgroup PATH moves the calling (sub)shell into cgroup PATH of every
-# hierarchy but cpuset (whose new cgroups have no cpus until configured).
-enter_cgroup() {
-	local path=$1 top
-	if [[ -f /sys/fs/cgroup/cgroup.procs ]]; then
-		mkdir -p "/sys/fs/cgroup$path"
-		echo "$BASHPID" >"/sys/fs/cgroup$path/cgroup.procs"
-		return
-	fi
-	for top in /sys/fs/cgroup/*; do
-		[[ -f $top/cgroup.procs && $top != */cpuset && ! -L $top ]] || continue
-		mkdir -p "$top$path"
-		echo "$BASHPID" >"$top$path/cgroup.procs"
-	done
-}
-
 start_user_manager() {
 	if service_pid systemd-user >/dev/null || user_manager_ready; then return 0; fi
 	mkdir -p "$STATEDIR"
@@ -567,6 +507,15 @@ engine_version() {
 	printf '%s (API %s)\n' "${server:-unknown}" "${api:-unknown}"
 }
 
+# kube_version names the cluster's kubelet and runtime, as its node reports them.
+kube_version() {
+	local bin
+	[[ -f $TESTHOST_DIR/kube/state/bin ]] || return 0
+	read -r bin <"$TESTHOST_DIR/kube/state/bin"
+	"$bin/kubectl" --kubeconfig "$TESTHOST_DIR/kube/config/admin.kubeconfig" get node localhost \
+		-o jsonpath='{.status.nodeInfo.kubeletVersion} {.status.nodeInfo.containerRuntimeVersion}' 2>/dev/null || true
+}
+
 write_env() {
 	local uid home tmp
 	uid=$(rootless_uid)
@@ -593,6 +542,7 @@ write_env() {
 			ARIZUKO_TEST_SYSTEMD_USER 1 \
 			ARIZUKO_TEST_SYSTEMD_RUNTIME_DIR "$SYSTEMD_RUNTIME_DIR" \
 			ARIZUKO_TEST_JOURNALD 1
+		grep '^export ' "$TESTHOST_DIR/kube/env"
 	} >"$tmp"
 	chmod 0644 "$tmp"
 	sync "$tmp"
@@ -615,6 +565,11 @@ main() {
 	check_layout
 	local t0=$SECONDS uid
 	install_packages
+	# The cluster's binaries take 15 to 30 minutes to build on a bare machine: the build
+	# starts now, beside the chroot and the engines; hack/kube/up.sh waits for it (it holds
+	# a lock) and returns at once when they are cached.
+	mkdir -p "$LOGDIR"
+	bash "$HERE/../kube/build.sh" >"$LOGDIR/kube-build.log" 2>&1 &
 	mkdir -p "$TESTHOST_DIR" "$PIDDIR" "$LOGDIR" "$STATEDIR"
 	chmod 0755 "$TESTHOST_DIR"
 	rm -f "$ENV_FILE"
@@ -650,6 +605,7 @@ main() {
 	wait_for dockerd ping_ok "$DK_SOCK"
 	wait_for systemd-user user_manager_ready
 	verify_systemd_run
+	bash "$HERE/../kube/up.sh"
 	write_env
 
 	printf '%-16s %-34s %s\n' ENGINE VERSION SOCKET
@@ -660,6 +616,7 @@ main() {
 	printf '%-16s %-34s %s\n' podman-rootless "$(engine_version "$(rootless_sock "$uid")")" "unix://$(rootless_sock "$uid")"
 	printf '%-16s %-34s %s\n' systemd-user "$(user_manager_state)" "XDG_RUNTIME_DIR=$SYSTEMD_RUNTIME_DIR"
 	printf '%-16s %-34s %s\n' journald running "$JOURNAL_DIR/socket"
+	printf '%-16s %-34s %s\n' kubernetes "$(kube_version)" "$TESTHOST_DIR/kube/config/admin.kubeconfig"
 	say "up in $((SECONDS - t0))s; env: . $ENV_FILE"
 }
 

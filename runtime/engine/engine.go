@@ -104,13 +104,16 @@ type Info struct {
 
 // State is what an engine knows of a container's life.
 type State struct {
-	Running    bool
-	ExitCode   int
-	OOMKilled  bool
-	Status     string // the engine's own word: created, running, exited, ...
-	Error      string // the engine's error for a container that failed to start
-	StartedAt  time.Time
-	FinishedAt time.Time
+	Running   bool
+	ExitCode  int
+	OOMKilled bool
+	// DeadlineExceeded says the engine itself ended the container at its deadline
+	// (Spec.Timeout): a timeout, never an OOM kill, whatever the exit code.
+	DeadlineExceeded bool
+	Status           string // the engine's own word: created, running, exited, ...
+	Error            string // the engine's error for a container that failed to start
+	StartedAt        time.Time
+	FinishedAt       time.Time
 	// Pid is the host's pid of the container's first process while it runs; 0 when the
 	// engine does not say.
 	Pid int
@@ -151,6 +154,10 @@ type Spec struct {
 	Stdin      bool // keep stdin open for Attach
 	// LogMaxBytes caps the engine's own log of the container's output.
 	LogMaxBytes int64
+	// Timeout is the turn's hard deadline. The runner enforces it; an engine that can
+	// enforce one of its own (Kubernetes' activeDeadlineSeconds) sets it a little later, for
+	// a daemon that is away then. 0 is none.
+	Timeout time.Duration
 }
 
 // Mount is one bind mount.

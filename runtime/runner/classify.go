@@ -24,7 +24,7 @@ func (tr *turnRun) classify(cause Failure, w waitResult, capture *contract.Captu
 		tr.fail(FailKilled, false, "run killed on request")
 	case perr != nil && (w.state.ExitCode == 125 || w.state.ExitCode == 126 || w.state.ExitCode == 127):
 		tr.fail(FailMisconfig, true, "the container exited %d (%s): the image or its entrypoint is wrong", w.state.ExitCode, exitMeaning(w.state.ExitCode))
-	case cause == FailTimeout && perr != nil:
+	case (cause == FailTimeout || w.state.DeadlineExceeded) && perr != nil:
 		tr.fail(FailTimeout, false, "no answer within the %s run timeout", timeout)
 	case !inputSent && (perr != nil || out.Status == contract.StatusFatal):
 		// Whatever the agent printed (typically "read stdin: EOF"), it had no turn to act on.

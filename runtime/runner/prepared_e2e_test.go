@@ -151,8 +151,12 @@ func TestPreparedFresh(t *testing.T) {
 func (h *harness) prepare(ctx context.Context, f groupfolder.Folder) string {
 	h.t.Helper()
 	// The image watch may not listen yet: until it does, nothing is prepared.
+	tn := runner.Turn{Folder: f}
+	if h.turnMod != nil {
+		h.turnMod(&tn)
+	}
 	for {
-		if err := h.runner.Prepare(ctx, runner.Turn{Folder: f}); err != nil {
+		if err := h.runner.Prepare(ctx, tn); err != nil {
 			h.t.Fatalf("prepare %s: %v", f, err)
 		}
 		if name := h.runner.Prepared()[f]; name != "" {

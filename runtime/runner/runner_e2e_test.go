@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -28,6 +29,8 @@ type harness struct {
 	runner *runner.Runner
 	layout groupfolder.Layout
 	cfg    runner.Config
+	// turnMod, when set, changes every turn before the test's own change.
+	turnMod func(*runner.Turn)
 }
 
 func newHarness(t *testing.T, e enginetest.Engine, mod func(*runner.Config)) *harness {
@@ -83,6 +86,9 @@ func (h *harness) turn(folder, message string, mod func(*runner.Turn)) runner.Re
 	}
 	t := runner.Turn{RunID: "r-" + strings.ReplaceAll(h.t.Name(), "/", "-"), Folder: f,
 		Input: contract.Input{Messages: []contract.Message{{Role: "user", Content: message}}}}
+	if h.turnMod != nil {
+		h.turnMod(&t)
+	}
 	if mod != nil {
 		mod(&t)
 	}
@@ -101,8 +107,10 @@ type sandboxReport struct {
 	GID        int               `json:"gid"`
 	Caps       map[string]string `json:"caps"`
 	NoNewPrivs string            `json:"noNewPrivs"`
+	Seccomp    string            `json:"seccomp"`
 	Writable   map[string]bool   `json:"writable"`
 	Interfaces []string          `json:"interfaces"`
+	Routes     []string          `json:"routes"`
 	Cgroup     map[string]string `json:"cgroup"`
 	Mounts     []struct {
 		Target string `json:"target"`
@@ -122,64 +130,88 @@ func TestSandboxFromInside(t *testing.T) {
 			if res.Output.Status != contract.StatusOK {
 				t.Fatalf("sandbox turn: %+v", res)
 			}
-			var s sandboxReport
-			if err := json.Unmarshal([]byte(res.Output.Result), &s); err != nil {
-				t.Fatalf("decode report: %v\n%s", err, res.Output.Result)
-			}
-			for k, v := range s.Caps {
-				if strings.Trim(v, "0") != "" {
-					t.Errorf("%s = %s, want no capabilities", k, v)
-				}
-			}
-			if s.NoNewPrivs != "1" {
-				t.Errorf("NoNewPrivs = %q, want 1", s.NoNewPrivs)
-			}
-			if s.UID != os.Getuid() || s.GID != os.Getgid() {
-				t.Errorf("runs as %d:%d, want the daemon's %d:%d", s.UID, s.GID, os.Getuid(), os.Getgid())
-			}
-			wantWritable := map[string]bool{"/": false, "/etc": false, "/usr": false, "/skills": false,
-				"/workspace": true, "/workspace/share": true, "/workspace/media": true, "/root": true, "/tmp": true, "/var/run/pub/arizuko": true}
-			for p, want := range wantWritable {
-				got, seen := s.Writable[p]
-				if p == "/usr" && !seen {
-					continue // the scratch image has no /usr
-				}
-				if !seen || got != want {
-					t.Errorf("writable %s = %v (seen %v), want %v", p, got, seen, want)
-				}
-			}
-			if len(s.Interfaces) != 1 || s.Interfaces[0] != "lo" {
-				t.Errorf("interfaces = %v, want only lo", s.Interfaces)
-			}
-			if got := s.Cgroup["memory"]; got != "1073741824" {
-				t.Errorf("memory limit = %q, want 1073741824", got)
-			}
-			if got := s.Cgroup["pids"]; got != "512" {
-				t.Errorf("pids limit = %q, want 512", got)
-			}
-			if got := s.Cgroup["cpu"]; got != "200000" && !strings.HasPrefix(got, "200000 ") {
-				t.Errorf("cpu quota = %q, want 200000 per 100000 period (2 CPUs)", got)
-			}
-			if s.Rlimits["nofile"] != 1024 || s.Rlimits["nproc"] != 4096 {
-				t.Errorf("rlimits = %v, want nofile 1024, nproc 4096", s.Rlimits)
-			}
-			wantRO := map[string]bool{"/": true, "/workspace": false, "/root": false, "/var/run/pub/arizuko": false, "/skills": true, "/tmp": false}
-			seen := map[string]bool{}
-			for _, m := range s.Mounts {
-				if want, ok := wantRO[m.Target]; ok {
-					seen[m.Target] = true
-					if m.RO != want {
-						t.Errorf("mount %s ro = %v, want %v", m.Target, m.RO, want)
-					}
-				}
-			}
-			for target := range wantRO {
-				if !seen[target] {
-					t.Errorf("mount %s missing; mounts: %+v", target, s.Mounts)
-				}
-			}
+			checkSandbox(t, res, sandboxWant{interfaces: []string{"lo"}, pids: "512", rlimits: true})
 		})
 	}
+}
+
+// sandboxWant is what differs between engines in a sandbox report: the interfaces of
+// network none, the pids limit of the container's own cgroup ("" where it is not there),
+// whether the turn's rlimits apply.
+type sandboxWant struct {
+	interfaces []string
+	pids       string
+	rlimits    bool
+}
+
+// checkSandbox checks every hardening promise in the report of a "sandbox" turn.
+func checkSandbox(t *testing.T, res runner.Result, w sandboxWant) sandboxReport {
+	t.Helper()
+	var s sandboxReport
+	if err := json.Unmarshal([]byte(res.Output.Result), &s); err != nil {
+		t.Fatalf("decode report: %v\n%s", err, res.Output.Result)
+	}
+	for k, v := range s.Caps {
+		if strings.Trim(v, "0") != "" {
+			t.Errorf("%s = %s, want no capabilities", k, v)
+		}
+	}
+	if s.NoNewPrivs != "1" {
+		t.Errorf("NoNewPrivs = %q, want 1", s.NoNewPrivs)
+	}
+	if s.Seccomp != "2" {
+		t.Errorf("Seccomp = %q, want 2 (a filter)", s.Seccomp)
+	}
+	if s.UID != os.Getuid() || s.GID != os.Getgid() {
+		t.Errorf("runs as %d:%d, want the daemon's %d:%d", s.UID, s.GID, os.Getuid(), os.Getgid())
+	}
+	wantWritable := map[string]bool{"/": false, "/etc": false, "/usr": false, "/skills": false,
+		"/workspace": true, "/workspace/share": true, "/workspace/media": true, "/root": true, "/tmp": true, "/var/run/pub/arizuko": true}
+	for p, want := range wantWritable {
+		got, seen := s.Writable[p]
+		if p == "/usr" && !seen {
+			continue // the scratch image has no /usr
+		}
+		if !seen || got != want {
+			t.Errorf("writable %s = %v (seen %v), want %v", p, got, seen, want)
+		}
+	}
+	if !slices.Equal(s.Interfaces, w.interfaces) {
+		t.Errorf("interfaces = %v, want %v", s.Interfaces, w.interfaces)
+	}
+	for _, r := range s.Routes {
+		if strings.HasPrefix(r, "0.0.0.0/0") {
+			t.Errorf("a default route: %s (routes %v)", r, s.Routes)
+		}
+	}
+	if got := s.Cgroup["memory"]; got != "1073741824" {
+		t.Errorf("memory limit = %q, want 1073741824", got)
+	}
+	if got := s.Cgroup["pids"]; w.pids != "" && got != w.pids {
+		t.Errorf("pids limit = %q, want %s", got, w.pids)
+	}
+	if got := s.Cgroup["cpu"]; got != "200000" && !strings.HasPrefix(got, "200000 ") {
+		t.Errorf("cpu quota = %q, want 200000 per 100000 period (2 CPUs)", got)
+	}
+	if w.rlimits && (s.Rlimits["nofile"] != 1024 || s.Rlimits["nproc"] != 4096) {
+		t.Errorf("rlimits = %v, want nofile 1024, nproc 4096", s.Rlimits)
+	}
+	wantRO := map[string]bool{"/": true, "/workspace": false, "/root": false, "/var/run/pub/arizuko": false, "/skills": true, "/tmp": false}
+	seen := map[string]bool{}
+	for _, m := range s.Mounts {
+		if want, ok := wantRO[m.Target]; ok {
+			seen[m.Target] = true
+			if m.RO != want {
+				t.Errorf("mount %s ro = %v, want %v", m.Target, m.RO, want)
+			}
+		}
+	}
+	for target := range wantRO {
+		if !seen[target] {
+			t.Errorf("mount %s missing; mounts: %+v", target, s.Mounts)
+		}
+	}
+	return s
 }
 
 // TestWritesBelongToDaemonUser checks that what the agent writes into /workspace is owned by
@@ -214,50 +246,54 @@ func TestWritesBelongToDaemonUser(t *testing.T) {
 	}
 }
 
+// contractCases are the contract's edge cases, run on every engine.
+var contractCases = []struct {
+	message    string
+	status     contract.Status
+	failure    runner.Failure
+	terminal   bool
+	resultHas  string
+	errorHas   string
+	timeout    time.Duration
+	maxElapsed time.Duration
+}{
+	{message: "reply hi", status: contract.StatusOK, resultHas: "hi"},
+	{message: "noise", status: contract.StatusOK, resultHas: "after noise"},
+	{message: "error bad day", status: contract.StatusError, errorHas: "bad day"},
+	{message: "fatal lost", status: contract.StatusFatal, errorHas: "lost"},
+	{message: "silent", status: contract.StatusFatal, failure: runner.FailNoOutput, errorHas: "no output block"},
+	{message: "badjson", status: contract.StatusFatal, failure: runner.FailBadOutput, errorHas: "not valid contract JSON"},
+	{message: "flood 8MB", status: contract.StatusOK, resultHas: "flooded 8388608 bytes"},
+	{message: "exit 126", status: contract.StatusFatal, failure: runner.FailMisconfig, terminal: true, errorHas: "exited 126"},
+	{message: "exit 3", status: contract.StatusFatal, failure: runner.FailNoOutput, errorHas: "exit 3"},
+	{message: "hang 5m", status: contract.StatusFatal, failure: runner.FailTimeout, errorHas: "run timeout", timeout: 4 * time.Second},
+	{message: "flood forever", status: contract.StatusFatal, failure: runner.FailTimeout, errorHas: "run timeout", timeout: 5 * time.Second},
+}
+
 // TestContractEdges runs the contract's edge cases on every rootful engine.
 func TestContractEdges(t *testing.T) {
-	cases := []struct {
-		message    string
-		status     contract.Status
-		failure    runner.Failure
-		terminal   bool
-		resultHas  string
-		errorHas   string
-		timeout    time.Duration
-		maxElapsed time.Duration
-	}{
-		{message: "reply hi", status: contract.StatusOK, resultHas: "hi"},
-		{message: "noise", status: contract.StatusOK, resultHas: "after noise"},
-		{message: "error bad day", status: contract.StatusError, errorHas: "bad day"},
-		{message: "fatal lost", status: contract.StatusFatal, errorHas: "lost"},
-		{message: "silent", status: contract.StatusFatal, failure: runner.FailNoOutput, errorHas: "no output block"},
-		{message: "badjson", status: contract.StatusFatal, failure: runner.FailBadOutput, errorHas: "not valid contract JSON"},
-		{message: "flood 8MB", status: contract.StatusOK, resultHas: "flooded 8388608 bytes"},
-		{message: "exit 126", status: contract.StatusFatal, failure: runner.FailMisconfig, terminal: true, errorHas: "exited 126"},
-		{message: "exit 3", status: contract.StatusFatal, failure: runner.FailNoOutput, errorHas: "exit 3"},
-		{message: "hang 5m", status: contract.StatusFatal, failure: runner.FailTimeout, errorHas: "run timeout", timeout: 4 * time.Second},
-		{message: "flood forever", status: contract.StatusFatal, failure: runner.FailTimeout, errorHas: "run timeout", timeout: 5 * time.Second},
-	}
 	for _, e := range enginetest.Rootful(t) {
-		t.Run(e.Name, func(t *testing.T) {
-			h := newHarness(t, e, nil)
-			for _, c := range cases {
-				t.Run(strings.Fields(c.message)[0]+"-"+strings.Join(strings.Fields(c.message)[1:], "-"), func(t *testing.T) {
-					res := h.turn("main", c.message, func(tn *runner.Turn) { tn.Timeout = c.timeout })
-					o := res.Output
-					if o.Status != c.status || res.Failure != c.failure || res.Terminal != c.terminal {
-						t.Fatalf("got status %q failure %q terminal %v (%s); want %q %q %v", o.Status, res.Failure, res.Terminal, o.Error, c.status, c.failure, c.terminal)
-					}
-					if !strings.Contains(o.Result, c.resultHas) || !strings.Contains(o.Error, c.errorHas) {
-						t.Fatalf("result %q error %q; want result containing %q, error containing %q", o.Result, o.Error, c.resultHas, c.errorHas)
-					}
-					if c.timeout > 0 {
-						// Killed within the timeout plus the stop grace, with room for teardown.
-						if limit := c.timeout + h.cfg.StopGrace + 10*time.Second; res.Duration > limit {
-							t.Errorf("took %s, want at most %s", res.Duration, limit)
-						}
-					}
-				})
+		t.Run(e.Name, func(t *testing.T) { runContractCases(t, newHarness(t, e, nil)) })
+	}
+}
+
+// runContractCases runs contractCases on h, one turn each.
+func runContractCases(t *testing.T, h *harness) {
+	for _, c := range contractCases {
+		t.Run(strings.Fields(c.message)[0]+"-"+strings.Join(strings.Fields(c.message)[1:], "-"), func(t *testing.T) {
+			res := h.turn("main", c.message, func(tn *runner.Turn) { tn.Timeout = c.timeout })
+			o := res.Output
+			if o.Status != c.status || res.Failure != c.failure || res.Terminal != c.terminal {
+				t.Fatalf("got status %q failure %q terminal %v (%s); want %q %q %v", o.Status, res.Failure, res.Terminal, o.Error, c.status, c.failure, c.terminal)
+			}
+			if !strings.Contains(o.Result, c.resultHas) || !strings.Contains(o.Error, c.errorHas) {
+				t.Fatalf("result %q error %q; want result containing %q, error containing %q", o.Result, o.Error, c.resultHas, c.errorHas)
+			}
+			if c.timeout > 0 {
+				// Killed within the timeout plus the stop grace, with room for teardown.
+				if limit := c.timeout + h.cfg.StopGrace + 10*time.Second; res.Duration > limit {
+					t.Errorf("took %s, want at most %s", res.Duration, limit)
+				}
 			}
 		})
 	}

@@ -81,6 +81,7 @@ func AgentSpec(t Turn, name string, mounts []engine.Mount, timeout time.Duration
 		WorkingDir:  "/workspace",
 		Stdin:       true,
 		LogMaxBytes: logMaxBytes,
+		Timeout:     timeout,
 	}
 	if t.RunID != "" {
 		s.Labels[engine.LabelRun] = t.RunID
