@@ -234,21 +234,25 @@ func TestWarmClaudeAgent(t *testing.T) {
 	// The figures: five warm turns interleaved with five runs of the same Claude Code bare
 	// on the host against the same scripted model; the whole turn and the time from the
 	// submission (or the command's start) to the first model request.
+	// Each is measured alone: after the next warm agent is ready and a second more, as a
+	// chat's next message comes seconds after the last answer.
 	bare := bareClaude(t, fake.URL)
 	var tooks, firsts, bareTooks, bareFirsts []time.Duration
 	prev := waitWarm(t, d, "main", "").Container
 	for i := range 5 {
+		time.Sleep(time.Second)
 		r, took, first := turn(fmt.Sprintf("warm %d", i))
 		if r.Container != prev || r.Status != "ok" {
 			t.Fatalf("warm turn %d ran in %s (warm agent %s): %s %q", i, r.Container, prev, r.Status, r.Error)
 		}
 		tooks, firsts = append(tooks, took), append(firsts, first)
+		prev = waitWarm(t, d, "main", prev).Container
+		time.Sleep(time.Second)
 		start := time.Now()
 		if out, err := bare(fmt.Sprintf("bare %d", i)); err != nil || !strings.Contains(out, "echo: bare") {
 			t.Fatalf("bare Claude Code: %v\n%s", err, out)
 		}
 		bareTooks, bareFirsts = append(bareTooks, time.Since(start)), append(bareFirsts, reqs.after(start).Sub(start))
-		prev = waitWarm(t, d, "main", prev).Container
 	}
 	for _, l := range [][]time.Duration{tooks, firsts, bareTooks, bareFirsts} {
 		slices.Sort(l)
