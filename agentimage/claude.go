@@ -7,6 +7,8 @@
 package agentimage
 
 import (
+	"github.com/arizuko/arizukod/contract"
+
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
@@ -107,6 +109,8 @@ func BuildClaude(ctx context.Context, eng engine.Engine, o Options) (Built, erro
 		"ENV PATH=/usr/local/bin:/usr/bin:/bin",
 		"ENV HOME=/root",
 		"LABEL io.arizuko.claude-version=" + ClaudeVersion,
+		// arizuko-claude can be started ahead of its turn (contract.PrepareLabel).
+		"LABEL " + contract.PrepareLabel + "=1",
 	}
 	replaced, err := engine.ImportReplacing(ctx, eng, ClaudeRef, func() error {
 		if err := eng.ImportImage(ctx, ClaudeRef, counted, changes); err != nil {

@@ -34,6 +34,8 @@ var fileKeys = map[string]setter{
 	"stop_grace":              text(duration(time.Second, 10*time.Minute, func(c *Config) *time.Duration { return &c.StopGrace })),
 	"max_running":             integer(1, 1000, func(c *Config) *int { return &c.MaxRunning }),
 	"prepared":                integer(0, 1000, func(c *Config) *int { return &c.Prepared }),
+	"warm_agents":             integer(0, 1000, func(c *Config) *int { return &c.WarmAgents }),
+	"warm_min_available":      text(setWarmMinAvailable),
 	"engine":                  text(setEngine),
 	"engine_socket":           text(setEngineSocket),
 	"listen":                  text(setListen),
@@ -359,6 +361,20 @@ func setTimezone(c *Config, s string) error {
 		return fmt.Errorf("%q: unknown time zone (like \"Local\", \"UTC\" or \"Europe/Prague\")", s)
 	}
 	c.Location = loc
+	return nil
+}
+
+// setWarmMinAvailable takes a memory size ("2g", "512m"), or "0" for no floor.
+func setWarmMinAvailable(c *Config, s string) error {
+	if s == "0" {
+		c.WarmMinAvailable = 0
+		return nil
+	}
+	n, err := engine.ParseMemory(s)
+	if err != nil {
+		return err
+	}
+	c.WarmMinAvailable = n
 	return nil
 }
 

@@ -120,6 +120,9 @@ type Config struct {
 	// Claude makes the daemon run the Claude Code image (built once per engine) instead
 	// of the example agent.
 	Claude bool
+	// Image, when set, is the daemon's image in place of the example agent's or Claude's
+	// (a test's own tag of one of them, which it may replace).
+	Image string
 }
 
 // Daemon is one arizukod of a test, over its own directory.
@@ -153,6 +156,9 @@ func New(t testing.TB, cfg Config) *Daemon {
 	image := enginetest.EnsureAgentImage(t, cfg.Engine, eng)
 	if cfg.Claude {
 		image = enginetest.EnsureClaudeImage(t, cfg.Engine, eng)
+	}
+	if cfg.Image != "" {
+		image = cfg.Image
 	}
 	dir, err := os.MkdirTemp("", "arizuko-dt-")
 	if err != nil {
@@ -559,12 +565,12 @@ func (d *Daemon) OpenStore(t testing.TB) *store.Store {
 }
 
 // Leftovers lists the containers of this daemon's instance but those it prepared for a
-// next turn and never started: the containers of runs.
+// next turn and never started, and its warm agents: the containers of runs.
 func (d *Daemon) Leftovers(t testing.TB) []engine.Container {
 	t.Helper()
 	var out []engine.Container
 	for _, c := range d.Containers(t) {
-		if c.Labels[engine.LabelPrepared] == "" || !Unstarted(c) {
+		if c.Labels[engine.LabelPrepared] == "" || !Unstarted(c) && c.Labels[engine.LabelWarm] == "" {
 			out = append(out, c)
 		}
 	}
