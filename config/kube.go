@@ -23,6 +23,10 @@ type KubeConf struct {
 	// PodPidsLimit is the kubelets' podPidsLimit, what every Pod gets on the nodes; 0
 	// (unknown) refuses turns as an engine without limits does.
 	PodPidsLimit int64
+	// NodeSelector and Tolerations are every turn Pod's: the nodes dedicated to turns,
+	// by their labels and the taints they carry ("key[=value][:effect]").
+	NodeSelector map[string]string
+	Tolerations  []string
 }
 
 // Defaults of [kubernetes].
