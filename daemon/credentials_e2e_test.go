@@ -183,6 +183,11 @@ func testEgressCredentials(t *testing.T, e enginetest.Engine) {
 	secretNowhere(t, d, secret)
 }
 
+// scanShell defines the shell function scan PATTERN, which counts the lines matching
+// PATTERN where a secret could be in a container: every process's environment and command
+// line, and the files (write the pattern so that it does not match itself).
+const scanShell = "scan() { (cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline; grep -rsh . /workspace /root /tmp /etc) 2>/dev/null | tr '\\0' '\\n' | grep -c \"$1\"; }; "
+
 // gitServer serves the bare repositories under root by `git http-backend` (git's smart
 // HTTP), and answers "token ok" to any other path.
 func gitServer(t *testing.T) (http.Handler, string) {
@@ -230,10 +235,7 @@ func testClaudeEgressCredentials(t *testing.T, e enginetest.Engine) {
 	addr := strings.TrimPrefix(srv.URL, "https://")
 	command := fmt.Sprintf("export NO_PROXY= no_proxy=; curl -sS -u x-access-token:$GIT_TOKEN %s/api/user; echo; "+
 		"git clone -q https://x-access-token:$GIT_TOKEN@%s/repo.git /tmp/repo && git -C /tmp/repo log --format=%%s; "+
-		// Where a token (ghp_...) could be in the container: every process's environment
-		// and command line, and the files (the pattern does not match itself).
-		"scan() { (cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline; grep -rsh . /workspace /root /tmp /etc) 2>/dev/null | tr '\\0' '\\n' | grep -c \"$1\"; }; "+
-		"echo secret-lines=$(scan 'gh[p]_') placeholder-lines=$(scan 'GIT_TOKEN=arizuko-placeholde[r]-')", srv.URL, addr)
+		scanShell+"echo secret-lines=$(scan 'gh[p]_') placeholder-lines=$(scan 'GIT_TOKEN=arizuko-placeholde[r]-')", srv.URL, addr)
 	fake := fakemodel.Start()
 	defer fake.Close()
 	fake.Reply = func(r fakemodel.Request) fakemodel.Reply {
