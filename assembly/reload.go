@@ -50,6 +50,10 @@ var restartKeys = []struct {
 	{"kubernetes.node_ipc_dir", func(d, s *config.Config) { d.Kubernetes.NodeIPCDir = s.Kubernetes.NodeIPCDir }, func(c *config.Config) any { return c.Kubernetes.NodeIPCDir }},
 	{"kubernetes.pod_pids_limit", func(d, s *config.Config) { d.Kubernetes.PodPidsLimit = s.Kubernetes.PodPidsLimit },
 		func(c *config.Config) any { return c.Kubernetes.PodPidsLimit }},
+	{"kubernetes.node_selector", func(d, s *config.Config) { d.Kubernetes.NodeSelector = s.Kubernetes.NodeSelector },
+		func(c *config.Config) any { return fmt.Sprintf("%q", c.Kubernetes.NodeSelector) }},
+	{"kubernetes.tolerations", func(d, s *config.Config) { d.Kubernetes.Tolerations = s.Kubernetes.Tolerations },
+		func(c *config.Config) any { return fmt.Sprintf("%q", c.Kubernetes.Tolerations) }},
 }
 
 // Changes are what a reload changed: the keys that took effect and those that need a

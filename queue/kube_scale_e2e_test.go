@@ -87,13 +87,24 @@ func (k kwokEngine) Attach(ctx context.Context, id string) (*engine.Attachment, 
 	}), nil
 }
 
-// podPlaces follows the Pods of one instance and keeps the node each was bound to.
+// podPlaces follows the Pods of one instance: the node each was bound to, and when the
+// test saw each step of its life (created, bound, running, ended, deleted).
 type podPlaces struct {
 	mu      sync.Mutex
 	node    map[string]string // Pod name -> node
-	now     int               // Pods that exist
+	steps   map[string]*[5]time.Time
+	now     int // Pods that exist
 	maxLive int
 }
+
+// The steps of a Pod's life, as podPlaces sees them.
+const (
+	stepCreated = iota
+	stepBound
+	stepRunning
+	stepEnded
+	stepDeleted
+)
 
 func (p *podPlaces) seen(obj any, deleted bool) {
 	pod, ok := obj.(*corev1.Pod)
@@ -105,19 +116,54 @@ func (p *podPlaces) seen(obj any, deleted bool) {
 	if !ok {
 		return
 	}
+	at := time.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if _, known := p.node[pod.Name]; !known {
-		p.node[pod.Name] = ""
+	steps := p.steps[pod.Name]
+	if steps == nil {
+		steps = &[5]time.Time{stepCreated: at}
+		p.steps[pod.Name] = steps
 		p.now++
 		p.maxLive = max(p.maxLive, p.now)
 	}
+	mark := func(step int, now bool) {
+		if now && steps[step].IsZero() {
+			steps[step] = at
+		}
+	}
+	mark(stepBound, pod.Spec.NodeName != "")
+	for _, c := range pod.Status.ContainerStatuses {
+		mark(stepRunning, c.State.Running != nil || c.State.Terminated != nil)
+		mark(stepEnded, c.State.Terminated != nil)
+	}
+	mark(stepDeleted, deleted)
 	if pod.Spec.NodeName != "" {
 		p.node[pod.Name] = pod.Spec.NodeName
 	}
 	if deleted {
 		p.now--
 	}
+}
+
+// phases is the median time between the steps of the Pods that went through all of them.
+func (p *podPlaces) phases() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	names := []string{"created to bound", "bound to running", "running to ended", "ended to deleted"}
+	var out []string
+	for i, name := range names {
+		var d []time.Duration
+		for _, s := range p.steps {
+			if !s[i].IsZero() && !s[i+1].IsZero() {
+				d = append(d, s[i+1].Sub(s[i]))
+			}
+		}
+		if len(d) > 0 {
+			slices.Sort(d)
+			out = append(out, fmt.Sprintf("%s %s", name, d[len(d)/2].Round(time.Millisecond)))
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 // TestKubeScaleKwok places 1,000 turns over 200 folders through the real queue, store
@@ -164,7 +210,7 @@ func TestKubeScaleKwok(t *testing.T) {
 		t.Fatal(err)
 	}
 	instance := fmt.Sprintf("kwok-%d", time.Now().UnixNano()%1e9)
-	places := &podPlaces{node: map[string]string{}}
+	places := &podPlaces{node: map[string]string{}, steps: map[string]*[5]time.Time{}}
 	inf := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(real.Config().Namespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = engine.LabelInstance + "=" + instance }))
 	podInf := inf.Core().V1().Pods().Informer()
@@ -284,4 +330,5 @@ func TestKubeScaleKwok(t *testing.T) {
 	t.Logf("%d turns over %d folders (max_running %d) in %s: %.1f turns/s; a run from its start to its end p50 %s, p90 %s, max %s; %d retried; %d kwok nodes got Pods (%d to %d each); at most %d Pods at once",
 		turns, folders, maxRunning, wall.Round(time.Millisecond), float64(turns)/wall.Seconds(), took[len(took)/2], took[len(took)*9/10], took[len(took)-1],
 		retried, len(used), least, most, maxLive)
+	t.Logf("a Pod's life, as watched (p50): %s", places.phases())
 }
