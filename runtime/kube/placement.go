@@ -7,7 +7,9 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/klog/v2"
 )
 
 // placement sets where the Pod may run: the nodeSelector and the tolerations of Config,
@@ -68,4 +70,52 @@ func ParseToleration(s string) (corev1.Toleration, error) {
 		}
 	}
 	return t, nil
+}
+
+// takers counts the nodes a turn's Pod may be placed on: those whose labels match the node
+// selector and whose NoSchedule and NoExecute taints the tolerations all tolerate.
+// Whether they have room is the scheduler's to say.
+func (e *Engine) takers(nodes []corev1.Node) (int, error) {
+	var tols []corev1.Toleration
+	for _, s := range e.cfg.Tolerations {
+		t, err := ParseToleration(s)
+		if err != nil {
+			return 0, err
+		}
+		tols = append(tols, t)
+	}
+	n := 0
+	for _, node := range nodes {
+		if node.Spec.Unschedulable || !labels.SelectorFromSet(e.cfg.NodeSelector).Matches(labels.Set(node.Labels)) {
+			continue
+		}
+		tolerated := true
+		for _, taint := range node.Spec.Taints {
+			if taint.Effect != corev1.TaintEffectPreferNoSchedule &&
+				!slices.ContainsFunc(tols, func(t corev1.Toleration) bool { return t.ToleratesTaint(klog.Background(), &taint, false) }) {
+				tolerated = false
+			}
+		}
+		if tolerated {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// placementLine is what doctor says of where turns may run, or the error when no node
+// takes them: every turn would wait, Pending, until its timeout.
+func (e *Engine) placementLine(nodes []corev1.Node) (string, error) {
+	n, err := e.takers(nodes)
+	where := "[kubernetes] node_selector and tolerations"
+	if len(e.cfg.NodeSelector) == 0 && len(e.cfg.Tolerations) == 0 {
+		where = "no node_selector or tolerations in [kubernetes]"
+	}
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("%s: %w", where, err)
+	case n == 0:
+		return "", fmt.Errorf("no node of %d takes a turn's Pod (%s: its labels must match, its NoSchedule and NoExecute taints be tolerated): every turn would wait, Pending, until its timeout", len(nodes), where)
+	}
+	return fmt.Sprintf("%d of %d nodes take a turn's Pod (%s)", n, len(nodes), where), nil
 }

@@ -2,11 +2,13 @@ package kube
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/arizuko/arizukod/runtime/engine"
 )
@@ -64,6 +66,41 @@ func TestPlacementRefusals(t *testing.T) {
 		_, err := e.PodFor(testSpec(t))
 		if !errors.Is(err, engine.ErrCreate) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: err = %v, want ErrCreate naming %q", tc.cfg, err, tc.want)
+		}
+	}
+}
+
+// TestPlacementDoctor: doctor counts the nodes a turn's Pod may land on, and a
+// configuration that no node takes is an error, not a turn Pending until its timeout.
+func TestPlacementDoctor(t *testing.T) {
+	node := func(name string, labels map[string]string, unschedulable bool, taints ...corev1.Taint) corev1.Node {
+		return corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}, Spec: corev1.NodeSpec{Unschedulable: unschedulable, Taints: taints}}
+	}
+	fake := corev1.Taint{Key: "kwok.x-k8s.io/node", Value: "fake", Effect: corev1.TaintEffectNoSchedule}
+	nodes := []corev1.Node{
+		node("real", map[string]string{"kubernetes.io/hostname": "real"}, false),
+		node("kwok-0", map[string]string{"type": "kwok"}, false, fake),
+		node("kwok-1", map[string]string{"type": "kwok"}, false, fake, corev1.Taint{Key: "soft", Effect: corev1.TaintEffectPreferNoSchedule}),
+		node("kwok-2", map[string]string{"type": "kwok"}, true, fake),
+		node("kwok-3", map[string]string{"type": "kwok"}, false, fake, corev1.Taint{Key: "gone", Effect: corev1.TaintEffectNoExecute}),
+	}
+	for _, tc := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{}, "1 of 5 nodes take a turn's Pod (no node_selector or tolerations in [kubernetes])"},
+		{Config{NodeSelector: map[string]string{"type": "kwok"}, Tolerations: []string{"kwok.x-k8s.io/node=fake:NoSchedule"}},
+			"2 of 5 nodes take a turn's Pod ([kubernetes] node_selector and tolerations)"},
+		{Config{NodeSelector: map[string]string{"type": "kwok"}, Tolerations: []string{"kwok.x-k8s.io/node", "gone:NoExecute"}},
+			"3 of 5 nodes take a turn's Pod"},
+		{Config{NodeSelector: map[string]string{"type": "kwok"}}, "no node of 5 takes a turn's Pod"},
+		{Config{NodeSelector: map[string]string{"type": "gpu"}}, "no node of 5 takes a turn's Pod"},
+		{Config{Tolerations: []string{"kwok.x-k8s.io/node=other:NoSchedule"}}, "1 of 5 nodes"},
+	} {
+		e, _ := testEngine(t, tc.cfg)
+		line, err := e.placementLine(nodes)
+		if got := line + fmt.Sprint(err); !strings.Contains(got, tc.want) {
+			t.Errorf("%+v: %q, want %q", tc.cfg, got, tc.want)
 		}
 	}
 }
