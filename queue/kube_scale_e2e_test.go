@@ -173,7 +173,7 @@ func (p *podPlaces) phases() string {
 // every Pod lands on a kwok node and none is left.
 func TestKubeScaleKwok(t *testing.T) {
 	enginetest.Long(t, "1,000 turns on the kwok nodes")
-	const folders, turns, maxRunning = 200, 1000, 200
+	const folders, turns, maxRunning = 200, 1000, 100
 	k := enginetest.KubeCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
