@@ -177,12 +177,12 @@ func TestKubeScaleKwok(t *testing.T) {
 	k := enginetest.KubeCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	real, err := kube.New(kube.Config{Kubeconfig: k.Kubeconfig, NoNetworkClass: k.NoNetworkClass, PodPidsLimit: kwokPodsPids,
+	cluster, err := kube.New(kube.Config{Kubeconfig: k.Kubeconfig, NoNetworkClass: k.NoNetworkClass, PodPidsLimit: kwokPodsPids,
 		StopGrace: time.Second, NodeSelector: map[string]string{kwokSelector: kwokLabel}, Tolerations: []string{kwokToleration}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	info, err := real.Info(ctx)
+	info, err := cluster.Info(ctx)
 	if err != nil {
 		enginetest.Missing(t, "the cluster at %s does not answer: %v", k.Kubeconfig, err)
 	}
@@ -211,7 +211,7 @@ func TestKubeScaleKwok(t *testing.T) {
 	}
 	instance := fmt.Sprintf("kwok-%d", time.Now().UnixNano()%1e9)
 	places := &podPlaces{node: map[string]string{}, steps: map[string]*[5]time.Time{}}
-	inf := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(real.Config().Namespace),
+	inf := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(cluster.Config().Namespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = engine.LabelInstance + "=" + instance }))
 	podInf := inf.Core().V1().Pods().Informer()
 	if _, err := podInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -232,15 +232,14 @@ func TestKubeScaleKwok(t *testing.T) {
 	turnLimits := engine.DefaultLimits()
 	turnLimits.PidsLimit = kwokPodsPids
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	eng := kwokEngine{real}
+	eng := kwokEngine{cluster}
 	r, err := runner.New(runner.Config{Engine: eng, Info: info, Layout: layout, Image: "localhost/arizuko-kwok:never-run",
 		Instance: instance, Timeout: 2 * time.Minute, StopGrace: time.Second, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
 	q, err := queue.New(queue.Config{Store: st, Runner: r, MaxRunning: maxRunning, Logger: log,
-		Turns: &turn.Builder{Layout: layout, Store: st, Logger: log,
-			Limits: turnLimits}})
+		Turns: &turn.Builder{Layout: layout, Store: st, Logger: log, Limits: turnLimits}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,7 +311,7 @@ func TestKubeScaleKwok(t *testing.T) {
 			}
 		}
 	}
-	left, err := real.List(ctx, map[string]string{engine.LabelInstance: instance})
+	left, err := cluster.List(ctx, map[string]string{engine.LabelInstance: instance})
 	if err != nil || len(left) != 0 {
 		t.Errorf("Pods left of the instance: %v, %v", left, err)
 	}
