@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -246,7 +247,7 @@ func TestKubeScaleKwok(t *testing.T) {
 	qctx, stopQueue := context.WithCancel(ctx)
 	queued := make(chan struct{})
 
-	start := time.Now()
+	start, cpu0 := time.Now(), cpuTime(t)
 	ids := make([]string, 0, turns)
 	for i := range turns {
 		in, _ := json.Marshal(queue.RunInput{Messages: []contract.Message{{Role: "user", Content: fmt.Sprintf("turn %d", i)}}})
@@ -274,7 +275,7 @@ func TestKubeScaleKwok(t *testing.T) {
 			t.Fatalf("after %s: %+v still waiting", time.Since(start).Round(time.Second), c)
 		}
 	}
-	wall := time.Since(start)
+	wall, cpu := time.Since(start), cpuTime(t)-cpu0
 	stopQueue()
 	<-queued
 	r.Close()
@@ -329,5 +330,16 @@ func TestKubeScaleKwok(t *testing.T) {
 	t.Logf("%d turns over %d folders (max_running %d) in %s: %.1f turns/s; a run from its start to its end p50 %s, p90 %s, max %s; %d retried; %d kwok nodes got Pods (%d to %d each); at most %d Pods at once",
 		turns, folders, maxRunning, wall.Round(time.Millisecond), float64(turns)/wall.Seconds(), took[len(took)/2], took[len(took)*9/10], took[len(took)-1],
 		retried, len(used), least, most, maxLive)
-	t.Logf("a Pod's life, as watched (p50): %s", places.phases())
+	t.Logf("a Pod's life, as watched (p50): %s; this process (queue, store, runner, engine, the scripted attach and the test's watch) used %s of CPU, %s a turn",
+		places.phases(), cpu.Round(time.Millisecond), (cpu / turns).Round(time.Microsecond))
+}
+
+// cpuTime is the user and system CPU time this process used so far.
+func cpuTime(t *testing.T) time.Duration {
+	t.Helper()
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
