@@ -21,7 +21,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/arizuko/arizukod/api/apiwire"
-	"github.com/arizuko/arizukod/contract"
 	"github.com/arizuko/arizukod/internal/daemontest"
 	"github.com/arizuko/arizukod/internal/enginetest"
 	"github.com/arizuko/arizukod/internal/fakemodel"
@@ -90,8 +89,9 @@ func (l *podLog) ofRun(id string) []string {
 	return names
 }
 
-// check fails for a secret in any version of any Pod (its env, its annotations, its whole
-// object) and for a Pod placed on another node than node; it returns how many Pods it saw.
+// check fails for a Pod placed on another node than node and, unless secret is "", for
+// secret in any version of any Pod (its env, its annotations, its whole object); it
+// returns how many Pods it saw.
 func (l *podLog) check(t *testing.T, secret, node string) int {
 	t.Helper()
 	l.mu.Lock()
@@ -99,7 +99,7 @@ func (l *podLog) check(t *testing.T, secret, node string) int {
 	for name, versions := range l.seen {
 		for _, p := range versions {
 			b, _ := json.Marshal(p)
-			if strings.Contains(string(b), secret) {
+			if secret != "" && strings.Contains(string(b), secret) {
 				t.Errorf("the secret is in Pod %s", name)
 				break
 			}
@@ -293,9 +293,14 @@ func TestKubeRestartAdopt(t *testing.T) {
 	if left := d.SettledLeftovers(t); len(left) != 0 {
 		t.Errorf("Pods left: %+v", left)
 	}
+	if socks := socketsUnder(filepath.Join(d.DataDir, "ipc")); len(socks) != 0 {
+		t.Errorf("sockets left after the adopted turn: %v", socks)
+	}
+	// The daemon removes the Pod it prepared for main's next turn as it stops (daemontest
+	// fails the test for any Pod of the instance left then).
 	d.Stop(t)
 	if socks := socketsUnder(filepath.Join(d.DataDir, "ipc")); len(socks) != 0 {
-		t.Errorf("sockets left after the turn and the daemon: %v", socks)
+		t.Errorf("sockets left after the daemon: %v", socks)
 	}
-	pods.check(t, contract.EndMarker+"never", k.Node)
+	pods.check(t, "", k.Node)
 }
