@@ -281,14 +281,21 @@ func TestKubeRestartAdopt(t *testing.T) {
 	if err := d.Drain(time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	var results []apiwire.OutboxItem
-	for _, it := range outbox(t, d) {
-		if it.RunID == run.ID {
-			results = append(results, it)
-		}
+	// A gateway leases the chat's rows and acks them: the turn's result comes once, and
+	// nothing after it.
+	ctx := context.Background()
+	lease, err := d.Client.LeaseOutbox(ctx, apiwire.OutboxQuery{Chat: "tg:42", Wait: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if len(results) != 1 || results[0].Kind != "result" || results[0].Target != "tg:42" || results[0].Content != ended.Result {
-		t.Errorf("the run's outbox rows: %+v, want its result once, to tg:42", results)
+	if rows := lease.Items; len(rows) != 1 || rows[0].RunID != run.ID || rows[0].Kind != "result" || rows[0].Content != ended.Result {
+		t.Fatalf("the chat's rows: %+v, want the run's result once", rows)
+	}
+	if _, err := d.Client.AckOutbox(ctx, lease.Lease, lease.Items[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := d.Client.LeaseOutbox(ctx, apiwire.OutboxQuery{Chat: "tg:42", Wait: 2 * time.Second}); err != nil || len(again.Items) != 0 {
+		t.Errorf("after the ack the chat has %+v (%v), want nothing", again.Items, err)
 	}
 	if left := d.SettledLeftovers(t); len(left) != 0 {
 		t.Errorf("Pods left: %+v", left)
