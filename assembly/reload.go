@@ -54,6 +54,10 @@ var restartKeys = []struct {
 		func(c *config.Config) any { return c.Kubernetes.PodPidsLimit }},
 	{"kubernetes.relay_listen", func(d, s *config.Config) { d.Kubernetes.RelayListen = s.Kubernetes.RelayListen },
 		func(c *config.Config) any { return c.Kubernetes.RelayListen }},
+	{"kubernetes.node_selector", func(d, s *config.Config) { d.Kubernetes.NodeSelector = s.Kubernetes.NodeSelector },
+		func(c *config.Config) any { return fmt.Sprintf("%q", c.Kubernetes.NodeSelector) }},
+	{"kubernetes.tolerations", func(d, s *config.Config) { d.Kubernetes.Tolerations = s.Kubernetes.Tolerations },
+		func(c *config.Config) any { return fmt.Sprintf("%q", c.Kubernetes.Tolerations) }},
 }
 
 // Changes are what a reload changed: the keys that took effect and those that need a

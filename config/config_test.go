@@ -235,6 +235,11 @@ func TestEveryKey(t *testing.T) {
 		{"[kubernetes]\nkubeconfig = \"/etc/arizuko/kubeconfig\"\nnamespace = \"turns-1\"\nno_network_class = \"nonet.arizuko.io\"\nnode_ipc_dir = \"/run/arizuko-node/ipc\"\npod_pids_limit = 512", func(c *Config) {
 			c.Kubernetes = KubeConf{Kubeconfig: "/etc/arizuko/kubeconfig", Namespace: "turns-1", NoNetworkClass: "nonet.arizuko.io", NodeIPCDir: "/run/arizuko-node/ipc", PodPidsLimit: 512}
 		}},
+		{"[kubernetes]\nnode_selector = { type = \"kwok\", \"arizuko.io/turns\" = \"true\" }\ntolerations = [\"kwok.x-k8s.io/node=fake:NoSchedule\", \"arizuko.io/turns\"]", func(c *Config) {
+			c.Kubernetes.NodeSelector = map[string]string{"type": "kwok", "arizuko.io/turns": "true"}
+			c.Kubernetes.Tolerations = []string{"kwok.x-k8s.io/node=fake:NoSchedule", "arizuko.io/turns"}
+		}},
+		{"[kubernetes.node_selector]\n\"arizuko.io/turns\" = \"true\"", func(c *Config) { c.Kubernetes.NodeSelector = map[string]string{"arizuko.io/turns": "true"} }},
 		{"[retention]\ninterval = \"0\"", func(c *Config) { c.Retention.Interval = 0 }},
 		{"[retention]\ninterval = \"10m\"", func(c *Config) { c.Retention.Interval = 10 * time.Minute }},
 		{"[retention]\nruns_max_age = \"7d\"\nruns_max_count = 0", func(c *Config) { c.Retention.RunsMaxAge, c.Retention.RunsMaxCount = 7*24*time.Hour, 0 }},
@@ -389,6 +394,12 @@ func TestBadValues(t *testing.T) {
 		{"[kubernetes]\nnode_ipc_dir = \"ipc\"", "kubernetes.node_ipc_dir", 2, "not an absolute path"},
 		{"[kubernetes]\npod_pids_limit = -1", "kubernetes.pod_pids_limit", 2, "must be between"},
 		{"[kubernetes]\ncontext = \"x\"", "kubernetes.context", 2, "unknown key"},
+		{"[kubernetes]\nnode_selector = \"type=kwok\"", "kubernetes.node_selector", 2, "want a table of node labels"},
+		{"[kubernetes]\nnode_selector = { type = 1 }", "kubernetes.node_selector", 2, "type: want a string, not an integer"},
+		{"[kubernetes]\nnode_selector = { \"a b\" = \"x\" }", "kubernetes.node_selector", 2, `key "a b"`},
+		{"[kubernetes]\ntolerations = \"k=v:NoSchedule\"", "kubernetes.tolerations", 2, "want an array of strings"},
+		{"[kubernetes]\ntolerations = [\"k=v:Never\"]", "kubernetes.tolerations", 2, `element 1: "k=v:Never": effect "Never"`},
+		{"[kubernetes]\ntolerations = [\"=v\"]", "kubernetes.tolerations", 2, `want key[=value][:effect]: key ""`},
 		{"[retention]\ninterval = \"1s\"", "retention.interval", 2, "must be 0 (never) or between 1m and 36500d"},
 		{"[retention]\nruns_max_age = \"forever\"", "retention.runs_max_age", 2, "not a duration"},
 		{"[retention]\nruns_max_age = \"99999d\"", "retention.runs_max_age", 2, "at most 36500d"},

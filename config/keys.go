@@ -88,6 +88,8 @@ var fileKeys = map[string]setter{
 	"kubernetes.no_network_class": text(setKubeNoNetworkClass),
 	"kubernetes.node_ipc_dir":     text(path(true, func(c *Config) *string { return &c.Kubernetes.NodeIPCDir })),
 	"kubernetes.pod_pids_limit":   integer(0, MaxPids, func(c *Config) *int64 { return &c.Kubernetes.PodPidsLimit }),
+	"kubernetes.node_selector":    setKubeNodeSelector,
+	"kubernetes.tolerations":      setKubeTolerations,
 }
 
 // Bounds of the values whose limits callers may want to show or reuse.

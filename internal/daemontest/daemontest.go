@@ -123,6 +123,10 @@ type Config struct {
 	// Image, when set, is the daemon's image in place of the example agent's or Claude's
 	// (a test's own tag of one of them, which it may replace).
 	Image string
+	// Kube, when set, is the daemon's engine: the test host's cluster (kube.go). Engine is
+	// then the Podman its image is built on and imported from. TOML must not have
+	// [kubernetes] or [limits], which the daemon's configuration then has.
+	Kube *enginetest.Kube
 }
 
 // Daemon is one arizukod of a test, over its own directory.
@@ -138,11 +142,12 @@ type Daemon struct {
 	Client     *apiwire.Client
 	StderrLog  string // the daemon's stderr (journald has its log while it runs)
 
-	t      testing.TB
-	image  string
-	cmd    *exec.Cmd
-	exited chan struct{}
-	pids   []int // every arizukod process it started, for the failure output
+	t        testing.TB
+	image    string
+	kubePids int64 // the cluster's podPidsLimit, with Kube
+	cmd      *exec.Cmd
+	exited   chan struct{}
+	pids     []int // every arizukod process it started, for the failure output
 }
 
 // New prepares a daemon on cfg.Engine, with the example agent imported there, without
@@ -173,6 +178,10 @@ func New(t testing.TB, cfg Config) *Daemon {
 		t: t, StderrLog: filepath.Join(dir, "stderr.log"), image: image,
 	}
 	d.Client = apiwire.NewClient(d.Socket)
+	if cfg.Kube != nil {
+		d.kubePids = cfg.Kube.PodPidsLimit(t)
+		d.Eng = openKube(t, *cfg.Kube, cfg.Engine, image, d.kubePids)
+	}
 	if err := copyTree(filepath.Join(repoRoot(t), "container", "skills"), filepath.Join(dir, "skills")); err != nil {
 		t.Fatal(err)
 	}
@@ -209,8 +218,6 @@ func (d *Daemon) toml() string {
 		fmt.Sprintf("data_dir = %q", d.DataDir),
 		fmt.Sprintf("listen = %q", d.Socket),
 		fmt.Sprintf("socket_mode = %q", or(d.SocketMode, "0660")),
-		fmt.Sprintf("engine = %q", d.Engine.Kind),
-		fmt.Sprintf("engine_socket = %q", d.Engine.URI),
 		fmt.Sprintf("image = %q", d.image),
 		fmt.Sprintf("run_timeout = %q", or(d.RunTimeout, "2m")),
 		fmt.Sprintf("stop_grace = %q", or(d.StopGrace, "1s")),
@@ -222,8 +229,13 @@ func (d *Daemon) toml() string {
 		fmt.Sprintf("allowlist = %q", filepath.Join(d.Dir, "mount-allowlist.json")),
 		fmt.Sprintf("instance = %q", d.Instance),
 		`timezone = "UTC"`,
-		d.Config.TOML,
 	}
+	if d.Kube != nil {
+		lines = append(lines, d.kubeTOML())
+	} else {
+		lines = append(lines, fmt.Sprintf("engine = %q", d.Engine.Kind), fmt.Sprintf("engine_socket = %q", d.Engine.URI))
+	}
+	lines = append(lines, d.Config.TOML)
 	return strings.Join(lines, "\n") + "\n"
 }
 
