@@ -24,6 +24,11 @@ func TestPodPlacement(t *testing.T) {
 	if p.Spec.NodeSelector != nil || p.Spec.Tolerations != nil {
 		t.Errorf("unconfigured: nodeSelector %v, tolerations %v; want none", p.Spec.NodeSelector, p.Spec.Tolerations)
 	}
+	spread := p.Spec.TopologySpreadConstraints
+	if len(spread) != 1 || spread[0].TopologyKey != corev1.LabelHostname || spread[0].WhenUnsatisfiable != corev1.ScheduleAnyway ||
+		spread[0].MaxSkew != 1 || spread[0].LabelSelector == nil || spread[0].LabelSelector.MatchLabels[ManagedLabel] != ManagedValue {
+		t.Errorf("topology spread %+v: want one soft spread of the engine's Pods by hostname", spread)
+	}
 	sel := map[string]string{"type": "kwok", "arizuko.io/turns": "true"}
 	e, _ = testEngine(t, Config{NodeSelector: sel,
 		Tolerations: []string{"kwok.x-k8s.io/node=fake:NoSchedule", "arizuko.io/turns:NoExecute", "arizuko.io/dedicated", "x=y"}})
