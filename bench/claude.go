@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -83,7 +84,7 @@ func (b *bench) claudeKit(ctx context.Context) (*claudeKit, error) {
 		return nil, err
 	}
 	k.mcp, err = ipc.Start(ctx, ipc.ServerConfig{Folder: claudeFolder, SocketPath: filepath.Join(k.ipcDir, contract.RouterSocket),
-		ReplyTo: claudeChat, Store: k.store, Logger: b.log,
+		ReplyTo: claudeChat, Store: k.store, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		NextRun: func(kind, expr string, now time.Time) (int64, error) {
 			return scheduler.NextRun(kind, expr, now, time.UTC)
 		},
@@ -104,12 +105,13 @@ func (b *bench) claudeKit(ctx context.Context) (*claudeKit, error) {
 }
 
 // claudeDaemon starts a daemon on Podman 4 that runs the bench's Claude image with the
-// upstream behind its model gateway; extra is more configuration.
+// upstream behind its model gateway; extra is more configuration. A daemon that did not
+// become healthy comes with the error (see startDaemonIn).
 func (b *bench) claudeDaemon(ctx context.Context, k *claudeKit, name, extra string, folders ...string) (*daemonProc, error) {
 	cfg := extra + fmt.Sprintf("[model]\nupstream = %q\napi_key_file = %q\n", k.up.url, k.key)
 	d, err := b.startDaemonIn(ctx, filepath.Join(b.o.work, name), b.o.skillsDir, name, "podman", b.o.podmanSocket, b.o.arizukod, claudeImage, cfg, nil)
 	if err != nil {
-		return nil, err
+		return d, err
 	}
 	return d, d.addGroups(ctx, folders...)
 }

@@ -41,12 +41,13 @@ type upstream struct {
 	arrived  map[string]time.Time // msgHold requests: their message text -> first arrival
 	toolOK   int                  // tool_results since reset that say the outbox took the reply
 	toolBad  []string             // the other tool_results since reset
+	answered map[string]bool      // the tool_use_ids of the tool results answered
 
 	held, maxHeld atomic.Int64
 }
 
 func startUpstream(socket string, hold time.Duration) (*upstream, error) {
-	u := &upstream{fake: fakemodel.Start(), hold: hold, arrived: map[string]time.Time{}}
+	u := &upstream{fake: fakemodel.Start(), hold: hold, arrived: map[string]time.Time{}, answered: map[string]bool{}}
 	u.fake.Reply = u.reply
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/v1/messages" {
@@ -95,7 +96,7 @@ func (u *upstream) close() {
 }
 
 func (u *upstream) reply(r fakemodel.Request) fakemodel.Reply {
-	if res, ok := r.ToolResult(); ok {
+	if res, ok := u.freshToolResult(r); ok {
 		u.mu.Lock()
 		if strings.Contains(res, "outbox_id") {
 			u.toolOK++
@@ -128,6 +129,44 @@ func (u *upstream) reply(r fakemodel.Request) fakemodel.Reply {
 	default:
 		return fakemodel.Reply{Text: "ok"}
 	}
+}
+
+// freshToolResult is the first tool_result of the last message that no earlier request
+// carried: the answer to the upstream's last tool_use. A resumed session's later requests
+// carry the earlier tool results again, in the same user message as the new text (Claude
+// Code does not keep the text that answered them), so a tool_result alone says nothing.
+func (u *upstream) freshToolResult(r fakemodel.Request) (string, bool) {
+	msgs, _ := r.Body["messages"].([]any)
+	if len(msgs) == 0 {
+		return "", false
+	}
+	m, _ := msgs[len(msgs)-1].(map[string]any)
+	blocks, _ := m["content"].([]any)
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for _, x := range blocks {
+		bm, _ := x.(map[string]any)
+		id, _ := bm["tool_use_id"].(string)
+		if bm["type"] != "tool_result" || id == "" || u.answered[id] {
+			continue
+		}
+		u.answered[id] = true
+		switch c := bm["content"].(type) {
+		case string:
+			return c, true
+		case []any:
+			var parts []string
+			for _, y := range c {
+				if ym, _ := y.(map[string]any); ym["type"] == "text" {
+					t, _ := ym["text"].(string)
+					parts = append(parts, t)
+				}
+			}
+			return strings.Join(parts, "\n"), true
+		}
+		return "", true
+	}
+	return "", false
 }
 
 // reset starts a new account: of one turn, or of one density level.
