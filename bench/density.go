@@ -19,26 +19,35 @@ import (
 // densityLevel is one step of the density measurement: n turns submitted at once, each
 // in its own folder, each model request held by the upstream.
 type densityLevel struct {
-	n        int
-	held     int // the most model requests held at once: turns in flight
-	queued   int // the most runs seen queued at once
-	failures int
-	firstErr string
-	took     time.Duration // the first submit to the last result
+	n      int
+	held   int // the most model requests held at once: turns in flight
+	queued int // the runs that waited in the queue more than queuedAfter
+	// queueWait is each run's wait in the queue (its phases' queueWaitMs).
+	queueWait sample
+	failures  int
+	firstErr  string
+	took      time.Duration // the first submit to the last result
 	// first is submit -> the turn's model request at the upstream; whole submit -> result.
 	first, whole sample
 	// Memory, from the sample taken when the most requests were held: per running
 	// container, the PSS of all the processes of its cgroup, of Claude Code alone, and
 	// the cgroup's own count (memory.usage_in_bytes, page cache included); KiB.
-	containers         int
-	pssPer, claudePer  int64
-	cgroupPer          int64
-	pidsPer            int
-	daemonRSS          int64 // KiB, the largest seen during the level
-	memAvailMin        int64 // KiB, the least MemAvailable seen during the level
-	cpuBusy            float64
-	heldWhenMemSampled int
+	containers        int
+	pssPer, claudePer int64
+	cgroupPer         int64
+	pidsPer           int
+	daemonRSS         int64 // KiB, the largest seen during the level
+	memAvailMin       int64 // KiB, the least MemAvailable seen during the level
+	cpuBusy           float64
+	load              string // the load average at the level's start
+	// cpuPer is the CPU time of a turn's container (its cgroup's cpuacct.usage, sampled
+	// every tick until it ends), the mean over the containers seen.
+	cpuPer time.Duration
 }
+
+// queuedAfter is the wait in the queue past which a run counts as queued behind the cap
+// rather than just picked up.
+const queuedAfter = time.Second
 
 // densityResult is the density table.
 type densityResult struct {
@@ -111,11 +120,13 @@ func (b *bench) density(ctx context.Context) error {
 }
 
 func (b *bench) densityLevel(ctx context.Context, k *claudeKit, d *daemonProc, raw *rawAPI, folders []string, res *densityResult) (*densityLevel, error) {
-	lv := &densityLevel{n: len(folders), memAvailMin: meminfoKB("MemAvailable")}
+	lv := &densityLevel{n: len(folders), memAvailMin: meminfoKB("MemAvailable"), load: loadAverage()}
+	cpu := &containerCPU{dirs: map[string]string{}, used: map[string]time.Duration{}}
 	k.up.reset()
 	type outcome struct {
 		msg         string
 		start, done time.Time
+		wait        time.Duration
 		err         error
 	}
 	outs := make([]outcome, len(folders))
@@ -134,6 +145,9 @@ func (b *bench) densityLevel(ctx context.Context, k *claudeKit, d *daemonProc, r
 				r, err = d.client.WaitRun(ctx, run.ID)
 				if err == nil {
 					err = runOK(r)
+				}
+				if r.Phases != nil {
+					o.wait = time.Duration(r.Phases.QueueWaitMs) * time.Millisecond
 				}
 			}
 			o.done, o.err = time.Now(), err
@@ -159,22 +173,29 @@ func (b *bench) densityLevel(ctx context.Context, k *claudeKit, d *daemonProc, r
 		if m := meminfoKB("MemAvailable"); m > 0 {
 			lv.memAvailMin = min(lv.memAvailMin, m)
 		}
-		var list struct {
-			Runs []apiwire.Run `json:"runs"`
-		}
-		if err := d.client.Do(ctx, "GET", "/v1/runs?state=queued", nil, &list); err == nil {
-			lv.queued = max(lv.queued, len(list.Runs))
+		if running {
+			cpu.sample(ctx, b, d, raw)
 		}
 		if held := int(k.up.held.Load()); held > bestHeld && running {
 			bestHeld = held
 			b.sampleContainers(ctx, d, raw, lv, res)
-			lv.heldWhenMemSampled = held
 		}
+	}
+	if len(cpu.used) > 0 {
+		var sum time.Duration
+		for _, u := range cpu.used {
+			sum += u
+		}
+		lv.cpuPer = sum / time.Duration(len(cpu.used))
 	}
 	lv.took = time.Since(start)
 	lv.cpuBusy = cpuBusySince(cpu0)
 	lv.held = int(k.up.maxHeld.Load())
 	for _, o := range outs {
+		lv.queueWait = append(lv.queueWait, o.wait)
+		if o.wait > queuedAfter {
+			lv.queued++
+		}
 		if o.err != nil {
 			lv.failures++
 			if lv.firstErr == "" {
@@ -248,6 +269,35 @@ func (b *bench) sampleContainers(ctx context.Context, d *daemonProc, raw *rawAPI
 	}
 	lv.containers = n
 	lv.pssPer, lv.claudePer, lv.cgroupPer, lv.pidsPer = pss/int64(n), claude/int64(n), cg/int64(n), pids/n
+}
+
+// containerCPU follows the CPU time of the daemon's agent containers: each one's cpuacct
+// cgroup, found once, read at every sample while it exists.
+type containerCPU struct {
+	dirs map[string]string        // container ID -> its cpuacct cgroup
+	used map[string]time.Duration // container ID -> the most CPU time read
+}
+
+func (c *containerCPU) sample(ctx context.Context, b *bench, d *daemonProc, raw *rawAPI) {
+	list, err := b.podman.List(ctx, map[string]string{engine.LabelInstance: d.instance})
+	if err != nil {
+		return
+	}
+	for _, ct := range list {
+		if _, ok := c.dirs[ct.ID]; ok || !ct.Running || ct.Labels[engine.LabelRole] != "agent" {
+			continue
+		}
+		if _, pid, err := raw.podmanPids(ctx, ct.ID); err == nil && pid != 0 {
+			if dir, ok := cgroupOf(pid, "cpuacct"); ok {
+				c.dirs[ct.ID] = dir
+			}
+		}
+	}
+	for id, dir := range c.dirs {
+		if ns, err := readInt(filepath.Join(dir, "cpuacct.usage")); err == nil {
+			c.used[id] = max(c.used[id], time.Duration(ns))
+		}
+	}
 }
 
 // cgroupOf is the directory of pid's cgroup of the v1 controller (or of the v2 unified
@@ -363,13 +413,13 @@ func (r *report) densitySection(p printer) {
 	p("the turns below the cap cannot all be in flight at once, MemAvailable falls under a tenth of the memory, or the")
 	p("levels end; %s. The whole table took %s.", d.stopped, d.took.Round(time.Second))
 	p("")
-	p("| turns submitted | held at once | most queued | failed | first model request p50 / p90 s | turn p50 / p90 s | containers sampled | PSS per container MiB | of which Claude Code MiB | cgroup usage per container MiB | processes per container | daemon VmRSS max MiB | MemAvailable min GiB | host CPU busy %% |")
-	p("|---:|---:|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+	p("| turns submitted | held at once | queued > 1 s (longest wait s) | failed | first model request p50 / p90 s | turn p50 / p90 s | containers sampled | PSS per container MiB | of which Claude Code MiB | cgroup usage per container MiB | processes per container | CPU s per turn | daemon VmRSS max MiB | MemAvailable min GiB | host CPU busy %% | load average at start |")
+	p("|---:|---:|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
 	for _, l := range d.levels {
-		p("| %d | %d | %d | %d | %.1f / %.1f | %.1f / %.1f | %d | %.0f | %.0f | %.0f | %d | %.1f | %.1f | %.0f |", l.n, l.held, l.queued, l.failures,
+		p("| %d | %d | %d (%.1f) | %d | %.1f / %.1f | %.1f / %.1f | %d | %.0f | %.0f | %.0f | %d | %.2f | %.1f | %.1f | %.0f | %s |", l.n, l.held, l.queued, l.queueWait.pct(100).Seconds(), l.failures,
 			l.first.p50().Seconds(), l.first.pct(90).Seconds(), l.whole.p50().Seconds(), l.whole.pct(90).Seconds(),
-			l.containers, float64(l.pssPer)/1024, float64(l.claudePer)/1024, float64(l.cgroupPer)/1024, l.pidsPer,
-			float64(l.daemonRSS)/1024, float64(l.memAvailMin)/(1<<20), l.cpuBusy)
+			l.containers, float64(l.pssPer)/1024, float64(l.claudePer)/1024, float64(l.cgroupPer)/1024, l.pidsPer, l.cpuPer.Seconds(),
+			float64(l.daemonRSS)/1024, float64(l.memAvailMin)/(1<<20), l.cpuBusy, l.load)
 	}
 	p("")
 	for _, l := range d.levels {
@@ -380,10 +430,20 @@ func (r *report) densitySection(p printer) {
 	p("Memory is sampled every 0.5 s and read when the most requests were held so far: the PSS (/proc/PID/smaps_rollup)")
 	p("of every process in the container's memory cgroup (the runner, Claude Code, socat for MCP), Claude Code's alone, and the")
 	p("cgroup's usage_in_bytes (page cache of the image's files included). Each container's limits: memory %s, pids %s, 2 CPUs.", orDash(d.memLimit), orDash(d.pidsMax))
-	p("Host memory %.1f GiB. A level's CPU busy share is the host's over the level (other jobs of the machine included).", float64(d.memTotal)/(1<<20))
+	p("CPU s per turn is the container's cgroup cpuacct.usage, read every 0.5 s until it ends (the runner, Claude Code's start,")
+	p("the MCP bridge; the last half second of a turn can be missed). Host memory %.1f GiB. A level's CPU busy share is the", float64(d.memTotal)/(1<<20))
+	p("host's over the level, other jobs of the machine included (see the load average).")
 	p("")
 	p("%s", d.verdict(r.machine.cpus))
 	p("")
+}
+
+// lastHeld is the last level that ran, or nil.
+func (d *densityResult) lastHeld() *densityLevel {
+	if len(d.levels) == 0 {
+		return nil
+	}
+	return d.levels[len(d.levels)-1]
 }
 
 func orDash(s string) string {
@@ -406,18 +466,17 @@ func (d *densityResult) verdict(cpus int) string {
 	var s []string
 	s = append(s, fmt.Sprintf("Failures over all levels: %d.", fails))
 	if last.n > d.cap && last.held <= d.cap && last.failures == 0 {
-		s = append(s, fmt.Sprintf("Above the cap the daemon held %d turns at once and queued the rest (%d at most): the cap max_running = %d is the limit there.", last.held, last.queued, d.cap))
+		s = append(s, fmt.Sprintf("Above the cap the daemon held %d turns at once and queued the rest (%d waited more than a second): the cap max_running = %d is the limit there.", last.held, last.queued, d.cap))
 	}
 	if last.pssPer > 0 {
 		turns := d.memTotal / last.pssPer
 		s = append(s, fmt.Sprintf("Memory: at %.0f MiB PSS per turn the host's %.1f GiB would hold about %d turns.", float64(last.pssPer)/1024, float64(d.memTotal)/(1<<20), turns))
 	}
-	for _, l := range d.levels {
-		if l.cpuBusy >= 90 {
-			s = append(s, fmt.Sprintf("CPU: the host's CPUs were %.0f%% busy at %d turns; the first model request comes later as levels rise because every Claude Code starts on the same %d CPUs.",
-				l.cpuBusy, l.n, cpus))
-			break
-		}
+	if first, lastGood := d.levels[0], d.lastHeld(); first.cpuPer > 0 && lastGood != nil {
+		s = append(s, fmt.Sprintf("CPU: a turn's container used %.2f CPU s (one turn alone), so %d CPUs start at most %.1f turns a second; "+
+			"the first model request came %.1f s after the submit for one turn and %.1f s (p90 %.1f s) at %d turns, while the host's CPUs were %.0f%% busy.",
+			first.cpuPer.Seconds(), cpus, float64(cpus)/first.cpuPer.Seconds(), first.first.p50().Seconds(),
+			lastGood.first.p50().Seconds(), lastGood.first.pct(90).Seconds(), lastGood.n, lastGood.cpuBusy))
 	}
 	return strings.Join(s, " ")
 }
