@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,9 +17,6 @@ import (
 	"github.com/arizuko/arizukod/agentimage"
 	"github.com/arizuko/arizukod/api/apiwire"
 	"github.com/arizuko/arizukod/contract"
-	"github.com/arizuko/arizukod/ipc"
-	"github.com/arizuko/arizukod/scheduler"
-	"github.com/arizuko/arizukod/store"
 )
 
 // claudeImage is the bench's own tag of the arizuko-claude image: building it must not
@@ -34,19 +30,16 @@ const (
 )
 
 // claudeKit is what the Claude Code measurements share: the image on Podman 4, Claude
-// Code's binary on the host, the scripted upstream and arizuko's MCP server for the turns
-// that run without the daemon.
+// Code's binary on the host and the scripted upstream.
 type claudeKit struct {
 	dir    string // <work>/claude
 	binary string // the native claude, the very file the image has
 	ipcDir string // router.sock and model.sock, mounted at contract.IPCDir by podman run
 	up     *upstream
-	store  *store.Store
-	mcp    *ipc.Server
 	key    string // the model API key file of the daemons
 }
 
-// claudeKit makes (once) the image, the host's binary, the upstream and the MCP server.
+// claudeKit makes (once) the image, the host's binary and the upstream.
 func (b *bench) claudeKit(ctx context.Context) (*claudeKit, error) {
 	if b.kit != nil {
 		return b.kit, nil
@@ -76,26 +69,6 @@ func (b *bench) claudeKit(ctx context.Context) (*claudeKit, error) {
 		return nil, err
 	}
 	b.closers = append(b.closers, k.up.close)
-	if k.store, err = store.Open(ctx, filepath.Join(k.dir, "mcp.db")); err != nil {
-		return nil, err
-	}
-	b.closers = append(b.closers, func() { k.store.Close() })
-	if _, err := k.store.CreateGroup(ctx, store.Group{Folder: claudeFolder, Name: claudeFolder}); err != nil {
-		return nil, err
-	}
-	k.mcp, err = ipc.Start(ctx, ipc.ServerConfig{Folder: claudeFolder, SocketPath: filepath.Join(k.ipcDir, contract.RouterSocket),
-		ReplyTo: claudeChat, Store: k.store, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		NextRun: func(kind, expr string, now time.Time) (int64, error) {
-			return scheduler.NextRun(kind, expr, now, time.UTC)
-		},
-	})
-	if err != nil {
-		return nil, fmt.Errorf("arizuko's MCP server for the turns without a daemon: %w", err)
-	}
-	b.closers = append(b.closers, func() { k.mcp.Stop() })
-	if err := os.Chmod(filepath.Join(k.ipcDir, contract.RouterSocket), 0o666); err != nil {
-		return nil, err
-	}
 	k.key = filepath.Join(k.dir, "model-key")
 	if err := os.WriteFile(k.key, []byte(benchAPIKey+"\n"), 0o600); err != nil {
 		return nil, err
@@ -161,9 +134,9 @@ func (k *claudeKit) bareMethod() (*claudeMethod, error) {
 	m := &claudeMethod{name: "bare Claude Code on the host",
 		about: fmt.Sprintf("`%s -p --input-format stream-json --output-format stream-json --verbose --dangerously-skip-permissions [--resume ID]` "+
 			"(the binary of the image, Claude Code %s) on the host, HOME and cwd its own directories, ANTHROPIC_BASE_URL the upstream's loopback port, "+
-			"arizuko's MCP server (ipc.Server on a store of the bench) through `socat STDIO UNIX-CONNECT:router.sock` in ~/.claude.json; "+
+			"an MCP server of the bench with arizukod's tools through `socat STDIO UNIX-CONNECT:%s` in ~/.claude.json; "+
 			"the same environment the runner gives it (ENABLE_TOOL_SEARCH=false, CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1, IS_SANDBOX=1 as root), no system prompt",
-			k.binary, agentimage.ClaudeVersion)}
+			k.binary, agentimage.ClaudeVersion, contract.RouterSocket)}
 	var session string
 	m.run = func(ctx context.Context, message string) (time.Time, time.Time, error) {
 		args := []string{"-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose", "--dangerously-skip-permissions"}
@@ -256,9 +229,9 @@ func (k *claudeKit) podmanRunMethod(testhost string) (*claudeMethod, error) {
 	args = append(args, claudeImage)
 	m := &claudeMethod{name: "podman run of the image",
 		about: fmt.Sprintf("`podman run --rm -i %s -v IPC:%s -v HOME:/root -v WORKSPACE:/workspace -e ANTHROPIC_API_KEY=… %s` (the local podman CLI on Podman 4's storage), "+
-			"the runner's JSON line on stdin (the message, chat %s, the previous turn's session): the runner relays the upstream's unix socket model.sock "+
-			"(the bench serves the scripted upstream on it too) to a loopback port for ANTHROPIC_BASE_URL, and the MCP server is the bench's router.sock; no system prompt",
-			strings.Join(hardening, " "), contract.IPCDir, claudeImage, claudeChat)}
+			"the runner's JSON line on stdin (the message, chat %s, the previous turn's session): the runner relays the upstream's unix socket %s "+
+			"(the bench serves the scripted upstream on it too) to a loopback port for ANTHROPIC_BASE_URL, and the MCP server is the bench's on %s; no system prompt",
+			strings.Join(hardening, " "), contract.IPCDir, claudeImage, claudeChat, contract.ModelSocket, contract.RouterSocket)}
 	var session string
 	m.run = func(ctx context.Context, message string) (time.Time, time.Time, error) {
 		stdin, err := contract.EncodeInput(contract.Input{SessionID: session, Folder: claudeFolder, ChatJID: claudeChat,
@@ -339,9 +312,20 @@ func (b *bench) claudeLatency(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	methods = append(methods, daemonMethod("arizukod, warm agents off",
+	coldM := daemonMethod("arizukod, warm agents off",
 		"CreateRun + WaitRun against `arizukod serve` on Podman 4 (max_running 5, prepared 5: the defaults), image "+claudeImage+
-			", [model] upstream the scripted upstream's loopback port behind the model gateway, arizuko's MCP server, the folder's session resumed, the assembled system prompt", cold))
+			", [model] upstream the scripted upstream's loopback port behind the model gateway, arizuko's MCP server, the folder's session resumed, the assembled system prompt", cold)
+	methods = append(methods, coldM)
+	// One turn of the daemon first, not counted: its model request tells the tools of
+	// arizuko's MCP server, which the stand-in of the turns without a daemon then offers.
+	if _, _, err := coldM.run(ctx, msgPlain+" (tools)"); err != nil {
+		return fmt.Errorf("claude, the daemon's first turn: %w", err)
+	}
+	stub, err := startMCPStub(filepath.Join(k.ipcDir, contract.RouterSocket), k.up.arizukoTools())
+	if err != nil {
+		return err
+	}
+	b.closers = append(b.closers, stub.close)
 	warm := &claudeMethod{name: "arizukod, warm agents on", skipped: "not measured: -warm-agents=0"}
 	if b.o.warmAgents > 0 {
 		extra := fmt.Sprintf("warm_agents = %d\n", b.o.warmAgents)
@@ -425,8 +409,10 @@ func (r *report) claudeSection(p printer) {
 	p("turns per method and kind after %d warm-up rounds, interleaved: each round runs a plain turn of every method, then a", c.warm)
 	p("tool turn of every method, in an order that rotates by one each round; every method resumes its own session.")
 	p("**plain**: the message is answered with a text (one model request). **tool**: the upstream answers with a `tool_use`")
-	p("of `mcp__arizuko__send_reply`, Claude Code calls arizuko's MCP server (the reply lands in an outbox), and the request")
-	p("carrying the `tool_result` is answered with a text (two model requests). **first request**: the message's arrival (the")
+	p("of `mcp__arizuko__send_reply`, Claude Code calls the MCP server over `socat STDIO UNIX-CONNECT:%s` (arizukod's,", contract.RouterSocket)
+	p("whose reply lands in the outbox; for bare and podman run a stand-in of the bench offering the same tools, copied from")
+	p("the daemon's model request, that answers send_reply with an outbox id), and the request carrying the `tool_result` is")
+	p("answered with a text (two model requests). Every turn's tool result is checked. **first request**: the message's arrival (the")
 	p("process started, or CreateRun called) to the upstream receiving the turn's first `POST /v1/messages`. **turn**: to the")
 	p("end (the process exited, or WaitRun returned the result). p50 / p90 in ms; ratios are p50 ÷ bare Claude Code's p50.")
 	p("")

@@ -2,12 +2,14 @@
 // BENCHMARKS.md: turn latency through the daemon's API against the podman and docker command
 // lines on the same engines and image, throughput over many groups, cold start through
 // socket activation, the daemon's resident memory, the per-phase cost of a turn at the
-// engine API, and the Go benchmarks of the memory and ipc packages.
+// engine API, the Go benchmarks of the memory and ipc packages, and real Claude Code turns
+// against a scripted Messages API: their latency bare on the host, by podman run and through
+// arizukod (warm agents off and on), and how many of them one host carries at once.
 //
 // It is run by hack/bench.sh (`make bench`), which builds bin/arizukod and bin/agent and
 // brings the test host up first. It owns nothing but what it creates: a work directory, its
-// own image tag, daemons it starts, and containers carrying its own instance label, all of
-// which it removes. It must not touch the engines' other containers or images.
+// own image tags (the example agent's and the Claude Code image's), daemons it starts, and
+// containers carrying its own instance label, all of which it removes but the images. It must not touch the engines' other containers or images.
 package main
 
 import (

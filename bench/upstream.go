@@ -42,6 +42,7 @@ type upstream struct {
 	toolOK   int                  // tool_results since reset that say the outbox took the reply
 	toolBad  []string             // the other tool_results since reset
 	answered map[string]bool      // the tool_use_ids of the tool results answered
+	tools    []any                // the tools of the first request that offered arizuko's
 
 	held, maxHeld atomic.Int64
 }
@@ -96,6 +97,7 @@ func (u *upstream) close() {
 }
 
 func (u *upstream) reply(r fakemodel.Request) fakemodel.Reply {
+	u.noteTools(r)
 	if res, ok := u.freshToolResult(r); ok {
 		u.mu.Lock()
 		if strings.Contains(res, "outbox_id") {
@@ -167,6 +169,31 @@ func (u *upstream) freshToolResult(r fakemodel.Request) (string, bool) {
 		return "", true
 	}
 	return "", false
+}
+
+// noteTools keeps the tool list of the first request that offers arizuko's MCP tools.
+func (u *upstream) noteTools(r fakemodel.Request) {
+	tools, _ := r.Body["tools"].([]any)
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.tools != nil {
+		return
+	}
+	for _, t := range tools {
+		if m, _ := t.(map[string]any); m != nil {
+			if name, _ := m["name"].(string); strings.HasPrefix(name, mcpToolPrefix) {
+				u.tools = tools
+				return
+			}
+		}
+	}
+}
+
+// arizukoTools is the tool list noteTools kept, or nil.
+func (u *upstream) arizukoTools() []any {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.tools
 }
 
 // reset starts a new account: of one turn, or of one density level.
