@@ -333,7 +333,7 @@ func (b *bench) claudeLatency(ctx context.Context) error {
 		switch {
 		case err != nil && d != nil && d.hasExited():
 			// The daemon refused its configuration: this arizukod has no warm agents.
-			warm.skipped = fmt.Sprintf("not measured: this arizukod refused `%s`: %s", strings.TrimSpace(extra), tail(d.logText()))
+			warm.skipped = fmt.Sprintf("not measured: this arizukod refused `%s`: %s", strings.TrimSpace(extra), refusal(d.logText()))
 			b.say("%s", warm.skipped)
 		case err != nil:
 			return err
@@ -377,6 +377,19 @@ func (b *bench) claudeLatency(ctx context.Context) error {
 	}
 	b.report.claude = &claudeLatencyResult{methods: methods, warm: b.o.claudeWarm, turns: b.o.claudeTurns}
 	return nil
+}
+
+// refusal is the reason in the last line of a daemon's log that refused its configuration,
+// without the file's path ("FILE:LINE: key: reason" -> "key: reason").
+func refusal(log string) string {
+	lines := strings.Split(strings.TrimSpace(log), "\n")
+	last := lines[len(lines)-1]
+	if _, after, ok := strings.Cut(last, ".toml:"); ok {
+		if _, reason, ok := strings.Cut(after, ": "); ok {
+			return reason
+		}
+	}
+	return tail(last)
 }
 
 // tail is the end of a process's output, for an error.

@@ -60,3 +60,14 @@ func TestTurnAccountCheck(t *testing.T) {
 		}
 	}
 }
+
+func TestRefusal(t *testing.T) {
+	for log, want := range map[string]string{
+		"starting\narizukod serve: /var/tmp/x/arizukod.toml:12: warm_agents: unknown key\n": "warm_agents: unknown key",
+		"something else went wrong": "something else went wrong",
+	} {
+		if got := refusal(log); got != want {
+			t.Errorf("refusal(%q) = %q, want %q", log, got, want)
+		}
+	}
+}
