@@ -132,11 +132,11 @@ func (k *claudeKit) bareMethod() (*claudeMethod, error) {
 		env = append(env, "IS_SANDBOX=1")
 	}
 	m := &claudeMethod{name: "bare Claude Code on the host",
-		about: fmt.Sprintf("`%s -p --input-format stream-json --output-format stream-json --verbose --dangerously-skip-permissions [--resume ID]` "+
-			"(the binary of the image, Claude Code %s) on the host, HOME and cwd its own directories, ANTHROPIC_BASE_URL the upstream's loopback port, "+
+		about: fmt.Sprintf("`claude -p --input-format stream-json --output-format stream-json --verbose --dangerously-skip-permissions [--resume ID]` "+
+			"(the binary of the image, Claude Code %s, extracted from the cached npm package by agentimage.ExtractClaude) on the host, HOME and cwd its own directories, ANTHROPIC_BASE_URL the upstream's loopback port, "+
 			"an MCP server of the bench with arizukod's tools through `socat STDIO UNIX-CONNECT:%s` in ~/.claude.json; "+
 			"the same environment the runner gives it (ENABLE_TOOL_SEARCH=false, CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1, IS_SANDBOX=1 as root), no system prompt",
-			k.binary, agentimage.ClaudeVersion, contract.RouterSocket)}
+			agentimage.ClaudeVersion, contract.RouterSocket)}
 	var session string
 	m.run = func(ctx context.Context, message string) (time.Time, time.Time, error) {
 		args := []string{"-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose", "--dangerously-skip-permissions"}

@@ -56,6 +56,7 @@ type densityResult struct {
 	hold     time.Duration
 	took     time.Duration
 	stopped  string // why the levels stopped rising
+	gave     string // the first level that could not hold all its turns below the cap at once
 	memTotal int64  // KiB
 	pidsMax  string
 	memLimit string
@@ -63,8 +64,9 @@ type densityResult struct {
 
 // density runs rising numbers of concurrent Claude Code turns through one daemon whose
 // max_running is o.densityCap, the upstream holding each turn's model request for
-// o.densityHold, until a level fails a turn, cannot hold all its turns at once below the
-// cap, or runs short of memory, or the levels end.
+// o.densityHold, until a level fails a turn or runs short of memory, or after the first
+// level above the cap (which shows the queue), or when the levels end. The first level
+// that cannot hold all its turns below the cap at once is noted: that is the CPU giving.
 func (b *bench) density(ctx context.Context) error {
 	k, err := b.claudeKit(ctx)
 	if err != nil {
@@ -98,13 +100,16 @@ func (b *bench) density(ctx context.Context) error {
 		res.levels = append(res.levels, lv)
 		b.say("density: %d turns: %d held at once, %d queued, %d failed, %.0f MiB PSS per container, daemon %.1f MiB, %s",
 			n, lv.held, lv.queued, lv.failures, float64(lv.pssPer)/1024, float64(lv.daemonRSS)/1024, lv.took.Round(time.Second))
-		switch want := min(n, b.o.densityCap); {
+		if want := min(n, b.o.densityCap); lv.held < want && res.gave == "" {
+			res.gave = fmt.Sprintf("at %d turns only %d of the %d below the cap had their model request in flight at once", n, lv.held, want)
+		}
+		switch {
 		case lv.failures > 0:
 			res.stopped = fmt.Sprintf("%d of %d turns failed", lv.failures, n)
-		case lv.held < want:
-			res.stopped = fmt.Sprintf("only %d of the %d turns below the cap had their model request in flight at once", lv.held, want)
 		case lv.memAvailMin > 0 && lv.memAvailMin < res.memTotal/10:
 			res.stopped = fmt.Sprintf("MemAvailable fell to %.1f GiB", float64(lv.memAvailMin)/(1<<20))
+		case n > b.o.densityCap:
+			res.stopped = fmt.Sprintf("%d turns are more than the cap: higher levels only queue more", n)
 		}
 		if res.stopped != "" {
 			break
@@ -409,9 +414,9 @@ func (r *report) densitySection(p printer) {
 	p("")
 	p("One arizukod on Podman 4 with `max_running = %d` and `prepared = 0`, the bench's Claude image, the scripted upstream", d.cap)
 	p("behind the model gateway. Each level submits its turns at once, one per folder (fresh folders, a new session")
-	p("each), every turn's model request held %s by the upstream before it answers. The levels rise until a turn fails,", d.hold)
-	p("the turns below the cap cannot all be in flight at once, MemAvailable falls under a tenth of the memory, or the")
-	p("levels end; %s. The whole table took %s.", d.stopped, d.took.Round(time.Second))
+	p("each), every turn's model request held %s by the upstream before it answers. The levels rise until a turn fails or", d.hold)
+	p("MemAvailable falls under a tenth of the memory, and end with the first level above the cap; they stopped because")
+	p("%s. The whole table took %s.", d.stopped, d.took.Round(time.Second))
 	p("")
 	p("| turns submitted | held at once | queued > 1 s (longest wait s) | failed | first model request p50 / p90 s | turn p50 / p90 s | containers sampled | PSS per container MiB | of which Claude Code MiB | cgroup usage per container MiB | processes per container | CPU s per turn | daemon VmRSS max MiB | MemAvailable min GiB | host CPU busy %% | load average at start |")
 	p("|---:|---:|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
@@ -465,6 +470,11 @@ func (d *densityResult) verdict(cpus int) string {
 	last := d.levels[len(d.levels)-1]
 	var s []string
 	s = append(s, fmt.Sprintf("Failures over all levels: %d.", fails))
+	if d.gave != "" {
+		s = append(s, "The CPUs gave first: "+d.gave+" (their Claude Code processes were still starting when the first ones' holds ended).")
+	} else {
+		s = append(s, "Every level held all its turns below the cap at once.")
+	}
 	if last.n > d.cap && last.held <= d.cap && last.failures == 0 {
 		s = append(s, fmt.Sprintf("Above the cap the daemon held %d turns at once and queued the rest (%d waited more than a second): the cap max_running = %d is the limit there.", last.held, last.queued, d.cap))
 	}
