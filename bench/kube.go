@@ -18,13 +18,16 @@ import (
 	"github.com/arizuko/arizukod/runtime/engine"
 	"github.com/arizuko/arizukod/runtime/kube"
 	"github.com/arizuko/arizukod/runtime/runner"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 // kubeMethod is one way to run a no-op turn with runner.Run: an engine, with a container
 // prepared ahead or not.
 type kubeMethod struct {
 	name     string
-	engine   string // "kubernetes" or "podman"
+	engine   string // "kubernetes" or "podman 4"
 	prepared bool
 	run      *runner.Runner
 	folder   groupfolder.Folder
@@ -37,7 +40,7 @@ type kubeMethod struct {
 // kubeProc is one process of the test host's cluster with its resident memory (KiB), idle
 // before the turns and after them.
 type kubeProc struct {
-	name              string
+	name, pidfile     string
 	pid               int
 	idleRSS, idleAnon int64
 	afterRSS          int64
@@ -50,15 +53,19 @@ type kubeProc struct {
 type kubeResult struct {
 	version   string
 	pidsLimit int64
-	warm      int
-	turns     int
-	methods   []*kubeMethod
-	procs     []kubeProc
+	// nodes and pods are the cluster's, when its idle memory was read: the API server and
+	// etcd hold every one of them.
+	nodes, pods int
+	warm        int
+	turns       int
+	methods     []*kubeMethod
+	procs       []kubeProc
 }
 
-// kubeProcs are the cluster's processes the memory table names, in its order, by the
-// names of the test host's pid files (hack/kube/up.sh: <testhost>/kube/pids/kube-NAME.pid).
-var kubeProcs = []string{"apiserver", "controller-manager", "scheduler", "kubelet", "etcd", "containerd", "kwok"}
+// kubeProcs are the cluster's processes the memory table names, in its order: the name
+// shown and the test host's pid file (hack/kube/up.sh: <testhost>/kube/pids/kube-NAME.pid).
+var kubeProcs = [][2]string{{"kube-apiserver", "apiserver"}, {"kube-controller-manager", "controller-manager"},
+	{"kube-scheduler", "scheduler"}, {"kubelet", "kubelet"}, {"etcd", "etcd"}, {"containerd", "containerd"}, {"kwok", "kwok"}}
 
 // kube measures turns on the test host's cluster (runtime/kube) against turns on Podman 4,
 // both through runner.Run in this process with the same image, folder and no-op turn, and
@@ -85,8 +92,11 @@ func (b *bench) kube(ctx context.Context) error {
 	}
 	b.report.machine.engines = append(b.report.machine.engines, fmt.Sprintf("kubernetes %s (one real node: kubelet, containerd, runc) at %s", kinfo.Version, b.o.kubeconfig))
 	res := &kubeResult{version: kinfo.Version, pidsLimit: pids, warm: b.o.warm, turns: b.o.turns}
-	for _, name := range kubeProcs {
-		res.procs = append(res.procs, kubeProc{name: name})
+	for _, p := range kubeProcs {
+		res.procs = append(res.procs, kubeProc{name: p[0], pidfile: p[1]})
+	}
+	if res.nodes, res.pods, err = clusterSize(ctx, b.o.kubeconfig); err != nil {
+		return err
 	}
 	readKubeMemory(kubeDir, res.procs, false)
 
@@ -103,7 +113,7 @@ func (b *bench) kube(ctx context.Context) error {
 		info engine.Info
 		pids int64
 	}
-	sides := []side{{"kubernetes", keng, kinfo, pids}, {"podman", b.podman, b.pInfo, 0}}
+	sides := []side{{"kubernetes", keng, kinfo, pids}, {"podman 4", b.podman, b.pInfo, 0}}
 	wctx, stopWatch := context.WithCancel(ctx)
 	var watches []chan struct{}
 	defer func() {
@@ -164,12 +174,15 @@ func (b *bench) kubeRunner(side string, eng engine.Engine, info engine.Info, fol
 		name, n = side+", prepared", 1
 	}
 	dir := filepath.Join(b.o.work, "runner-"+strings.ReplaceAll(strings.ReplaceAll(name, ",", ""), " ", "-"))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
 	layout, err := groupfolder.NewLayout(dir)
 	if err != nil {
 		return nil, err
 	}
 	r, err := runner.New(runner.Config{Engine: eng, Info: info, Layout: layout, Image: b.o.image,
-		Instance: fmt.Sprintf("%s-%s-%d", b.instance, side, n), SkillsDir: b.o.skillsDir,
+		Instance: fmt.Sprintf("%s-%s-%d", b.instance, strings.ReplaceAll(side, " ", ""), n), SkillsDir: b.o.skillsDir,
 		StopGrace: time.Second, Timeout: time.Minute, Prepared: n, Logger: quietLogger()})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
@@ -233,6 +246,29 @@ func (m *kubeMethod) once(ctx context.Context, round int) (time.Duration, bool, 
 	return d, want != "" && res.Container == want, m.prepare(ctx)
 }
 
+// clusterSize counts the cluster's nodes (the real one and kwok's) and Pods.
+func clusterSize(ctx context.Context, kubeconfig string) (nodes, pods int, err error) {
+	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return 0, 0, fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
+	}
+	c, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return 0, 0, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	nl, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return 0, 0, fmt.Errorf("the cluster's nodes: %w", err)
+	}
+	pl, err := c.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return 0, 0, fmt.Errorf("the cluster's pods: %w", err)
+	}
+	return len(nl.Items), len(pl.Items), nil
+}
+
 // importIntoCluster copies the bench's image from Podman 4, where importImages made it,
 // into the real node's containerd (no registry: the Pods never pull), and waits until the
 // node lists it: the runner takes an image the nodes do not list for a missing one.
@@ -288,7 +324,7 @@ func kubeletPidsLimit(file string) (int64, error) {
 func readKubeMemory(kubeDir string, procs []kubeProc, after bool) {
 	for i := range procs {
 		p := &procs[i]
-		pid, err := servicePid(filepath.Join(kubeDir, "pids", "kube-"+p.name+".pid"))
+		pid, err := servicePid(filepath.Join(kubeDir, "pids", "kube-"+p.pidfile+".pid"))
 		var rss, anon int64
 		if err == nil {
 			p.pid = pid
@@ -352,7 +388,7 @@ func (r *report) kubeSection(p printer) {
 	p("")
 	var base = map[bool]time.Duration{}
 	for _, m := range k.methods {
-		if m.engine == "podman" {
+		if m.engine == "podman 4" {
 			base[m.prepared] = m.sample.p50()
 		}
 	}
@@ -368,8 +404,9 @@ func (r *report) kubeSection(p printer) {
 	}
 	p("")
 	p("Resident memory of the cluster's processes (VmRSS and RssAnon, MiB; found by the test host's pid files),")
-	p("idle before the turns and after them. containerd's shims (one per Pod) are not counted; kwok runs the")
-	p("fake nodes for placement at scale and is not needed by a real cluster.")
+	p("idle before the turns and after them, with %d nodes (one real, the others kwok's fake ones for placement", k.nodes)
+	p("at scale) and %d Pods in the cluster. containerd's shims (one per Pod) are not counted; kwok is not needed", k.pods)
+	p("by a real cluster.")
 	p("")
 	p("| process | pid | idle VmRSS | idle RssAnon | after VmRSS | after RssAnon |")
 	p("|---|---:|---:|---:|---:|---:|")
