@@ -91,6 +91,11 @@ func (b *bench) run(ctx context.Context) error {
 			return err
 		}
 	}
+	if b.o.mode == "kube" || b.o.mode == "all" && b.o.kubeconfig != "" {
+		if err := b.kube(ctx); err != nil {
+			return err
+		}
+	}
 	if b.o.mode == "all" || b.o.mode == "delivery" {
 		if err := b.delivery(ctx); err != nil {
 			return err

@@ -71,6 +71,10 @@ type options struct {
 	densityLevels intsFlag
 	densityCap    int
 	densityHold   time.Duration
+	// The test host's cluster (mode kube; mode all when -kubeconfig is set).
+	kubeconfig     string
+	kubeContainerd string
+	kubeNoNetClass string
 }
 
 // candidate is another arizukod build measured next to the one under test.
@@ -138,7 +142,7 @@ func main() {
 func run(ctx context.Context, args []string) error {
 	var o options
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.StringVar(&o.mode, "mode", "all", "all: every measurement and BENCHMARKS.md; phases, latency, throughput, delivery, cold, gvisor, tracing, claude (Claude Code turn latency), density (concurrent Claude Code turns): only that measurement, printed")
+	fs.StringVar(&o.mode, "mode", "all", "all: every measurement and BENCHMARKS.md; phases, latency, throughput, delivery, cold, gvisor, tracing, claude (Claude Code turn latency), density (concurrent Claude Code turns), kube (runner turns on the cluster next to Podman 4): only that measurement, printed")
 	fs.StringVar(&o.podmanSocket, "podman", os.Getenv("ARIZUKO_TEST_PODMAN4"), "the Podman 4 API service (unix://PATH)")
 	fs.StringVar(&o.podman5Socket, "podman5", os.Getenv("ARIZUKO_TEST_PODMAN5"), "the Podman 5 API service (unix://PATH); empty skips its latency rows")
 	fs.StringVar(&o.podmanGVisorSocket, "podman-gvisor", os.Getenv("ARIZUKO_TEST_PODMAN4_GVISOR"), "a Podman 4 API service whose own runtime is runsc (unix://PATH); empty skips its gVisor rows")
@@ -171,6 +175,9 @@ func run(ctx context.Context, args []string) error {
 	fs.BoolVar(&o.skipGoBench, "skip-go-bench", false, "skip the go test benchmarks of memory and ipc")
 	fs.BoolVar(&o.keepWork, "keep", false, "keep the work directory")
 	fs.Var(&o.candidates, "candidate", "NAME=BINARY: another arizukod build to measure on podman in the latency table and in the cold start, next to -arizukod (repeatable)")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", os.Getenv("ARIZUKO_TEST_KUBECONFIG"), "an admin kubeconfig of the test host's cluster, for runner turns on it next to Podman 4 and its processes' memory; empty skips them in mode all")
+	fs.StringVar(&o.kubeContainerd, "kube-containerd", os.Getenv("ARIZUKO_TEST_KUBE_CONTAINERD"), "the cluster's node's containerd (unix://PATH), where the image is imported")
+	fs.StringVar(&o.kubeNoNetClass, "kube-nonet-class", os.Getenv("ARIZUKO_TEST_KUBE_NONET_CLASS"), "the cluster's RuntimeClass of network none")
 	fs.StringVar(&o.daemonEngines, "daemon-engines", "podman,docker", "engines to run arizukod on in the latency table")
 	fs.StringVar(&o.claudeRunner, "claude-runner", "bin/arizuko-claude", "the arizuko-claude runner (static) to build the bench's Claude Code image with (\"\" skips the claude and density measurements in mode all)")
 	fs.StringVar(&o.cacheDir, "cache-dir", cacheDirDefault(), "agentimage's cache of the Debian rootfs and Claude Code's npm package ($ARIZUKO_CACHE_DIR)")
@@ -211,9 +218,12 @@ func run(ctx context.Context, args []string) error {
 	b := &bench{o: o, log: log, instance: fmt.Sprintf("bench%d", os.Getpid()), began: time.Now()}
 	defer b.cleanup()
 	switch o.mode {
-	case "all", "phases", "latency", "throughput", "delivery", "cold", "gvisor", "tracing", "claude", "density":
+	case "all", "phases", "latency", "throughput", "delivery", "cold", "gvisor", "tracing", "claude", "density", "kube":
 	default:
-		return fmt.Errorf("-mode %q: must be all, phases, latency, throughput, delivery, cold, gvisor, tracing, claude or density", o.mode)
+		return fmt.Errorf("-mode %q: must be all, phases, latency, throughput, delivery, cold, gvisor, tracing, claude, density or kube", o.mode)
+	}
+	if o.kubeconfig != "" && (o.kubeContainerd == "" || o.kubeNoNetClass == "") || o.mode == "kube" && o.kubeconfig == "" {
+		return fmt.Errorf("the cluster needs -kubeconfig, -kube-containerd and -kube-nonet-class (source the test host's env file: ARIZUKO_TEST_KUBECONFIG, ARIZUKO_TEST_KUBE_CONTAINERD, ARIZUKO_TEST_KUBE_NONET_CLASS)")
 	}
 	return b.run(ctx)
 }

@@ -23,6 +23,7 @@ type report struct {
 	tracing    *tracingResult
 	claude     *claudeLatencyResult
 	density    *densityResult
+	kube       *kubeResult
 }
 
 func (r *report) markdown(mode string) string {
@@ -32,7 +33,7 @@ func (r *report) markdown(mode string) string {
 	p("")
 	p("Made by `make bench` (hack/bench.sh, which runs the program in bench/) on %s in %s. Every figure", r.began.UTC().Format("2006-01-02 15:04 MST"), r.took.Round(time.Second))
 	p("below comes from that one run, on the same engines and the same image. Regenerate with `make bench`;")
-	p("do not edit by hand. `hack/bench.sh -mode=phases` (or latency, throughput, delivery, cold, gvisor, tracing, claude, density) repeats one part and only prints it.")
+	p("do not edit by hand. `hack/bench.sh -mode=phases` (or latency, throughput, delivery, cold, gvisor, tracing, claude, density, kube) repeats one part and only prints it.")
 	p("")
 	r.machineSection(p)
 	if r.latency != nil {
@@ -46,6 +47,9 @@ func (r *report) markdown(mode string) string {
 	}
 	if len(r.gvisor) > 0 {
 		r.gvisorSection(p)
+	}
+	if r.kube != nil {
+		r.kubeSection(p)
 	}
 	if r.cold != nil {
 		r.coldSection(p)

@@ -10,6 +10,8 @@
 #   hack/bench.sh -mode=cold       only the socket-activated cold starts (-cold=N of them)
 #   hack/bench.sh -mode=gvisor     only turns under gVisor (runsc) against runc
 #   hack/bench.sh -mode=tracing    only what tracing costs a turn (on and off)
+#   hack/bench.sh -mode=kube       only turns on the test host's cluster against Podman 4, and
+#                                  the cluster's memory (mode all too, when its env names one)
 #   hack/bench.sh -turns=100       more turns per latency method
 #   hack/bench.sh -mode=claude     only Claude Code turns: bare, podman run, arizukod (warm agents off, on)
 #   hack/bench.sh -mode=density    only concurrent Claude Code turns, rising until something gives

@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -350,48 +349,3 @@ func TestKubePrepared(t *testing.T) {
 	}
 	<-done
 }
-
-// TestKubeTurnLatency measures a turn's latency (runner.Run, from its start to its result)
-// on the cluster and on podman4 in the same run, with and without a container prepared
-// ahead, for BENCHMARKS.md. It runs only when ARIZUKO_BENCH_KUBE is set: a measurement,
-// not a check.
-func TestKubeTurnLatency(t *testing.T) {
-	if os.Getenv("ARIZUKO_BENCH_KUBE") == "" {
-		t.Skip("a measurement: set ARIZUKO_BENCH_KUBE=1 to run it")
-	}
-	const n = 20
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-	defer cancel()
-	measure := func(name string, h *harness, prepared bool) {
-		if prepared {
-			wctx, stop := context.WithCancel(ctx)
-			done := make(chan struct{})
-			go func() { defer close(done); h.runner.WatchImages(wctx) }()
-			defer func() { stop(); <-done }()
-		}
-		var d []time.Duration
-		for i := range n + 2 {
-			if prepared {
-				h.prepare(ctx, "main")
-			}
-			res := h.turn("main", "reply hi", nil)
-			if res.Output.Status != contract.StatusOK || prepared && !strings.HasPrefix(res.Container, "arizuko-main-") {
-				t.Fatalf("%s: %+v", name, res)
-			}
-			if i >= 2 { // the first two warm the engine up
-				d = append(d, res.Duration)
-			}
-		}
-		slices.Sort(d)
-		t.Logf("%-28s n=%d p50 %6.1f ms  p90 %6.1f ms  max %6.1f ms", name, n,
-			ms(d[n/2]), ms(d[n*9/10]), ms(d[n-1]))
-	}
-	kh := newKubeHarness(t, func(c *runner.Config) { c.Prepared = 1 })
-	ph := newHarness(t, enginetest.Rootful(t)[0], func(c *runner.Config) { c.Prepared = 1 })
-	measure("kubernetes, nothing prepared", kh, false)
-	measure("kubernetes, prepared", kh, true)
-	measure("podman4, nothing prepared", ph, false)
-	measure("podman4, prepared", ph, true)
-}
-
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
