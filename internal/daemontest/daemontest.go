@@ -120,6 +120,9 @@ type Config struct {
 	// Claude makes the daemon run the Claude Code image (built once per engine) instead
 	// of the example agent.
 	Claude bool
+	// Kube, when not nil, makes the daemon run its turns on the test host's cluster, with
+	// the agent image of Engine (kube.go); TOML must then have no [limits].
+	Kube *Kube
 }
 
 // Daemon is one arizukod of a test, over its own directory.
@@ -135,8 +138,9 @@ type Daemon struct {
 	Client     *apiwire.Client
 	StderrLog  string // the daemon's stderr (journald has its log while it runs)
 
-	t      testing.TB
-	image  string
+	t        testing.TB
+	image    string
+	engineKV string // the configuration's engine lines
 	cmd    *exec.Cmd
 	exited chan struct{}
 	pids   []int // every arizukod process it started, for the failure output
@@ -167,6 +171,11 @@ func New(t testing.TB, cfg Config) *Daemon {
 		t: t, StderrLog: filepath.Join(dir, "stderr.log"), image: image,
 	}
 	d.Client = apiwire.NewClient(d.Socket)
+	d.engineKV = fmt.Sprintf("engine = %q\nengine_socket = %q", cfg.Engine.Kind, cfg.Engine.URI)
+	if cfg.Kube != nil {
+		d.Eng = openKube(t, cfg, image)
+		d.engineKV = d.kubeTOML(t)
+	}
 	if err := copyTree(filepath.Join(repoRoot(t), "container", "skills"), filepath.Join(dir, "skills")); err != nil {
 		t.Fatal(err)
 	}
@@ -203,8 +212,6 @@ func (d *Daemon) toml() string {
 		fmt.Sprintf("data_dir = %q", d.DataDir),
 		fmt.Sprintf("listen = %q", d.Socket),
 		fmt.Sprintf("socket_mode = %q", or(d.SocketMode, "0660")),
-		fmt.Sprintf("engine = %q", d.Engine.Kind),
-		fmt.Sprintf("engine_socket = %q", d.Engine.URI),
 		fmt.Sprintf("image = %q", d.image),
 		fmt.Sprintf("run_timeout = %q", or(d.RunTimeout, "2m")),
 		fmt.Sprintf("stop_grace = %q", or(d.StopGrace, "1s")),
@@ -216,6 +223,7 @@ func (d *Daemon) toml() string {
 		fmt.Sprintf("allowlist = %q", filepath.Join(d.Dir, "mount-allowlist.json")),
 		fmt.Sprintf("instance = %q", d.Instance),
 		`timezone = "UTC"`,
+		d.engineKV,
 		d.Config.TOML,
 	}
 	return strings.Join(lines, "\n") + "\n"

@@ -204,18 +204,21 @@ func StaticBinary(pkg, name string) (string, error) {
 // checkoutID names the checkout of the module that dir is in: a digest of the directory
 // holding go.mod (of dir itself when there is none).
 func checkoutID(dir string) string {
-	root := dir
+	sum := sha256.Sum256([]byte(moduleRoot(dir)))
+	return hex.EncodeToString(sum[:6])
+}
+
+// moduleRoot is the directory holding go.mod at or above dir (dir itself when there is
+// none).
+func moduleRoot(dir string) string {
 	for d := dir; ; d = filepath.Dir(d) {
 		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-			root = d
-			break
+			return d
 		}
 		if filepath.Dir(d) == d {
-			break
+			return dir
 		}
 	}
-	sum := sha256.Sum256([]byte(root))
-	return hex.EncodeToString(sum[:6])
 }
 
 // EnsureAgentImage imports the example agent into eng as AgentImage:<digest of the binary>,
