@@ -258,3 +258,47 @@ func TestKubeTurnThroughTheNodeRelay(t *testing.T) {
 		t.Errorf("the key is on the node after the turn: %v", hits)
 	}
 }
+
+// TestKubeRelayTurnLatency measures, for BENCHMARKS.md, turns submitted to the API whose
+// agent asks the model and lists the MCP tools, on the same cluster: through the node
+// DaemonSet's relay, and with the Pods mounting the central's own IPC directories
+// (node_ipc_dir ""). Each turn starts the Pod prepared after the one before. It runs only
+// when ARIZUKO_BENCH_KUBE is set: a measurement, not a check.
+func TestKubeRelayTurnLatency(t *testing.T) {
+	if os.Getenv("ARIZUKO_BENCH_KUBE") == "" {
+		t.Skip("a measurement: set ARIZUKO_BENCH_KUBE=1 to run it")
+	}
+	const n = 9
+	c := newRelayCluster(t)
+	fake := fakemodel.Start()
+	defer fake.Close()
+	cfg := daemontest.Config{EnvFile: "ANTHROPIC_API_KEY=sk-ant-test-" + daemontest.RandHex(16) + "\n",
+		TOML: fmt.Sprintf("[model]\nupstream = %q\n", fake.URL)}
+	measure := func(name string, d *daemontest.Daemon) {
+		d.Start(t)
+		d.AddGroup(t, "main")
+		var ds []time.Duration
+		for i := range n + 2 {
+			time.Sleep(3 * time.Second) // the Pod prepared after the last turn is up by now
+			start := time.Now()
+			r := d.Turn(t, "main", "all model hi ;; mcp list")
+			if r.State != "exited" || r.Status != "ok" || !strings.Contains(r.Result, "echo: hi") {
+				t.Fatalf("%s: %+v", name, r)
+			}
+			if i >= 2 { // the first two warm up the cluster and the daemon
+				ds = append(ds, time.Since(start))
+			}
+		}
+		slices.Sort(ds)
+		t.Logf("%-36s n=%d p50 %6.1f ms  min %6.1f ms  max %6.1f ms", name, n,
+			float64(ds[n/2].Microseconds())/1000, float64(ds[0].Microseconds())/1000, float64(ds[n-1].Microseconds())/1000)
+		if err := d.Drain(30 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+		d.Stop(t)
+	}
+	relayed := c.central(t, true, cfg)
+	c.startNodes(t, relayed)
+	measure("through the node relay", relayed)
+	measure(`node_ipc_dir "" (the central's dirs)`, c.central(t, false, cfg))
+}
