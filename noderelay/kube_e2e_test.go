@@ -163,7 +163,7 @@ func TestNodeDaemonSetRelaysATurnPodOnTheCluster(t *testing.T) {
 	// node's.
 	run := func(name, prompt string) contract.Output {
 		t.Helper()
-		dirType := corev1.HostPathDirectory // as the engine: the node makes it
+		dirType := corev1.HostPathDirectoryOrCreate // as the engine: the kubelet makes it if the node has not yet
 		uid, no, yes := int64(1000), false, true
 		pod := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: DefaultNamespace, Annotations: map[string]string{Annotation: slug},
