@@ -1,12 +1,12 @@
 // Package daemontest runs the real arizukod in tests: it builds the binary once per test
 // process, writes a configuration over a fresh directory in $TMPDIR (else /tmp), starts
-// `arizukod serve` as a subprocess on a real engine of the test host, talks to it over its
-// unix socket and, at cleanup, stops it and checks that no container of its instance is
-// left.
+// `arizukod serve` as a subprocess on a real engine of the test host (or its Kubernetes
+// cluster, kube.go), talks to it over its unix socket and, at cleanup, stops it and checks
+// that no container (Pod) of its instance is left.
 //
-// It owns only the daemons it starts, their directories and the private Podman services it
-// starts (podman.go). It must not stop, restart or reconfigure the test host's engines,
-// journald or systemd manager.
+// It owns only the daemons it starts, their directories, the private Podman services it
+// starts (podman.go) and the service account tokens it asks for. It must not stop, restart
+// or reconfigure the test host's engines, cluster, journald or systemd manager.
 package daemontest
 
 import (

@@ -2,7 +2,9 @@
 // hack/testhost/up.sh starts, and the example agent image inside each of them. It owns no
 // engine: it only reads the addresses up.sh exported. It also reads back the hardening a
 // Quadlet unit or an engine command line gives its container (QuadletHardening,
-// ArgvHardening), for the tests of what renders them.
+// ArgvHardening), for the tests of what renders them. On the test host's Kubernetes cluster
+// (kube.go) it imports images into the real node and runs kubectl with the manifests of
+// contrib/kubernetes as the tests fill them in; it never changes the cluster's own setup.
 //
 // The tests that use it live in files named *_e2e_test.go (internal/archtest checks the
 // names). They run when the real-part suite is asked for (Asked): hack/test.sh and CI set
