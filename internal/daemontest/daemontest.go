@@ -141,9 +141,9 @@ type Daemon struct {
 	t        testing.TB
 	image    string
 	engineKV string // the configuration's engine lines
-	cmd    *exec.Cmd
-	exited chan struct{}
-	pids   []int // every arizukod process it started, for the failure output
+	cmd      *exec.Cmd
+	exited   chan struct{}
+	pids     []int // every arizukod process it started, for the failure output
 }
 
 // New prepares a daemon on cfg.Engine, with the example agent imported there, without
