@@ -67,8 +67,8 @@ func (d *Daemon) kubeTOML(t testing.TB) string {
 
 // ServiceAccountKubeconfig writes into dir a kubeconfig of the cluster that authenticates
 // as the service account namespace/name with a token of the TokenRequest API (valid one
-// hour), and returns its path: what a daemon outside the cluster is given to act with
-// exactly the rights its RBAC binds to that account.
+// hour) in a token file beside it, and returns its path: what a daemon outside the cluster
+// is given to act with exactly the rights its RBAC binds to that account.
 func ServiceAccountKubeconfig(t testing.TB, k enginetest.Kube, namespace, name, dir string) string {
 	t.Helper()
 	admin, err := clientcmd.LoadFromFile(k.Kubeconfig)
@@ -87,9 +87,13 @@ func ServiceAccountKubeconfig(t testing.TB, k enginetest.Kube, namespace, name, 
 	if err != nil {
 		t.Fatalf("a token of service account %s/%s: %v", namespace, name, err)
 	}
+	token := filepath.Join(dir, name+".token")
+	if err := os.WriteFile(token, []byte(tr.Status.Token), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters["cluster"] = admin.Clusters[current.Cluster]
-	cfg.AuthInfos[name] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
+	cfg.AuthInfos[name] = &clientcmdapi.AuthInfo{TokenFile: token}
 	cfg.Contexts[name] = &clientcmdapi.Context{Cluster: "cluster", AuthInfo: name, Namespace: namespace}
 	cfg.CurrentContext = name
 	path := filepath.Join(dir, name+".kubeconfig")
