@@ -310,11 +310,10 @@ func TestKubeRelayedTurnOutlivesTheCentral(t *testing.T) {
 }
 
 // TestKubeRelayTurnLatency measures, for BENCHMARKS.md, turns submitted to the API whose
-// agent uses no socket, and whose agent asks the model and lists the MCP tools, on the
-// same cluster: through the node DaemonSet's relay, and with the Pods mounting the
+// agent uses no socket, and whose agent asks the model and lists the MCP tools, in a Pod
+// prepared ahead and in a new one, on the same cluster: through the node DaemonSet's relay, and with the Pods mounting the
 // central's own IPC directories (node_ipc_dir ""). The two centrals run at once and take
-// turns, so that the load of the machine weighs on both alike; each turn starts the Pod
-// prepared after the one before. It runs only when ARIZUKO_BENCH_KUBE is set: a
+// turns, so that the load of the machine weighs on both alike. It runs only when ARIZUKO_BENCH_KUBE is set: a
 // measurement, not a check.
 func TestKubeRelayTurnLatency(t *testing.T) {
 	if os.Getenv("ARIZUKO_BENCH_KUBE") == "" {
@@ -335,16 +334,25 @@ func TestKubeRelayTurnLatency(t *testing.T) {
 		ce.d.Start(t)
 		ce.d.AddGroup(t, "main")
 	}
-	for _, turn := range []struct{ what, msg, want string }{
-		{"no socket", "reply hi", "hi"},
-		{"model and MCP", "all model hi ;; mcp list", "echo: hi"},
+	for _, turn := range []struct {
+		what, msg, want string
+		cold            bool // in a new folder each time: no Pod prepared
+	}{
+		{"prepared, no socket", "reply hi", "hi", false},
+		{"prepared, model and MCP", "all model hi ;; mcp list", "echo: hi", false},
+		{"nothing prepared, model and MCP", "all model hi ;; mcp list", "echo: hi", true},
 	} {
 		ds := make([][]time.Duration, len(centrals))
 		for i := range n + 2 {
 			for j, ce := range centrals {
+				folder := "main"
+				if turn.cold {
+					folder = fmt.Sprintf("cold%02d", i)
+					ce.d.AddGroup(t, folder)
+				}
 				time.Sleep(2 * time.Second) // the Pod prepared after its last turn is up by now
 				start := time.Now()
-				r := ce.d.Turn(t, "main", turn.msg)
+				r := ce.d.Turn(t, folder, turn.msg)
 				if r.State != "exited" || r.Status != "ok" || !strings.Contains(r.Result, turn.want) {
 					t.Fatalf("%s: %+v", ce.name, r)
 				}
@@ -355,7 +363,7 @@ func TestKubeRelayTurnLatency(t *testing.T) {
 		}
 		for j, ce := range centrals {
 			slices.Sort(ds[j])
-			t.Logf("%-22s %-13s n=%d p50 %6.1f ms  min %6.1f ms  p90 %6.1f ms", ce.name, turn.what, n,
+			t.Logf("%-22s %-31s n=%d p50 %6.1f ms  min %6.1f ms  p90 %6.1f ms", ce.name, turn.what, n,
 				ms(ds[j][n/2]), ms(ds[j][0]), ms(ds[j][n*9/10]))
 		}
 	}
