@@ -121,7 +121,7 @@ type Config struct {
 	// of the example agent.
 	Claude bool
 	// Kube, when not nil, makes the daemon run its turns on the test host's cluster, with
-	// the agent image of Engine (kube.go); TOML must then have no [limits].
+	// the agent image of Engine (kube.go); TOML must then have no [limits] or [kubernetes].
 	Kube *Kube
 }
 
@@ -141,6 +141,7 @@ type Daemon struct {
 	t        testing.TB
 	image    string
 	engineKV string // the configuration's engine lines
+	kubeTOML string // its tables of the cluster (Config.Kube), last
 	cmd      *exec.Cmd
 	exited   chan struct{}
 	pids     []int // every arizukod process it started, for the failure output
@@ -174,7 +175,8 @@ func New(t testing.TB, cfg Config) *Daemon {
 	d.engineKV = fmt.Sprintf("engine = %q\nengine_socket = %q", cfg.Engine.Kind, cfg.Engine.URI)
 	if cfg.Kube != nil {
 		d.Eng = openKube(t, cfg, image)
-		d.engineKV = d.kubeTOML(t)
+		d.engineKV = `engine = "kubernetes"`
+		d.kubeTOML = d.kubeTables(t)
 	}
 	if err := copyTree(filepath.Join(repoRoot(t), "container", "skills"), filepath.Join(dir, "skills")); err != nil {
 		t.Fatal(err)
@@ -225,6 +227,7 @@ func (d *Daemon) toml() string {
 		`timezone = "UTC"`,
 		d.engineKV,
 		d.Config.TOML,
+		d.kubeTOML,
 	}
 	return strings.Join(lines, "\n") + "\n"
 }

@@ -46,13 +46,12 @@ func openKube(t testing.TB, cfg Config, image string) *kube.Engine {
 	return eng
 }
 
-// kubeTOML is the configuration of a daemon on the cluster: the engine, the [limits] pids
-// the nodes keep, and [kubernetes].
-func (d *Daemon) kubeTOML(t testing.TB) string {
+// kubeTables are the tables of a daemon on the cluster, after everything else of its
+// configuration: the [limits] pids the nodes keep, and [kubernetes].
+func (d *Daemon) kubeTables(t testing.TB) string {
 	k := d.Kube
 	pids := k.Cluster.PodPidsLimit(t)
 	return strings.Join([]string{
-		`engine = "kubernetes"`,
 		"[limits]",
 		fmt.Sprintf("pids = %d", pids),
 		"[kubernetes]",
