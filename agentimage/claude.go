@@ -7,6 +7,8 @@
 package agentimage
 
 import (
+	"github.com/arizuko/arizukod/contract"
+
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
@@ -54,6 +56,9 @@ type Options struct {
 	// Registry is the npm registry (default https://registry.npmjs.org).
 	Registry string
 	Logger   *slog.Logger
+	// Ref is the tag to import as (default ClaudeRef): a program that must not replace
+	// the image others use, such as bench/, names its own.
+	Ref string
 }
 
 // Built is what BuildClaude made.
@@ -84,6 +89,9 @@ func BuildClaude(ctx context.Context, eng engine.Engine, o Options) (Built, erro
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	if o.Ref == "" {
+		o.Ref = ClaudeRef
+	}
 	if err := os.MkdirAll(o.CacheDir, 0o755); err != nil {
 		return Built{}, fmt.Errorf("cache directory: %w", err)
 	}
@@ -107,10 +115,12 @@ func BuildClaude(ctx context.Context, eng engine.Engine, o Options) (Built, erro
 		"ENV PATH=/usr/local/bin:/usr/bin:/bin",
 		"ENV HOME=/root",
 		"LABEL io.arizuko.claude-version=" + ClaudeVersion,
+		// arizuko-claude can be started ahead of its turn (contract.PrepareLabel).
+		"LABEL " + contract.PrepareLabel + "=1",
 	}
-	replaced, err := engine.ImportReplacing(ctx, eng, ClaudeRef, func() error {
-		if err := eng.ImportImage(ctx, ClaudeRef, counted, changes); err != nil {
-			return fmt.Errorf("import %s: %w", ClaudeRef, err)
+	replaced, err := engine.ImportReplacing(ctx, eng, o.Ref, func() error {
+		if err := eng.ImportImage(ctx, o.Ref, counted, changes); err != nil {
+			return fmt.Errorf("import %s: %w", o.Ref, err)
 		}
 		return nil
 	})
@@ -118,7 +128,35 @@ func BuildClaude(ctx context.Context, eng engine.Engine, o Options) (Built, erro
 		pr.CloseWithError(err) // the rootfs is not read (further): its writer ends
 		return Built{}, err
 	}
-	return Built{Ref: ClaudeRef, Bytes: counted.n, Duration: time.Since(start), Replaced: replaced}, nil
+	return Built{Ref: o.Ref, Bytes: counted.n, Duration: time.Since(start), Replaced: replaced}, nil
+}
+
+// ExtractClaude writes the pinned Claude Code's native binary (the very file BuildClaude puts
+// in the image) to dst, executable, from the cached npm tarball, downloading and checking
+// it first when missing: for running the same Claude Code on the host.
+func ExtractClaude(ctx context.Context, o Options, dst string) error {
+	if o.Registry == "" {
+		o.Registry = "https://registry.npmjs.org"
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if err := os.MkdirAll(o.CacheDir, 0o755); err != nil {
+		return fmt.Errorf("cache directory: %w", err)
+	}
+	tgz, err := ensureClaude(ctx, o)
+	if err != nil {
+		return err
+	}
+	var data []byte
+	if err := withClaude(tgz, func(_ int64, r io.Reader) error {
+		var err error
+		data, err = io.ReadAll(r)
+		return err
+	}); err != nil {
+		return err
+	}
+	return atomicfile.Write(dst, data, 0o755)
 }
 
 // ensureRootfs returns the cached rootfs tar, making it with debootstrap when missing.
@@ -254,6 +292,19 @@ func compose(w io.Writer, rootfs, claudeTgz, runner string) error {
 }
 
 func addClaude(tw *tar.Writer, tgz string) error {
+	return withClaude(tgz, func(size int64, r io.Reader) error {
+		if err := tw.WriteHeader(&tar.Header{Name: "./usr/local/bin/claude", Mode: 0o755, Size: size,
+			Typeflag: tar.TypeReg, ModTime: time.Unix(0, 0)}); err != nil {
+			return err
+		}
+		_, err := io.Copy(tw, r)
+		return err
+	})
+}
+
+// withClaude calls fn with the size and the content of Claude Code's binary in the npm
+// tarball tgz.
+func withClaude(tgz string, fn func(size int64, r io.Reader) error) error {
 	f, err := os.Open(tgz)
 	if err != nil {
 		return err
@@ -272,15 +323,9 @@ func addClaude(tw *tar.Writer, tgz string) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", tgz, err)
 		}
-		if h.Name != "package/claude" {
-			continue
+		if h.Name == "package/claude" {
+			return fn(h.Size, tr)
 		}
-		if err := tw.WriteHeader(&tar.Header{Name: "./usr/local/bin/claude", Mode: 0o755, Size: h.Size,
-			Typeflag: tar.TypeReg, ModTime: time.Unix(0, 0)}); err != nil {
-			return err
-		}
-		_, err = io.Copy(tw, tr)
-		return err
 	}
 }
 

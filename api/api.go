@@ -73,6 +73,9 @@ type Server struct {
 	// Prices is the daemon's price table now, which GET /v1/usage prices usage with
 	// (nil: the shipped one).
 	Prices func() pricing.Table
+	// Warm serves GET /v1/warm, the warm agents with their memory; set before serving
+	// (nil: none).
+	Warm func(ctx context.Context) apiwire.WarmAgents
 
 	store  *store.Store
 	queue  Queue
@@ -131,6 +134,7 @@ func New(st *store.Store, q Queue, h Health, log *slog.Logger) *Server {
 	s.mux.HandleFunc("POST /v1/backup", s.backup)
 	s.mux.HandleFunc("GET /v1/usage", s.getUsage)
 	s.mux.HandleFunc("GET /v1/prices", s.getPrices)
+	s.mux.HandleFunc("GET /v1/warm", s.getWarm)
 	return s
 }
 
@@ -148,6 +152,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func writeErr(w http.ResponseWriter, code int, field, format string, args ...any) {
 	writeJSON(w, code, apiwire.ErrorBody{Error: fmt.Sprintf(format, args...), Field: field})
+}
+
+// getWarm lists the warm agents with their memory.
+func (s *Server) getWarm(w http.ResponseWriter, r *http.Request) {
+	out := apiwire.WarmAgents{Agents: []apiwire.WarmAgent{}}
+	if s.Warm != nil {
+		out = s.Warm(r.Context())
+		if out.Agents == nil {
+			out.Agents = []apiwire.WarmAgent{}
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

@@ -166,6 +166,7 @@ func New(ctx context.Context, cfg *config.Config, o Options) (_ *System, err err
 		Engine: s.Engine, Info: s.EngineInfo, InfoFunc: o.InfoFunc, Layout: s.Layout, Instance: cfg.Instance, Image: cfg.Image,
 		Timeout: cfg.RunTimeout, StopGrace: cfg.StopGrace, SkillsDir: s.SkillsDir, WebDir: s.WebDir,
 		Networks: cfg.Limits.AllowedNetworks, Runtimes: cfg.Limits.AllowedRuntimes, AllowUnlimited: cfg.Limits.AllowUnlimited, Prepared: cfg.Prepared,
+		WarmAgents: cfg.WarmAgents, WarmMinAvailable: cfg.WarmMinAvailable,
 		Redact: s.Secrets.Redact, Logger: s.Logger,
 	}); err != nil {
 		return nil, err
@@ -181,7 +182,7 @@ func New(ctx context.Context, cfg *config.Config, o Options) (_ *System, err err
 	if err != nil {
 		return nil, err
 	}
-	s.Builder.Services = &turn.Services{Store: s.Store, Sidecars: s.Sidecars, Model: s.Model, Location: cfg.Location,
+	s.Builder.Services = &turn.Services{Store: s.Store, Sidecars: s.Sidecars, Model: s.Model, Location: cfg.Location, Warm: &turn.Warm{},
 		Logger: s.Logger, OnUsage: o.OnUsage, OnCost: o.OnCost, EgressCA: ca}
 	return s, nil
 }

@@ -276,13 +276,15 @@ func TestChooseEngine(t *testing.T) {
 // daemon's stop grace, and a socket for it is refused, naming where it came from.
 func TestChooseKubernetes(t *testing.T) {
 	cfg := &config.Config{Source: "f.toml", Engine: "kubernetes", StopGrace: 3 * time.Second,
-		Kubernetes: config.KubeConf{Kubeconfig: "/etc/k", Namespace: "ns", NoNetworkClass: "nonet", NodeIPCDir: "/run/n", PodPidsLimit: 256}}
+		Kubernetes: config.KubeConf{Kubeconfig: "/etc/k", Namespace: "ns", NoNetworkClass: "nonet", NodeIPCDir: "/run/n", PodPidsLimit: 256,
+			NodeSelector: map[string]string{"arizuko.io/turns": "true"}, Tolerations: []string{"arizuko.io/turns:NoSchedule"}}}
 	got, err := ChooseEngine(EngineFlags{}, cfg, func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := kube.Config{Kubeconfig: "/etc/k", Namespace: "ns", NoNetworkClass: "nonet", NodeIPCDir: "/run/n", PodPidsLimit: 256, StopGrace: 3 * time.Second}
-	if got.Kind != Kubernetes || got.Kube != want || got.Source() != "kubeconfig /etc/k (engine from engine in f.toml)" {
+	want := kube.Config{Kubeconfig: "/etc/k", Namespace: "ns", NoNetworkClass: "nonet", NodeIPCDir: "/run/n", PodPidsLimit: 256, StopGrace: 3 * time.Second,
+		NodeSelector: map[string]string{"arizuko.io/turns": "true"}, Tolerations: []string{"arizuko.io/turns:NoSchedule"}}
+	if got.Kind != Kubernetes || !reflect.DeepEqual(got.Kube, want) || got.Source() != "kubeconfig /etc/k (engine from engine in f.toml)" {
 		t.Errorf("got %s %+v from %q", got.Kind, got.Kube, got.Source())
 	}
 	_, err = ChooseEngine(EngineFlags{Socket: "unix:///x.sock"}, cfg, nil)

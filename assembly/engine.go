@@ -51,7 +51,7 @@ func ChooseEngine(flags EngineFlags, cfg *config.Config, getenv func(string) str
 	c := EngineChoice{file: cfg.Source}
 	k := cfg.Kubernetes
 	c.Kube = kube.Config{Kubeconfig: k.Kubeconfig, Namespace: k.Namespace, NoNetworkClass: k.NoNetworkClass, NodeIPCDir: k.NodeIPCDir,
-		PodPidsLimit: k.PodPidsLimit, StopGrace: cfg.StopGrace}
+		PodPidsLimit: k.PodPidsLimit, NodeSelector: k.NodeSelector, Tolerations: k.Tolerations, StopGrace: cfg.StopGrace}
 	c.Kind, c.KindFrom = first(flags.Kind, cfg.Engine, env("ARIZUKO_ENGINE"))
 	c.Socket, c.SocketFrom = first(flags.Socket, cfg.EngineSocket, env("ARIZUKO_ENGINE_SOCKET"))
 	switch c.Kind {

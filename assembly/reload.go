@@ -30,6 +30,8 @@ var restartKeys = []struct {
 	{"stop_grace", func(d, s *config.Config) { d.StopGrace = s.StopGrace }, func(c *config.Config) any { return c.StopGrace }},
 	{"max_running", func(d, s *config.Config) { d.MaxRunning = s.MaxRunning }, func(c *config.Config) any { return c.MaxRunning }},
 	{"prepared", func(d, s *config.Config) { d.Prepared = s.Prepared }, func(c *config.Config) any { return c.Prepared }},
+	{"warm_agents", func(d, s *config.Config) { d.WarmAgents = s.WarmAgents }, func(c *config.Config) any { return c.WarmAgents }},
+	{"warm_min_available", func(d, s *config.Config) { d.WarmMinAvailable = s.WarmMinAvailable }, func(c *config.Config) any { return c.WarmMinAvailable }},
 	{"retry_max", func(d, s *config.Config) { d.RetryMax = s.RetryMax }, func(c *config.Config) any { return c.RetryMax }},
 	{"retry_backoff", func(d, s *config.Config) { d.RetryBackoff = s.RetryBackoff }, func(c *config.Config) any { return c.RetryBackoff }},
 	{"skills_dir", func(d, s *config.Config) { d.SkillsDir = s.SkillsDir }, func(c *config.Config) any { return c.SkillsDir }},
@@ -52,6 +54,10 @@ var restartKeys = []struct {
 		func(c *config.Config) any { return c.Kubernetes.PodPidsLimit }},
 	{"kubernetes.relay_listen", func(d, s *config.Config) { d.Kubernetes.RelayListen = s.Kubernetes.RelayListen },
 		func(c *config.Config) any { return c.Kubernetes.RelayListen }},
+	{"kubernetes.node_selector", func(d, s *config.Config) { d.Kubernetes.NodeSelector = s.Kubernetes.NodeSelector },
+		func(c *config.Config) any { return fmt.Sprintf("%q", c.Kubernetes.NodeSelector) }},
+	{"kubernetes.tolerations", func(d, s *config.Config) { d.Kubernetes.Tolerations = s.Kubernetes.Tolerations },
+		func(c *config.Config) any { return fmt.Sprintf("%q", c.Kubernetes.Tolerations) }},
 }
 
 // Changes are what a reload changed: the keys that took effect and those that need a

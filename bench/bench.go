@@ -40,6 +40,10 @@ type bench struct {
 	dInfo        engine.Info
 	daemons      []*daemonProc
 	report       report
+	// kit is what the Claude Code measurements share, made by the first of them.
+	kit *claudeKit
+	// closers end what the bench started besides daemons and containers, last first.
+	closers []func()
 }
 
 func (b *bench) run(ctx context.Context) error {
@@ -62,7 +66,7 @@ func (b *bench) run(ctx context.Context) error {
 		b.report.machine.engines = append(b.report.machine.engines, fmt.Sprintf("docker %s (API %s) at %s", b.dInfo.Version, b.dInfo.APIVersion, b.o.dockerSocket))
 	}
 	// The cold start runs no container: it alone needs no image.
-	if b.o.mode != "cold" {
+	if b.o.mode != "cold" && b.o.mode != "claude" && b.o.mode != "density" {
 		if err := b.importImages(ctx); err != nil {
 			return err
 		}
@@ -94,6 +98,17 @@ func (b *bench) run(ctx context.Context) error {
 	}
 	if b.o.mode == "all" || b.o.mode == "tracing" {
 		if err := b.tracingCost(ctx); err != nil {
+			return err
+		}
+	}
+	claude := b.o.mode == "claude" || b.o.mode == "density" || b.o.mode == "all" && b.o.claudeRunner != ""
+	if claude && b.o.mode != "density" {
+		if err := b.claudeLatency(ctx); err != nil {
+			return err
+		}
+	}
+	if claude && b.o.mode != "claude" {
+		if err := b.density(ctx); err != nil {
 			return err
 		}
 	}
@@ -221,6 +236,9 @@ func (b *bench) cleanup() {
 	for _, d := range b.daemons {
 		d.stop()
 		labels = append(labels, d.instance)
+	}
+	for i := len(b.closers) - 1; i >= 0; i-- {
+		b.closers[i]()
 	}
 	for _, w := range []string{b.p5Work, b.rlWork} {
 		if w != "" && !b.o.keepWork {

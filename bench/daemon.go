@@ -28,6 +28,8 @@ type daemonProc struct {
 	instance string
 	cmd      *exec.Cmd
 	client   *apiwire.Client
+	// exited is closed once the process has ended (and was reaped).
+	exited chan struct{}
 }
 
 // daemonConfig writes the configuration of a bench daemon in dir and returns its path.
@@ -72,7 +74,7 @@ func daemonEnv() []string {
 // startDaemon starts binary (an arizukod) serve on engine and waits until its health says the engine
 // answers.
 func (b *bench) startDaemon(ctx context.Context, name, engine, socket, binary string) (*daemonProc, error) {
-	return b.startDaemonIn(ctx, filepath.Join(b.o.work, name), b.o.skillsDir, name, engine, socket, binary, "", nil)
+	return b.startDaemonIn(ctx, filepath.Join(b.o.work, name), b.o.skillsDir, name, engine, socket, binary, b.o.image, "", nil)
 }
 
 // runAs is the user a daemon of rootless Podman runs as, with the limits it cannot apply
@@ -84,11 +86,12 @@ type runAs struct {
 }
 
 // startDaemonIn is startDaemon with its directory and skills directory given, for an
-// engine that sees only some of the host's paths, with extra lines of configuration, and
-// as another user when as is set.
-func (b *bench) startDaemonIn(ctx context.Context, dir, skills, name, engine, socket, binary, extra string, as *runAs) (*daemonProc, error) {
+// engine that sees only some of the host's paths, with its image and extra lines of
+// configuration, and as another user when as is set. When the daemon does not become
+// healthy the error comes with the daemon, whose log and exit say why.
+func (b *bench) startDaemonIn(ctx context.Context, dir, skills, name, engine, socket, binary, image, extra string, as *runAs) (*daemonProc, error) {
 	instance := fmt.Sprintf("bench%d-%s", os.Getpid(), name)
-	cfg, err := daemonConfig(dir, name, engine, socket, b.o.image, skills, instance, extra)
+	cfg, err := daemonConfig(dir, name, engine, socket, image, skills, instance, extra)
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +101,7 @@ func (b *bench) startDaemonIn(ctx context.Context, dir, skills, name, engine, so
 	}
 	defer logf.Close()
 	d := &daemonProc{name: name, dir: dir, config: cfg, socket: filepath.Join(dir, "arizukod.sock"),
-		dataDir: filepath.Join(dir, "data"), instance: instance}
+		dataDir: filepath.Join(dir, "data"), instance: instance, exited: make(chan struct{})}
 	d.cmd = exec.Command(binary, "serve", "--config", cfg)
 	d.cmd.Env = daemonEnv()
 	if as != nil {
@@ -112,10 +115,11 @@ func (b *bench) startDaemonIn(ctx context.Context, dir, skills, name, engine, so
 	if err := d.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start arizukod: %w", err)
 	}
+	go func() { d.cmd.Wait(); close(d.exited) }()
 	b.daemons = append(b.daemons, d)
 	d.client = apiwire.NewClient(d.socket)
 	if err := d.waitHealthy(ctx, 60*time.Second); err != nil {
-		return nil, fmt.Errorf("arizukod %s (log %s): %w", name, filepath.Join(dir, "daemon.log"), err)
+		return d, fmt.Errorf("arizukod %s (log %s): %w", name, filepath.Join(dir, "daemon.log"), err)
 	}
 	return d, nil
 }
@@ -135,10 +139,9 @@ func (d *daemonProc) waitHealthy(ctx context.Context, limit time.Duration) error
 		if err == nil {
 			last = fmt.Errorf("health %s: %s", h.Status, h.Engine.Error)
 		}
-		if d.cmd.ProcessState != nil {
-			return errors.New("the daemon exited")
-		}
 		select {
+		case <-d.exited:
+			return errors.New("the daemon exited")
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(50 * time.Millisecond):
@@ -150,18 +153,31 @@ func (d *daemonProc) waitHealthy(ctx context.Context, limit time.Duration) error
 // stop ends the daemon with SIGTERM (it detaches from nothing: the bench waits for every
 // run first) and reaps it.
 func (d *daemonProc) stop() {
-	if d.cmd == nil || d.cmd.Process == nil || d.cmd.ProcessState != nil {
+	if d.cmd == nil || d.cmd.Process == nil || d.hasExited() {
 		return
 	}
 	d.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { d.cmd.Wait(); close(done) }()
 	select {
-	case <-done:
+	case <-d.exited:
 	case <-time.After(20 * time.Second):
 		d.cmd.Process.Kill()
-		<-done
+		<-d.exited
 	}
+}
+
+func (d *daemonProc) hasExited() bool {
+	select {
+	case <-d.exited:
+		return true
+	default:
+		return false
+	}
+}
+
+// logText is what the daemon wrote to its log.
+func (d *daemonProc) logText() string {
+	b, _ := os.ReadFile(filepath.Join(d.dir, "daemon.log"))
+	return string(b)
 }
 
 // addGroups registers folders with the daemon.

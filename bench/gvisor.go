@@ -53,7 +53,7 @@ func (b *bench) gvisor(ctx context.Context) error {
 		rows := [2]gvisorRow{}
 		for i, s := range pair {
 			name := "arizukod-gvisor-" + s.kind + "-" + s.runtime
-			d, err := b.startDaemonIn(ctx, filepath.Join(b.o.work, name), b.o.skillsDir, name, s.kind, s.socket, b.o.arizukod, s.extra, nil)
+			d, err := b.startDaemonIn(ctx, filepath.Join(b.o.work, name), b.o.skillsDir, name, s.kind, s.socket, b.o.arizukod, b.o.image, s.extra, nil)
 			if err != nil {
 				return err
 			}

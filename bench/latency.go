@@ -103,7 +103,7 @@ func (b *bench) latency(ctx context.Context) error {
 			as = &runAs{uid: b.o.rootlessUID, gid: b.o.rootlessGID, allowUnlimited: b.rlInfo.NoLimits != "",
 				home: envOr("ARIZUKO_TEST_ROOTLESS_HOME", "/"), runtime: fmt.Sprintf("/run/user/%d", b.o.rootlessUID)}
 		}
-		d, err := b.startDaemonIn(ctx, dir, skills, ds.name, kind, engines[ds.kind], ds.binary, ds.extra, as)
+		d, err := b.startDaemonIn(ctx, dir, skills, ds.name, kind, engines[ds.kind], ds.binary, b.o.image, ds.extra, as)
 		if err != nil {
 			return err
 		}

@@ -2,12 +2,14 @@
 // BENCHMARKS.md: turn latency through the daemon's API against the podman and docker command
 // lines on the same engines and image, throughput over many groups, cold start through
 // socket activation, the daemon's resident memory, the per-phase cost of a turn at the
-// engine API, and the Go benchmarks of the memory and ipc packages.
+// engine API, the Go benchmarks of the memory and ipc packages, and real Claude Code turns
+// against a scripted Messages API: their latency bare on the host, by podman run and through
+// arizukod (warm agents off and on), and how many of them one host carries at once.
 //
 // It is run by hack/bench.sh (`make bench`), which builds bin/arizukod and bin/agent and
 // brings the test host up first. It owns nothing but what it creates: a work directory, its
-// own image tag, daemons it starts, and containers carrying its own instance label, all of
-// which it removes. It must not touch the engines' other containers or images.
+// own image tags (the example agent's and the Claude Code image's), daemons it starts, and
+// containers carrying its own instance label, all of which it removes but the images. It must not touch the engines' other containers or images.
 package main
 
 import (
@@ -60,6 +62,15 @@ type options struct {
 	keepWork           bool
 	daemonEngines      string
 	candidates         candidateFlag
+	// The Claude Code measurements.
+	claudeRunner  string // the arizuko-claude binary the bench's Claude image is built with
+	cacheDir      string // agentimage's cache: the Debian rootfs and Claude Code's package
+	claudeWarm    int
+	claudeTurns   int
+	warmAgents    int
+	densityLevels intsFlag
+	densityCap    int
+	densityHold   time.Duration
 }
 
 // candidate is another arizukod build measured next to the one under test.
@@ -127,7 +138,7 @@ func main() {
 func run(ctx context.Context, args []string) error {
 	var o options
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.StringVar(&o.mode, "mode", "all", "all: every measurement and BENCHMARKS.md; phases, latency, throughput, delivery, cold, gvisor, tracing: only that measurement, printed")
+	fs.StringVar(&o.mode, "mode", "all", "all: every measurement and BENCHMARKS.md; phases, latency, throughput, delivery, cold, gvisor, tracing, claude (Claude Code turn latency), density (concurrent Claude Code turns): only that measurement, printed")
 	fs.StringVar(&o.podmanSocket, "podman", os.Getenv("ARIZUKO_TEST_PODMAN4"), "the Podman 4 API service (unix://PATH)")
 	fs.StringVar(&o.podman5Socket, "podman5", os.Getenv("ARIZUKO_TEST_PODMAN5"), "the Podman 5 API service (unix://PATH); empty skips its latency rows")
 	fs.StringVar(&o.podmanGVisorSocket, "podman-gvisor", os.Getenv("ARIZUKO_TEST_PODMAN4_GVISOR"), "a Podman 4 API service whose own runtime is runsc (unix://PATH); empty skips its gVisor rows")
@@ -161,13 +172,25 @@ func run(ctx context.Context, args []string) error {
 	fs.BoolVar(&o.keepWork, "keep", false, "keep the work directory")
 	fs.Var(&o.candidates, "candidate", "NAME=BINARY: another arizukod build to measure on podman in the latency table and in the cold start, next to -arizukod (repeatable)")
 	fs.StringVar(&o.daemonEngines, "daemon-engines", "podman,docker", "engines to run arizukod on in the latency table")
+	fs.StringVar(&o.claudeRunner, "claude-runner", "bin/arizuko-claude", "the arizuko-claude runner (static) to build the bench's Claude Code image with (\"\" skips the claude and density measurements in mode all)")
+	fs.StringVar(&o.cacheDir, "cache-dir", cacheDirDefault(), "agentimage's cache of the Debian rootfs and Claude Code's npm package ($ARIZUKO_CACHE_DIR)")
+	fs.IntVar(&o.claudeWarm, "claude-warm", 2, "warm-up rounds of the Claude Code latency, not counted")
+	fs.IntVar(&o.claudeTurns, "claude-turns", 15, "measured Claude Code turns per method and kind (plain, tool_use)")
+	fs.IntVar(&o.warmAgents, "warm-agents", 2, "warm_agents of the daemon of the \"warm agents on\" row (0 skips it; a daemon that does not know the key is reported, not fatal)")
+	o.densityLevels = intsFlag{1, 2, 4, 8, 12, 16, 24}
+	fs.Var(&o.densityLevels, "density-levels", "comma-separated numbers of concurrent Claude Code turns, rising")
+	fs.IntVar(&o.densityCap, "density-cap", 16, "max_running of the density daemon")
+	fs.DurationVar(&o.densityHold, "density-hold", 10*time.Second, "how long the upstream holds each model request of the density measurement")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if o.podmanSocket == "" {
 		return fmt.Errorf("-podman: no Podman 4 API socket (source the test host's env file or pass -podman unix://PATH)")
 	}
-	for _, p := range []*string{&o.arizukod, &o.agent, &o.skillsDir, &o.repo, &o.out} {
+	for _, p := range []*string{&o.arizukod, &o.agent, &o.skillsDir, &o.repo, &o.out, &o.claudeRunner} {
+		if *p == "" {
+			continue
+		}
 		abs, err := filepath.Abs(*p)
 		if err != nil {
 			return err
@@ -188,11 +211,24 @@ func run(ctx context.Context, args []string) error {
 	b := &bench{o: o, log: log, instance: fmt.Sprintf("bench%d", os.Getpid()), began: time.Now()}
 	defer b.cleanup()
 	switch o.mode {
-	case "all", "phases", "latency", "throughput", "delivery", "cold", "gvisor", "tracing":
+	case "all", "phases", "latency", "throughput", "delivery", "cold", "gvisor", "tracing", "claude", "density":
 	default:
-		return fmt.Errorf("-mode %q: must be all, phases, latency, throughput, delivery, cold, gvisor or tracing", o.mode)
+		return fmt.Errorf("-mode %q: must be all, phases, latency, throughput, delivery, cold, gvisor, tracing, claude or density", o.mode)
 	}
 	return b.run(ctx)
+}
+
+// cacheDirDefault is agentimage's cache as the tests find it: $ARIZUKO_CACHE_DIR, else the
+// user's cache.
+func cacheDirDefault() string {
+	if d := os.Getenv("ARIZUKO_CACHE_DIR"); d != "" {
+		return d
+	}
+	d, err := os.UserCacheDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(d, "arizuko")
 }
 
 func envOr(name, def string) string {

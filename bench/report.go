@@ -21,6 +21,8 @@ type report struct {
 	delivery   *deliveryResult
 	gvisor     []gvisorRow
 	tracing    *tracingResult
+	claude     *claudeLatencyResult
+	density    *densityResult
 }
 
 func (r *report) markdown(mode string) string {
@@ -30,7 +32,7 @@ func (r *report) markdown(mode string) string {
 	p("")
 	p("Made by `make bench` (hack/bench.sh, which runs the program in bench/) on %s in %s. Every figure", r.began.UTC().Format("2006-01-02 15:04 MST"), r.took.Round(time.Second))
 	p("below comes from that one run, on the same engines and the same image. Regenerate with `make bench`;")
-	p("do not edit by hand. `hack/bench.sh -mode=phases` (or latency, throughput, delivery, cold, gvisor) repeats one part and only prints it.")
+	p("do not edit by hand. `hack/bench.sh -mode=phases` (or latency, throughput, delivery, cold, gvisor, tracing, claude, density) repeats one part and only prints it.")
 	p("")
 	r.machineSection(p)
 	if r.latency != nil {
@@ -59,6 +61,12 @@ func (r *report) markdown(mode string) string {
 	}
 	if r.tracing != nil {
 		r.tracingSection(p)
+	}
+	if r.claude != nil {
+		r.claudeSection(p)
+	}
+	if r.density != nil {
+		r.densitySection(p)
 	}
 	if mode == "all" {
 		r.conclusion(p)

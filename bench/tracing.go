@@ -62,7 +62,7 @@ func (b *bench) tracingCost(ctx context.Context) error {
 		if i == 1 {
 			extra += fmt.Sprintf("[tracing]\nendpoint = \"http://%s\"\n", ln.Addr())
 		}
-		d, err := b.startDaemonIn(ctx, filepath.Join(b.o.work, name), b.o.skillsDir, name, "podman", b.o.podmanSocket, b.o.arizukod, extra, nil)
+		d, err := b.startDaemonIn(ctx, filepath.Join(b.o.work, name), b.o.skillsDir, name, "podman", b.o.podmanSocket, b.o.arizukod, b.o.image, extra, nil)
 		if err != nil {
 			return err
 		}

@@ -56,6 +56,14 @@ const (
 	SystemPath = "/etc/arizuko/arizukod.toml"
 	// DefaultImage is the agent image used when none is configured.
 	DefaultImage = "localhost/arizuko-agent:latest"
+	// DefaultWarmAgents is how many folders keep a warm agent: an idle Claude Code holds
+	// about 200 to 300 MB, so two (a chat and the group it delegates to, or the two
+	// busiest chats) cost well under a gigabyte and serve the common case of a host with one
+	// or two active conversations; more is the operator's choice.
+	DefaultWarmAgents = 2
+	// DefaultWarmMinAvailable keeps warm agents off a host with less than 2 GiB available:
+	// that memory is the turns' (each may use limits.memory, 1 GiB by default).
+	DefaultWarmMinAvailable = 2 << 30
 	// DefaultRunTimeout is the run ceiling when none is configured.
 	DefaultRunTimeout = 20 * time.Minute
 	// DefaultStopGrace is how long a stopped container gets between SIGTERM and SIGKILL.
@@ -75,26 +83,33 @@ type Config struct {
 	MaxRunning int           // turns running at once, all folders together
 	// Prepared is how many folders may have their next container made ahead at once
 	// (Podman only); 0 makes none. Its default is MaxRunning.
-	Prepared     int
-	Engine       string      // "" (detect), "podman", "docker" or "kubernetes"
-	EngineSocket string      // "" (detect), unix:///PATH or tcp://HOST:PORT
-	Listen       string      // the API's unix socket path
-	SocketMode   os.FileMode // permission bits of the API socket
-	AllowGroup   string      // group allowed on the API besides the service's user and root; "" for none
-	SkillsDir    string      // the bundled skills
-	WebDir       string      // "" for none
-	EnvFile      string      // the credentials env file; "" for none
-	EnvAllow     []string    // variables passed on from EnvFile besides mountsec's defaults
-	Allowlist    string      // the mount allowlist
-	Instance     string      // the io.arizuko.instance label
-	Location     *time.Location
-	RetryMax     int           // retries of a failed turn before its messages are parked
-	RetryBackoff time.Duration // wait before the first retry
-	Limits       Limits
-	Memory       MemoryConf
-	Model        ModelConf
-	Delivery     DeliveryConf
-	Webhooks     []Webhook // [[webhook]] tables, in file order
+	Prepared int
+	// WarmAgents is how many of those folders (the most recently active) keep a warm
+	// agent: started, with its session, prompt and MCP servers, waiting for its turn (an
+	// image that declares contract.PrepareLabel only); 0 keeps none.
+	WarmAgents int
+	// WarmMinAvailable: below this MemAvailable (bytes) no agent is warmed and the warm
+	// ones are removed; 0 does not look.
+	WarmMinAvailable int64
+	Engine           string      // "" (detect), "podman", "docker" or "kubernetes"
+	EngineSocket     string      // "" (detect), unix:///PATH or tcp://HOST:PORT
+	Listen           string      // the API's unix socket path
+	SocketMode       os.FileMode // permission bits of the API socket
+	AllowGroup       string      // group allowed on the API besides the service's user and root; "" for none
+	SkillsDir        string      // the bundled skills
+	WebDir           string      // "" for none
+	EnvFile          string      // the credentials env file; "" for none
+	EnvAllow         []string    // variables passed on from EnvFile besides mountsec's defaults
+	Allowlist        string      // the mount allowlist
+	Instance         string      // the io.arizuko.instance label
+	Location         *time.Location
+	RetryMax         int           // retries of a failed turn before its messages are parked
+	RetryBackoff     time.Duration // wait before the first retry
+	Limits           Limits
+	Memory           MemoryConf
+	Model            ModelConf
+	Delivery         DeliveryConf
+	Webhooks         []Webhook // [[webhook]] tables, in file order
 	// Prices are the [prices."MODEL"] tables: each replaces the shipped price of its
 	// model (pricing.Defaults); nil when the file has none.
 	Prices  map[string]pricing.Price
@@ -208,22 +223,24 @@ func Load(mode Mode, explicitPath string, getenv func(string) string) (*Config, 
 // explicit.
 func load(mode Mode, path string, explicit bool, getenv func(string) string) (*Config, error) {
 	l := &loader{c: &Config{
-		Image:        DefaultImage,
-		RunTimeout:   DefaultRunTimeout,
-		StopGrace:    DefaultStopGrace,
-		MaxRunning:   5,
-		SocketMode:   0o660,
-		SkillsDir:    "/usr/share/arizuko/skills",
-		Location:     time.Local,
-		RetryMax:     5,
-		RetryBackoff: 10 * time.Second,
-		Limits:       Limits{Limits: engine.DefaultLimits()},
-		Memory:       MemoryConf{DiaryMax: 14, EpisodesMax: 5},
-		Model:        ModelConf{Upstream: DefaultModelUpstream, GiveUp: DefaultModelGiveUp},
-		Delivery:     DeliveryConf{VisibilityTimeout: DefaultVisibilityTimeout, MaxAttempts: DefaultMaxAttempts},
-		Retention:    DefaultRetention,
-		Kubernetes:   KubeConf{Namespace: DefaultKubeNamespace, NoNetworkClass: DefaultKubeNoNetworkClass},
-		Source:       SourceDefaults,
+		Image:            DefaultImage,
+		RunTimeout:       DefaultRunTimeout,
+		StopGrace:        DefaultStopGrace,
+		MaxRunning:       5,
+		WarmAgents:       DefaultWarmAgents,
+		WarmMinAvailable: DefaultWarmMinAvailable,
+		SocketMode:       0o660,
+		SkillsDir:        "/usr/share/arizuko/skills",
+		Location:         time.Local,
+		RetryMax:         5,
+		RetryBackoff:     10 * time.Second,
+		Limits:           Limits{Limits: engine.DefaultLimits()},
+		Memory:           MemoryConf{DiaryMax: 14, EpisodesMax: 5},
+		Model:            ModelConf{Upstream: DefaultModelUpstream, GiveUp: DefaultModelGiveUp},
+		Delivery:         DeliveryConf{VisibilityTimeout: DefaultVisibilityTimeout, MaxAttempts: DefaultMaxAttempts},
+		Retention:        DefaultRetention,
+		Kubernetes:       KubeConf{Namespace: DefaultKubeNamespace, NoNetworkClass: DefaultKubeNoNetworkClass},
+		Source:           SourceDefaults,
 	}, set: map[string]bool{}, lines: map[string]int{}}
 	if path != "" {
 		data, err := readFile(path)

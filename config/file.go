@@ -67,7 +67,7 @@ func (l *loader) decode(path string, data []byte) error {
 	}
 	for _, k := range md.Keys() {
 		name := k.String()
-		if slices.Contains(tables, name) || k[0] == "webhook" || k[0] == "prices" {
+		if slices.Contains(tables, name) || k[0] == "webhook" || k[0] == "prices" || inValue(k) {
 			continue
 		}
 		set, ok := fileKeys[name]
@@ -81,6 +81,17 @@ func (l *loader) decode(path string, data []byte) error {
 		l.lines[name] = lineOf(&md, prims[name])
 	}
 	return nil
+}
+
+// inValue says whether k is a key inside a value that is a table (node_selector): the
+// value's setter judged it whole.
+func inValue(k toml.Key) bool {
+	for i := 1; i < len(k); i++ {
+		if _, ok := fileKeys[k[:i].String()]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 // value decodes the Primitive p of key name with set.

@@ -34,6 +34,8 @@ var fileKeys = map[string]setter{
 	"stop_grace":              text(duration(time.Second, 10*time.Minute, func(c *Config) *time.Duration { return &c.StopGrace })),
 	"max_running":             integer(1, 1000, func(c *Config) *int { return &c.MaxRunning }),
 	"prepared":                integer(0, 1000, func(c *Config) *int { return &c.Prepared }),
+	"warm_agents":             integer(0, 1000, func(c *Config) *int { return &c.WarmAgents }),
+	"warm_min_available":      text(setWarmMinAvailable),
 	"engine":                  text(setEngine),
 	"engine_socket":           text(setEngineSocket),
 	"listen":                  text(setListen),
@@ -86,6 +88,8 @@ var fileKeys = map[string]setter{
 	"kubernetes.no_network_class": text(setKubeNoNetworkClass),
 	"kubernetes.node_ipc_dir":     text(path(true, func(c *Config) *string { return &c.Kubernetes.NodeIPCDir })),
 	"kubernetes.pod_pids_limit":   integer(0, MaxPids, func(c *Config) *int64 { return &c.Kubernetes.PodPidsLimit }),
+	"kubernetes.node_selector":    setKubeNodeSelector,
+	"kubernetes.tolerations":      setKubeTolerations,
 }
 
 // Bounds of the values whose limits callers may want to show or reuse.
@@ -359,6 +363,20 @@ func setTimezone(c *Config, s string) error {
 		return fmt.Errorf("%q: unknown time zone (like \"Local\", \"UTC\" or \"Europe/Prague\")", s)
 	}
 	c.Location = loc
+	return nil
+}
+
+// setWarmMinAvailable takes a memory size ("2g", "512m"), or "0" for no floor.
+func setWarmMinAvailable(c *Config, s string) error {
+	if s == "0" {
+		c.WarmMinAvailable = 0
+		return nil
+	}
+	n, err := engine.ParseMemory(s)
+	if err != nil {
+		return err
+	}
+	c.WarmMinAvailable = n
 	return nil
 }
 

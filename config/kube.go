@@ -25,6 +25,10 @@ type KubeConf struct {
 	PodPidsLimit int64
 	// RelayListen is where the nodes' relayed sockets come in (noderelay); "" for none.
 	RelayListen string
+	// NodeSelector and Tolerations are every turn Pod's: the nodes dedicated to turns,
+	// by their labels and the taints they carry ("key[=value][:effect]").
+	NodeSelector map[string]string
+	Tolerations  []string
 }
 
 // Defaults of [kubernetes].

@@ -19,6 +19,28 @@ const (
 	EndMarker   = "---ARIZUKO_OUTPUT_END---"
 )
 
+// Preparing ahead: an image whose label PrepareLabel is "1" says its agent can be started
+// before its turn (a warm agent). arizukod then starts the container after the folder's
+// previous turn, writes a first line that is an Input with Prepare set (everything but the
+// turn's messages, run id and chat: the session to resume, the system prompt, the grants,
+// the folder), and waits for the agent to print ReadyMarker on a line of its own on stdout
+// once it waits for its turn. When the turn comes, the turn's own Input line follows on
+// stdin, then EOF, and the agent answers as any agent does (StartMarker ... EndMarker). The
+// turn's line repeats what the prepare line said; arizukod never sends a turn whose
+// session, system prompt, grants or folder differ from it (it discards the warm agent and
+// starts a fresh container instead). Until the turn's line, nothing of the turn is served:
+// the model gateway takes no token, arizukod's MCP server answers initialize and
+// tools/list but refuses every tools/call, there is no egress proxy and no sidecar. An
+// agent may never get its turn: arizukod removes it when what it was prepared with changes.
+// An image without the label keeps the plain contract: its container is started at its
+// turn and reads one line.
+const (
+	// PrepareLabel is the image label that declares an agent able to be prepared ahead.
+	PrepareLabel = "io.arizuko.prepare"
+	// ReadyMarker is the line a prepared agent prints on stdout once it waits for its turn.
+	ReadyMarker = "---ARIZUKO_READY---"
+)
+
 // Where an agent finds what arizukod serves it for a turn: the group's IPC directory is
 // mounted in its container at IPCDir, with these names in it.
 const (
@@ -60,6 +82,9 @@ type Message struct {
 // Input is the single JSON line an agent reads from stdin. Agents must ignore fields they
 // do not know: new ones are added without a version change.
 type Input struct {
+	// Prepare marks the first line of a warm agent (see PrepareLabel): no messages, run id
+	// or chat yet; the turn's line follows.
+	Prepare bool `json:"prepare,omitempty"`
 	// RunID is the run this turn is: what the journal's ARIZUKO_RUN_ID names.
 	RunID        string    `json:"runId,omitempty"`
 	SessionID    string    `json:"sessionId"`
@@ -73,6 +98,12 @@ type Input struct {
 	// ChatJID is the chat the turn answers, where send_reply without a chat_jid goes;
 	// left out when the turn answers no chat.
 	ChatJID string `json:"chatJid,omitempty"`
+}
+
+// Prepared is the prepare line of the turn in: what a warm agent is started with.
+func Prepared(in Input) Input {
+	return Input{Prepare: true, SessionID: in.SessionID, SystemPrompt: in.SystemPrompt, Grants: in.Grants,
+		Folder: in.Folder}
 }
 
 // ReplyChat is the chat a batch of messages is answered in: the chat of the last message

@@ -69,12 +69,13 @@ func tokenServer(t *testing.T, secret string, next http.Handler) (*httptest.Serv
 }
 
 // secretNowhere fails when secret is in any file of the daemon's directory (its data
-// directory with the store and the groups' logs, its stderr) or in its journal.
+// directory with the store and the groups' logs, its stderr) but the env file the operator
+// gave it, or in its journal.
 func secretNowhere(t *testing.T, d *daemontest.Daemon, secret string) {
 	t.Helper()
 	for _, root := range []string{d.Dir, d.DataDir} {
 		filepath.WalkDir(root, func(p string, e fs.DirEntry, err error) error {
-			if err != nil || !e.Type().IsRegular() {
+			if err != nil || !e.Type().IsRegular() || p == filepath.Join(d.Dir, "env") {
 				return nil
 			}
 			if b, err := os.ReadFile(p); err == nil && bytes.Contains(b, []byte(secret)) {
@@ -183,6 +184,11 @@ func testEgressCredentials(t *testing.T, e enginetest.Engine) {
 	secretNowhere(t, d, secret)
 }
 
+// scanShell defines the shell function scan PATTERN, which counts the lines matching
+// PATTERN where a secret could be in a container: every process's environment and command
+// line, and the files (write the pattern so that it does not match itself).
+const scanShell = "scan() { (cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline; grep -rsh . /workspace /root /tmp /etc) 2>/dev/null | tr '\\0' '\\n' | grep -c \"$1\"; }; "
+
 // gitServer serves the bare repositories under root by `git http-backend` (git's smart
 // HTTP), and answers "token ok" to any other path.
 func gitServer(t *testing.T) (http.Handler, string) {
@@ -230,10 +236,7 @@ func testClaudeEgressCredentials(t *testing.T, e enginetest.Engine) {
 	addr := strings.TrimPrefix(srv.URL, "https://")
 	command := fmt.Sprintf("export NO_PROXY= no_proxy=; curl -sS -u x-access-token:$GIT_TOKEN %s/api/user; echo; "+
 		"git clone -q https://x-access-token:$GIT_TOKEN@%s/repo.git /tmp/repo && git -C /tmp/repo log --format=%%s; "+
-		// Where a token (ghp_...) could be in the container: every process's environment
-		// and command line, and the files (the pattern does not match itself).
-		"scan() { (cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline; grep -rsh . /workspace /root /tmp /etc) 2>/dev/null | tr '\\0' '\\n' | grep -c \"$1\"; }; "+
-		"echo secret-lines=$(scan 'gh[p]_') placeholder-lines=$(scan 'GIT_TOKEN=arizuko-placeholde[r]-')", srv.URL, addr)
+		scanShell+"echo secret-lines=$(scan 'gh[p]_') placeholder-lines=$(scan 'GIT_TOKEN=arizuko-placeholde[r]-')", srv.URL, addr)
 	fake := fakemodel.Start()
 	defer fake.Close()
 	fake.Reply = func(r fakemodel.Request) fakemodel.Reply {

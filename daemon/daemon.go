@@ -189,6 +189,7 @@ func (d *Daemon) server(ctx context.Context, l net.Listener, met *metrics.Metric
 	handler.Metrics, handler.Upkeep = met, d
 	handler.Prices = func() pricing.Table { return d.sys.Load().Model.Prices() }
 	handler.Projects = projects{func() *turn.Builder { return d.sys.Load().Builder }}
+	handler.Warm = d.warmAgents
 	d.api = handler
 	if cfg.Metrics.Listen != "" {
 		if _, err := met.Serve(ctx, cfg.Metrics.Listen); err != nil {
@@ -210,7 +211,8 @@ func (d *Daemon) serve(ctx context.Context, srv *http.Server, l net.Listener, hu
 	qctx, stopQueue := context.WithCancel(context.WithoutCancel(ctx))
 	d.pushers = &pushers{ctx: ctx}
 	d.pushers.start(sys.Pusher)
-	wg.Add(8)
+	wg.Add(9)
+	go func() { defer wg.Done(); d.runner.WatchMemory(qctx, 5*time.Second) }()
 	go func() { defer wg.Done(); d.clearSidecars(ctx, sys.Sidecars) }()
 	go func() { defer wg.Done(); d.runner.WatchImages(qctx) }()
 	go func() { defer wg.Done(); d.watchEngine(ctx) }()

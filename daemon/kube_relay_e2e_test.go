@@ -85,10 +85,10 @@ func (c *relayCluster) manifest(t *testing.T, name string) []byte {
 // when relayed, else the turn Pods mount its IPC directories themselves (node_ipc_dir "").
 func (c *relayCluster) central(t *testing.T, relayed bool, cfg daemontest.Config) *daemontest.Daemon {
 	t.Helper()
-	cfg.Engine = c.pm
-	cfg.Kube = &daemontest.Kube{Cluster: c.k, Kubeconfig: c.kubeconfig, Namespace: c.ns}
+	cfg.Engine, cfg.Kube = c.pm, &c.k
+	cfg.KubeConf = daemontest.KubeConf{Kubeconfig: c.kubeconfig, Namespace: c.ns}
 	if relayed {
-		cfg.Kube.NodeIPCDir, cfg.Kube.RelayListen = c.nodeIPC, c.relay
+		cfg.KubeConf.NodeIPCDir, cfg.KubeConf.RelayListen = c.nodeIPC, c.relay
 	}
 	return daemontest.New(t, cfg)
 }

@@ -4,6 +4,9 @@ import (
 	"context"
 	"time"
 
+	"github.com/arizuko/arizukod/api/apiwire"
+	"github.com/arizuko/arizukod/runtime/runner"
+
 	"github.com/arizuko/arizukod/gateway"
 	"github.com/arizuko/arizukod/metrics"
 	"github.com/arizuko/arizukod/store"
@@ -18,7 +21,11 @@ func newMetrics(d *Daemon) *metrics.Metrics {
 			return metrics.Gauges{}, err
 		}
 		backlog, err := d.store.OutboxBacklog(ctx)
-		return metrics.Gauges{Queued: c.Queued, Running: c.Running, OutboxBacklog: backlog, Prepared: len(d.runner.Prepared())}, err
+		warm := map[string]int64{}
+		for _, w := range d.runner.WarmAgents(ctx) {
+			warm[string(w.Folder)] = w.PSSBytes
+		}
+		return metrics.Gauges{Queued: c.Queued, Running: c.Running, OutboxBacklog: backlog, Prepared: len(d.runner.Prepared()), Warm: warm}, err
 	}, d.log)
 }
 
@@ -45,4 +52,18 @@ func (s meteredStore) FinishRun(ctx context.Context, id string, o store.Outcome)
 func usageMetrics(u gateway.Usage) metrics.Usage {
 	return metrics.Usage{Requests: u.Requests, InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
 		CacheReadTokens: u.CacheReadTokens, CacheWriteTokens: u.CacheWriteTokens}
+}
+
+// warmAgents is GET /v1/warm: the runner's warm agents with their memory.
+func (d *Daemon) warmAgents(ctx context.Context) apiwire.WarmAgents {
+	cfg := d.sys.Load().Config
+	out := apiwire.WarmAgents{Max: cfg.WarmAgents, MinAvailable: cfg.WarmMinAvailable}
+	if avail, err := runner.MemAvailable(); err == nil {
+		out.Available = avail
+	}
+	for _, w := range d.runner.WarmAgents(ctx) {
+		out.Agents = append(out.Agents, apiwire.WarmAgent{Folder: string(w.Folder), Container: w.Container,
+			Ready: w.Made.UTC().Format(time.RFC3339), PSSBytes: w.PSSBytes})
+	}
+	return out
 }

@@ -11,6 +11,13 @@
 #   hack/bench.sh -mode=gvisor     only turns under gVisor (runsc) against runc
 #   hack/bench.sh -mode=tracing    only what tracing costs a turn (on and off)
 #   hack/bench.sh -turns=100       more turns per latency method
+#   hack/bench.sh -mode=claude     only Claude Code turns: bare, podman run, arizukod (warm agents off, on)
+#   hack/bench.sh -mode=density    only concurrent Claude Code turns, rising until something gives
+#   hack/bench.sh -warm-agents=0   without the "warm agents on" row
+#
+# The Claude Code measurements build the bench's own arizuko-claude image from the cache of
+# the tests ($ARIZUKO_CACHE_DIR, as hack/test.sh sets it: the Debian rootfs and Claude Code's
+# npm package, downloaded on the first build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=hack/env.sh
@@ -62,10 +69,12 @@ fi
 # shellcheck disable=SC1090
 . "$ENV_FILE"
 
+export ARIZUKO_CACHE_DIR=${ARIZUKO_CACHE_DIR:-/var/tmp/arizuko-cache}
 VERSION=$(git describe --tags --always --dirty 2>/dev/null || echo dev)
-say "building bin/arizukod, bin/agent, bin/bench and the memory floors"
+say "building bin/arizukod, bin/agent, bin/arizuko-claude, bin/bench and the memory floors"
 go build -trimpath -ldflags "-s -w -X main.version=$VERSION" -o bin/arizukod ./cmd/arizukod
 go build -trimpath -ldflags '-s -w' -o bin/agent ./examples/agent
+CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o bin/arizuko-claude ./cmd/arizuko-claude
 go build -trimpath -o bin/bench ./bench
 go build -trimpath -ldflags '-s -w' -o bin/depsfloor ./bench/depsfloor
 # The same floor with the bindings' API packages, which runtime/podman does without.
@@ -73,4 +82,4 @@ tags=${GOFLAGS#*-tags=}
 go build -tags "${tags%% *},bindingsapi" -trimpath -ldflags '-s -w' -o bin/depsfloor-bindings-api ./bench/depsfloor
 
 bin/bench -podman "$ARIZUKO_TEST_PODMAN4" -docker "$ARIZUKO_TEST_DOCKER" -testhost "$TESTHOST_DIR" \
-	-arizukod bin/arizukod -agent bin/agent -skills container/skills -repo . -out BENCHMARKS.md "$@"
+	-arizukod bin/arizukod -agent bin/agent -claude-runner bin/arizuko-claude -cache-dir "$ARIZUKO_CACHE_DIR" -skills container/skills -repo . -out BENCHMARKS.md "$@"

@@ -26,6 +26,13 @@
 // the one Start made, so a restarted server's socket is never removed by the
 // old one.
 //
+// A server started Held serves a warm agent before its turn: Claude Code connects its MCP
+// servers at its start, so initialize and tools/list are answered, but every tools/call is
+// refused until Bind gives the server its turn (the chat, the run); then the connection
+// made before serves the turn. Refusing rather than holding the call keeps a warm agent
+// from acting before its turn at all: its model token is not taken yet either, so a
+// legitimate call cannot come before Bind.
+//
 // tools/list shows the tools policy.Allowed for the tier and the rules, read from
 // the store at that moment. Every tools/call goes through the same gate, in
 // this order: the tier; the arguments (unknown names, types, sizes such as

@@ -98,6 +98,11 @@ func fail(format string, a ...any) error { return &userError{msg: fmt.Sprintf(fo
 func (s *Server) handler(spec *toolSpec) server.ToolHandlerFunc {
 	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		start := time.Now()
+		if !s.bound.Load() {
+			// A warm agent before its turn: nothing is served (ServerConfig.Held).
+			s.log.Warn("ipc: tool call refused before the turn", "tool", spec.name)
+			return mcp.NewToolResultError("refused: no turn runs yet; tools answer once the turn begins"), nil
+		}
 		res, outcome := s.call(ctx, spec, req.GetRawArguments())
 		level := slog.LevelInfo
 		if outcome == "internal error" {

@@ -103,7 +103,12 @@ type ServerConfig struct {
 	Wake func(folder string)
 	// OnTool, when set, hears each tool call when it is over, with its outcome ("ok", or
 	// what refused or failed it): a turn's trace. It must not block.
-	OnTool  func(tool, outcome string, start, end time.Time)
+	OnTool func(tool, outcome string, start, end time.Time)
+	// Held starts the server for a warm agent before its turn (runtime/runner's warm.go):
+	// it answers initialize and tools/list, which Claude Code asks at its start, and
+	// refuses every tools/call until Bind gives it its turn. ReplyTo, RunID, Wake and OnTool
+	// are then Bind's.
+	Held    bool
 	Logger  *slog.Logger     // the turn's, with its journal fields (logging.Field*); nil: slog.Default()
 	Now     func() time.Time // nil: time.Now
 	NextRun NextRunFunc
@@ -131,7 +136,8 @@ type Server struct {
 	stopErr  error
 
 	sessions atomic.Int64
-	warned   sync.Map // warnings logged once: text -> struct{}
+	bound    atomic.Bool // a turn is bound: tools/call is served
+	warned   sync.Map    // warnings logged once: text -> struct{}
 }
 
 // Start validates cfg, removes a stale socket file at cfg.SocketPath and
@@ -170,6 +176,7 @@ func Start(ctx context.Context, cfg ServerConfig) (*Server, error) {
 		server.WithToolFilter(s.filterListing),
 		server.WithInstructions("Tools of arizukod for the group "+s.folder+": messaging, delegation, groups, scheduled tasks and routes. What you may call depends on the group's tier and grant rules; a refused call says why."),
 	)
+	s.bound.Store(!cfg.Held)
 	for _, name := range policy.Tools() {
 		spec := specs[name]
 		s.mcp.AddTool(spec.mcpTool(), s.handler(spec))
@@ -356,4 +363,28 @@ func readLine(r *bufio.Reader) ([]byte, error) {
 		}
 		return bytes.TrimSpace(line), err
 	}
+}
+
+// ErrBound is Bind's error on a server that serves a turn already.
+var ErrBound = errors.New("ipc: the server serves a turn already")
+
+// Binding is the turn a held server (ServerConfig.Held) serves from Bind on.
+type Binding struct {
+	ReplyTo string
+	RunID   string
+	Wake    func(folder string)
+	OnTool  func(tool, outcome string, start, end time.Time)
+}
+
+// Bind gives a held server its turn: tools/call is served from now on, with b's chat and
+// run.
+func (s *Server) Bind(b Binding) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.bound.Load() {
+		return ErrBound
+	}
+	s.cfg.ReplyTo, s.cfg.RunID, s.cfg.Wake, s.cfg.OnTool = b.ReplyTo, b.RunID, b.Wake, b.OnTool
+	s.bound.Store(true)
+	return nil
 }

@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -28,7 +29,10 @@ type Gauges struct {
 	Queued        int // runs waiting to start
 	Running       int // turns running now
 	OutboxBacklog int // outbox rows no consumer has acknowledged yet
-	Prepared      int // containers made ahead for a folder's next turn, waiting
+	Prepared      int // containers made ahead for a folder's next turn, waiting (warm agents too)
+	// Warm are the warm agents (started, waiting for their turn) by folder, with the PSS
+	// of their processes in bytes (0 when it cannot be read).
+	Warm map[string]int64
 }
 
 // durationBuckets are the upper bounds (seconds) of the turn duration histogram: from a
@@ -37,12 +41,14 @@ var durationBuckets = []float64{1, 5, 15, 30, 60, 120, 300, 600, 1200, 3600}
 
 // help documents each metric in its # HELP line.
 var help = map[string]string{
+	"arizukod_warm_agents":                    "Warm agents: containers started with their agent waiting for the folder's next turn.",
+	"arizukod_warm_agent_pss_bytes":           "Proportional set size of a warm agent's processes, by folder.",
 	"arizukod_turns_total":                    "Runs ended, by status (ok, error, fatal) and failure class (none, timeout, oom, misconfig, no-output, bad-output, killed, engine, no-input, lost).",
 	"arizukod_turn_duration_seconds":          "How long ended runs ran, from start to end, by status.",
 	"arizukod_runs_queued":                    "Runs waiting to start.",
 	"arizukod_runs_running":                   "Turns running now.",
 	"arizukod_outbox_backlog":                 "Outbox rows waiting for a gateway or webhook to acknowledge them (parked rows not counted).",
-	"arizukod_prepared_containers":            "Containers created and initialized ahead for a folder's next turn, never started yet.",
+	"arizukod_prepared_containers":            "Containers made ahead for a folder's next turn: created and initialized, never started yet, or warm agents (arizukod_warm_agents of them).",
 	"arizukod_model_requests_total":           "Requests the turns' model gateways forwarded.",
 	"arizukod_model_tokens_total":             "Model tokens the turns used, by kind (input, output, cache_read, cache_write).",
 	"arizukod_model_cost_microdollars_total":  "What the turns' model usage cost in millionths of a US dollar, at the daemon's prices, by group folder and model (a model with no price adds nothing here).",
@@ -142,6 +148,20 @@ func (m *Metrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	vm.WriteGaugeUint64(&b, "arizukod_runs_running", uint64(max(g.Running, 0)))
 	vm.WriteGaugeUint64(&b, "arizukod_outbox_backlog", uint64(max(g.OutboxBacklog, 0)))
 	vm.WriteGaugeUint64(&b, "arizukod_prepared_containers", uint64(max(g.Prepared, 0)))
+	vm.WriteGaugeUint64(&b, "arizukod_warm_agents", uint64(len(g.Warm)))
+	folders := make([]string, 0, len(g.Warm))
+	for f := range g.Warm {
+		folders = append(folders, f)
+	}
+	slices.Sort(folders)
+	if len(folders) > 0 {
+		// One family: its HELP and TYPE once, then a sample per folder.
+		const name = "arizukod_warm_agent_pss_bytes"
+		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s gauge\n", name, help[name], name)
+		for _, f := range folders {
+			fmt.Fprintf(&b, "%s{folder=\"%s\"} %d\n", name, escapeLabel(f), max(g.Warm[f], 0))
+		}
+	}
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	w.Write(withHelp(b.Bytes()))
 }

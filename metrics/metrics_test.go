@@ -39,7 +39,7 @@ func scrape(t *testing.T, h http.Handler) string {
 }
 
 func TestExposition(t *testing.T) {
-	g := Gauges{Queued: 3, Running: 1, Prepared: 2}
+	g := Gauges{Queued: 3, Running: 1, Prepared: 2, Warm: map[string]int64{"main": 200 << 20, "a\"b": 1}}
 	m := New(func(context.Context) (Gauges, error) { return g, nil }, slog.New(slog.DiscardHandler))
 	m.TurnEnded("ok", "", 42*time.Second)
 	m.TurnEnded("ok", "", 2*time.Second)
@@ -51,6 +51,9 @@ func TestExposition(t *testing.T) {
 	m.ModelCost("main/kid", "claude-sonnet-4-5", 4, true)
 	m.ModelCost("main", "claude-\"odd\"", 0, false)
 	body := scrape(t, m)
+	if n := strings.Count(body, "# TYPE arizukod_warm_agent_pss_bytes gauge"); n != 1 {
+		t.Errorf("arizukod_warm_agent_pss_bytes has %d TYPE lines, want 1", n)
+	}
 	for _, want := range []string{
 		"# TYPE arizukod_model_cost_microdollars_total counter",
 		`arizukod_model_cost_microdollars_total{folder="main/kid",model="claude-sonnet-4-5"} 300004`,
@@ -73,6 +76,10 @@ func TestExposition(t *testing.T) {
 		`arizukod_model_tokens_total{kind="cache_read"} 5`,
 		`arizukod_model_tokens_total{kind="cache_write"} 7`,
 		"# TYPE arizukod_runs_queued gauge",
+		"# HELP arizukod_warm_agents Warm agents",
+		"arizukod_warm_agents 2",
+		`arizukod_warm_agent_pss_bytes{folder="main"} 209715200`,
+		`arizukod_warm_agent_pss_bytes{folder="a\"b"} 1`,
 		"arizukod_runs_queued 3",
 		"arizukod_runs_running 1",
 		"arizukod_prepared_containers 2",

@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"slices"
 
 	"github.com/arizuko/arizukod/groupfolder"
 	"github.com/arizuko/arizukod/logging"
@@ -121,7 +122,9 @@ func (q *Queue) prepareRecent(ctx context.Context) {
 	q.wg.Add(1)
 	go func() {
 		defer q.wg.Done()
-		for _, name := range folders {
+		// The least recent first: the bounds keep the containers made last, and the warm
+		// agents (runtime/runner) are to be the most recently active folders'.
+		for _, name := range slices.Backward(folders) {
 			if f, err := groupfolder.Parse(name); err == nil {
 				q.prepare(ctx, f)
 			}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/arizuko/arizukod/contract"
@@ -65,6 +66,26 @@ func (b *Builder) Run(ctx context.Context, req Request, r Runner, w Watch) (res 
 	if err != nil {
 		c.phase(tracing.SpanPrepare, c.begin, err)
 		return runner.Result{}, fmt.Errorf("prepare turn: %w", err)
+	}
+	if b.Services != nil && b.Services.Warm != nil && warmable(plan) {
+		b.Services.Warm.noteSender(req.Folder, req.SenderJID)
+		t.Warm = true
+		if t.WarmKey, err = homeKey(b.Layout, req.Folder, dirs); err != nil {
+			c.phase(tracing.SpanPrepare, c.begin, err)
+			return runner.Result{}, fmt.Errorf("prepare turn: %w", err)
+		}
+	}
+	if s, ok := r.(Settler); ok {
+		// Before anything the agent could reach starts: a warm agent this turn does not
+		// use is gone first (an adopted turn uses none), and none is made for the folder
+		// until the turn is over.
+		st := t
+		st.Warm = st.Warm && req.Adopt == nil
+		if b.Services != nil {
+			creds := plan.Config.Credentials
+			st.Env, st.ContainerEnv = append(slices.Clone(t.Env), b.Services.env(creds)...), b.Services.Model.containerEnv(creds)
+		}
+		defer s.Settle(ctx, st)()
 	}
 	// serve tells the services which container is the turn's, once the runner knows.
 	serve := func(string) error { return nil }
@@ -182,6 +203,17 @@ type Preparer interface {
 	Prepare(ctx context.Context, t runner.Turn) error
 }
 
+// Settler is a runner with warm agents: a turn settles its folder's warm agent before it
+// starts its services, and calls done once it is over (runner.Runner.Settle).
+type Settler interface {
+	Settle(ctx context.Context, t runner.Turn) (done func())
+}
+
+// Warmer is a runner that may start a warm agent now (runner.Runner.Warms).
+type Warmer interface {
+	Warms() bool
+}
+
 // Prepare has r make f's next container ahead, from what a turn of f would get now: its
 // container config's limits, network and validated mounts, its timeout and the services'
 // environment. A turn that differs in any of them (a run with its own timeout, a config
@@ -191,6 +223,9 @@ func (b *Builder) Prepare(ctx context.Context, f groupfolder.Folder, r Preparer)
 	plan, err := b.Plan(ctx, f)
 	if err != nil || len(plan.Rejected) > 0 {
 		return err
+	}
+	if w, ok := r.(Warmer); ok && w.Warms() && b.Services != nil && b.Services.Warm != nil && warmable(plan) {
+		return b.prepareWarm(ctx, f, r)
 	}
 	limits, extra, err := b.containerLimits(plan)
 	if err != nil {
@@ -206,5 +241,24 @@ func (b *Builder) Prepare(ctx context.Context, f groupfolder.Folder, r Preparer)
 		creds := plan.Config.Credentials
 		t.Env, t.ContainerEnv = b.Services.env(creds), b.Services.Model.containerEnv(creds)
 	}
+	return r.Prepare(ctx, t)
+}
+
+// prepareWarm has r start f's next agent ahead (a warm agent, for an image that declares
+// it): the turn is built as the next turn of f from the last sender would be (its system
+// prompt, session, grants, seeded home), without messages, run or chat; its MCP server is
+// held until that turn binds it.
+func (b *Builder) prepareWarm(ctx context.Context, f groupfolder.Folder, r Preparer) error {
+	t, plan, dirs, err := b.build(ctx, Request{Folder: f, SenderJID: b.Services.Warm.lastSender(f)})
+	if err != nil {
+		return err
+	}
+	creds := plan.Config.Credentials
+	t.Env, t.ContainerEnv = b.Services.env(creds), b.Services.Model.containerEnv(creds)
+	t.Warm = true
+	if t.WarmKey, err = homeKey(b.Layout, f, dirs); err != nil {
+		return err
+	}
+	t.Hold = func() (func(), error) { return b.Services.hold(ctx, b.Layout, f, dirs) }
 	return r.Prepare(ctx, t)
 }

@@ -37,7 +37,7 @@ type ServiceStore interface {
 // Services are what lives exactly as long as a turn's container, in the group's IPC
 // directory: the group's sidecars, its MCP server on router.sock, its model gateway on
 // model.sock and its egress proxy on egress.sock. Every field is required but Location
-// (time.Local), Logger (slog.Default), OnUsage and OnCost.
+// (time.Local), Logger (slog.Default), OnUsage, OnCost and Warm.
 type Services struct {
 	Store    ServiceStore
 	Sidecars *sidecar.Manager
@@ -54,6 +54,10 @@ type Services struct {
 	// OnCost, when set, hears what each model response of a turn of folder cost (the
 	// daemon's metrics), whether or not the run is a row of the store.
 	OnCost func(folder groupfolder.Folder, model string, c pricing.Cost)
+
+	// Warm is what the folders' warm agents hold (their MCP servers, the last sender of
+	// each folder), shared by the Services of every reload; nil makes none.
+	Warm *Warm
 }
 
 func (s *Services) logger() *slog.Logger {
@@ -130,13 +134,20 @@ func (s *Services) start(ctx context.Context, req Request, plan Plan, layout gro
 	if c.tt != nil {
 		onTool, onConn = c.tt.ToolCall, c.tt.Egress
 	}
-	srv, err := ipc.Start(ctx, ipc.ServerConfig{
-		Folder: string(req.Folder), SocketPath: filepath.Join(dirs.IPC, contract.RouterSocket), OpenGroup: func() (*agentdir.Dir, error) { return layout.OpenGroup(req.Folder) },
-		ReplyTo: t.Input.ChatJID, Store: s.Store, RunID: s.recordedID(req), Logger: log, Wake: req.Wake, OnTool: onTool,
-		NextRun: func(kind, expr string, now time.Time) (int64, error) {
-			return scheduler.NextRun(kind, expr, now, s.location())
-		},
-	})
+	// The MCP server a warm agent of the folder connected to at its start, held until
+	// now, serves the turn whatever container runs it.
+	srv := s.Warm.takeHeld(req.Folder)
+	if srv != nil {
+		err = srv.Bind(ipc.Binding{ReplyTo: t.Input.ChatJID, RunID: s.recordedID(req), Wake: req.Wake, OnTool: onTool})
+	} else {
+		srv, err = ipc.Start(ctx, ipc.ServerConfig{
+			Folder: string(req.Folder), SocketPath: filepath.Join(dirs.IPC, contract.RouterSocket), OpenGroup: func() (*agentdir.Dir, error) { return layout.OpenGroup(req.Folder) },
+			ReplyTo: t.Input.ChatJID, Store: s.Store, RunID: s.recordedID(req), Logger: log, Wake: req.Wake, OnTool: onTool,
+			NextRun: func(kind, expr string, now time.Time) (int64, error) {
+				return scheduler.NextRun(kind, expr, now, s.location())
+			},
+		})
+	}
 	if err != nil {
 		stopAll()
 		return running{}, err

@@ -422,3 +422,25 @@ type PruneReport struct {
 
 // BackupContentType is the media type of POST /v1/backup's answer: an SQLite database.
 const BackupContentType = "application/vnd.sqlite3"
+
+// WarmAgent is one warm agent of GET /v1/warm: a folder's next agent, its container
+// started and the agent waiting for the turn.
+type WarmAgent struct {
+	Folder    string `json:"folder"`
+	Container string `json:"container"`
+	// Ready is when it was ready, RFC 3339 (UTC).
+	Ready string `json:"ready"`
+	// PSSBytes is the proportional set size of its container's processes; 0 when the
+	// daemon cannot read it.
+	PSSBytes int64 `json:"pssBytes"`
+}
+
+// WarmAgents is the answer of GET /v1/warm.
+type WarmAgents struct {
+	// Max is warm_agents, MinAvailable warm_min_available (bytes), Available the host's
+	// MemAvailable now (0: unknown).
+	Max          int         `json:"max"`
+	MinAvailable int64       `json:"minAvailable"`
+	Available    int64       `json:"available"`
+	Agents       []WarmAgent `json:"agents"`
+}

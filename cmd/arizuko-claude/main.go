@@ -15,6 +15,12 @@
 // what it has. A result is ok (with its session id), Claude Code's own error is error, and
 // nothing usable is fatal.
 //
+// Its image declares contract.PrepareLabel: arizukod may start it ahead of its turn (a warm
+// agent). Its first line is then a prepare line: Claude Code is started with its session
+// and system prompt, the runner asks it (stream-json's mcp_status control request) until
+// no MCP server is pending, prints contract.ReadyMarker, and reads the turn's line, whose
+// messages become Claude Code's first user message.
+//
 // `arizuko-claude pre-compact` is Claude Code's PreCompact hook (arizukod wires it in
 // settings.json): it archives the session's user and assistant text, before Claude Code
 // compacts it, as one episode in /workspace/episodes/ that the next turn's prompt lists,
@@ -40,6 +46,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -52,13 +59,19 @@ import (
 
 // Paths inside the container, as arizukod mounts them.
 const (
-	ipcDir    = contract.IPCDir
-	envFile   = "/workspace/env-dir/env"
-	workspace = "/workspace"
+	ipcDir  = contract.IPCDir
+	envFile = "/workspace/env-dir/env"
 )
 
-// claudeBin is Claude Code's native binary in the image.
-var claudeBin = "/usr/local/bin/claude"
+// steerSignal receives SIGUSR1: steering messages wait in the IPC input directory.
+var steerSignal = make(chan os.Signal, 1)
+
+// claudeBin is Claude Code's native binary in the image, and workspace the directory it
+// runs in (variables for the tests).
+var (
+	claudeBin = "/usr/local/bin/claude"
+	workspace = "/workspace"
+)
 
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "version" {
@@ -73,20 +86,57 @@ func main() {
 		}
 		os.Exit(preCompact(os.Stdin, os.Stderr, home, time.Now()))
 	}
-	in, err := readInput(os.Stdin)
+	// Steering may come as soon as the turn's line is written: caught from the start, since
+	// SIGUSR1's default action would end the runner (a warm agent waits long before it).
+	signal.Notify(steerSignal, syscall.SIGUSR1)
+	stdin := bufio.NewReaderSize(os.Stdin, 64<<10)
+	in, err := readInput(stdin)
 	if err != nil {
 		answer(contract.Output{Status: contract.StatusFatal, Error: err.Error()})
 		return
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	answer(runTurn(ctx, in))
+	if !in.Prepare {
+		answer(runTurn(ctx, in))
+		return
+	}
+	answer(runPrepared(ctx, in, stdin, os.Stdout))
+}
+
+// readyTimeout bounds how long a prepared Claude Code may take to connect its MCP servers.
+const readyTimeout = 2 * time.Minute
+
+// runPrepared is a warm agent (contract.PrepareLabel): Claude Code is started with the
+// prepare line's session and system prompt, ReadyMarker is printed once its MCP servers
+// are connected, and the turn's line that follows becomes its first user message.
+func runPrepared(ctx context.Context, prep contract.Input, stdin *bufio.Reader, stdout io.Writer) contract.Output {
+	c, err := startClaude(ctx, prep)
+	if err != nil {
+		return contract.Output{Status: contract.StatusFatal, Error: err.Error()}
+	}
+	defer c.cancel()
+	rctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	err = c.waitReady(rctx)
+	cancel()
+	if err != nil {
+		return c.abort(fmt.Errorf("Claude Code did not get ready: %w", err))
+	}
+	fmt.Fprintln(stdout, contract.ReadyMarker)
+	in, err := readInput(stdin)
+	if err != nil {
+		return c.abort(err)
+	}
+	if in.Prepare || in.SessionID != prep.SessionID || in.SystemPrompt != prep.SystemPrompt || in.Folder != prep.Folder || !slices.Equal(in.Grants, prep.Grants) {
+		return c.abort(errors.New("the turn's line differs from the prepare line: the warm agent cannot serve it"))
+	}
+	return c.drive(ctx, in)
 }
 
 func answer(out contract.Output) { os.Stdout.Write(contract.WriteOutput(out)) }
 
-func readInput(r io.Reader) (contract.Input, error) {
-	line, err := bufio.NewReaderSize(r, 64<<10).ReadBytes('\n')
+func readInput(r *bufio.Reader) (contract.Input, error) {
+	line, err := r.ReadBytes('\n')
 	if err != nil && (err != io.EOF || len(line) == 0) {
 		return contract.Input{}, fmt.Errorf("read stdin: %w", err)
 	}
@@ -255,7 +305,16 @@ type event struct {
 	SessionID string `json:"session_id"`
 	IsError   bool   `json:"is_error"`
 	Result    string `json:"result"`
-	Message   struct {
+	Response  struct {
+		RequestID string `json:"request_id"`
+		Response  struct {
+			MCPServers []struct {
+				Name   string `json:"name"`
+				Status string `json:"status"`
+			} `json:"mcpServers"`
+		} `json:"response"`
+	} `json:"response"`
+	Message struct {
 		Content []struct {
 			Type string `json:"type"`
 			Text string `json:"text"`
@@ -267,11 +326,34 @@ func runTurn(ctx context.Context, in contract.Input) contract.Output {
 	if len(in.Messages) == 0 {
 		return contract.Output{Status: contract.StatusError, Error: "the turn has no messages", NewSessionID: in.SessionID}
 	}
-	rctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	modelAddr, err := relay(rctx, filepath.Join(ipcDir, contract.ModelSocket))
+	c, err := startClaude(ctx, in)
 	if err != nil {
 		return contract.Output{Status: contract.StatusFatal, Error: err.Error()}
+	}
+	defer c.cancel()
+	return c.drive(ctx, in)
+}
+
+// claude is one Claude Code process with its relays, reading stream-json on stdin.
+type claude struct {
+	cmd    *exec.Cmd
+	cancel context.CancelFunc // ends the relays
+	lines  chan event
+	stdin  io.WriteCloser
+
+	mu         sync.Mutex
+	inClosed   bool
+	unanswered int // user messages sent that no result has answered yet
+}
+
+// startClaude starts Claude Code for the session and system prompt of in, with the relays
+// to the model gateway and the egress proxy.
+func startClaude(ctx context.Context, in contract.Input) (*claude, error) {
+	rctx, cancel := context.WithCancel(ctx)
+	modelAddr, err := relay(rctx, filepath.Join(ipcDir, contract.ModelSocket))
+	if err != nil {
+		cancel()
+		return nil, err
 	}
 	egressAddr, err := relay(rctx, filepath.Join(ipcDir, contract.EgressSocket))
 	if err != nil {
@@ -298,54 +380,140 @@ func runTurn(ctx context.Context, in contract.Input) contract.Output {
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
-		return contract.Output{Status: contract.StatusFatal, Error: err.Error()}
+		cancel()
+		return nil, err
 	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		return contract.Output{Status: contract.StatusFatal, Error: err.Error()}
+		cancel()
+		return nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		return contract.Output{Status: contract.StatusFatal, Error: fmt.Sprintf("start Claude Code: %v", err)}
+		cancel()
+		return nil, fmt.Errorf("start Claude Code: %w", err)
 	}
-	// unanswered counts the user messages sent that no result has answered yet: input
-	// closes (and Claude Code ends) once every message, steering included, is answered.
-	var (
-		mu         sync.Mutex
-		inClosed   bool
-		unanswered int
-	)
-	send := func(b []byte) {
-		mu.Lock()
-		defer mu.Unlock()
-		if !inClosed {
-			unanswered++
-			stdin.Write(b)
+	c := &claude{cmd: cmd, cancel: cancel, lines: make(chan event), stdin: stdin}
+	go func() {
+		defer close(c.lines)
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(make([]byte, 1<<20), 64<<20)
+		for sc.Scan() {
+			var ev event
+			if json.Unmarshal(sc.Bytes(), &ev) == nil {
+				c.lines <- ev
+			}
+		}
+	}()
+	return c, nil
+}
+
+// writeLine writes one stream-json line to Claude Code, unless its input is closed.
+func (c *claude) writeLine(b []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.inClosed {
+		c.stdin.Write(b)
+	}
+}
+
+// waitReady asks Claude Code for the state of its MCP servers (the control request
+// mcp_status of stream-json) until none is pending: it connects them at start, before
+// its first user message.
+func (c *claude) waitReady(ctx context.Context) error {
+	for n := 1; ; n++ {
+		id := fmt.Sprintf("arizuko-ready-%d", n)
+		b, _ := json.Marshal(map[string]any{"type": "control_request", "request_id": id,
+			"request": map[string]any{"subtype": "mcp_status"}})
+		c.writeLine(append(b, '\n'))
+		pending, err := c.mcpPending(ctx, id)
+		if err != nil || !pending {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	closeInput := func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if !inClosed {
-			inClosed = true
-			stdin.Close()
+}
+
+// mcpPending reads Claude Code's events to the answer of the mcp_status request id and
+// says whether a server is still connecting.
+func (c *claude) mcpPending(ctx context.Context, id string) (bool, error) {
+	for {
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case ev, ok := <-c.lines:
+			if !ok {
+				return false, errors.New("it exited")
+			}
+			if ev.Type != "control_response" || ev.Response.RequestID != id {
+				continue
+			}
+			for _, s := range ev.Response.Response.MCPServers {
+				if s.Status == "pending" {
+					return true, nil
+				}
+			}
+			return false, nil
 		}
 	}
-	answered := func() {
-		mu.Lock()
-		unanswered--
-		done := unanswered <= 0
-		mu.Unlock()
-		if done {
-			closeInput()
-		}
+}
+
+// abort ends Claude Code before its turn: the answer is fatal, with why.
+func (c *claude) abort(why error) contract.Output {
+	c.closeInput()
+	c.cmd.Process.Signal(syscall.SIGTERM)
+	for range c.lines {
 	}
+	c.cmd.Wait()
+	return contract.Output{Status: contract.StatusFatal, Error: why.Error()}
+}
+
+func (c *claude) send(b []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.inClosed {
+		c.unanswered++
+		c.stdin.Write(b)
+	}
+}
+
+func (c *claude) closeInput() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.inClosed {
+		c.inClosed = true
+		c.stdin.Close()
+	}
+}
+
+// answered counts a result: input closes (and Claude Code ends) once every message,
+// steering included, is answered.
+func (c *claude) answered() {
+	c.mu.Lock()
+	c.unanswered--
+	done := c.unanswered <= 0
+	c.mu.Unlock()
+	if done {
+		c.closeInput()
+	}
+}
+
+// drive sends the turn's messages as the first user message, relays steering, and reads
+// Claude Code's events to its result.
+func (c *claude) drive(ctx context.Context, in contract.Input) contract.Output {
+	if len(in.Messages) == 0 {
+		return c.abort(errors.New("the turn has no messages"))
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	home, _ := os.UserHomeDir()
-	send(userLine(withNudge(prompt(in.Messages), home, time.Now())))
+	c.send(userLine(withNudge(prompt(in.Messages), home, time.Now())))
 
 	// Steering: SIGUSR1 turns the new message files into user messages of the session.
-	usr1 := make(chan os.Signal, 1)
-	signal.Notify(usr1, syscall.SIGUSR1)
-	defer signal.Stop(usr1)
+	// A signal that came before the turn's messages were sent finds the files now.
 	closed := make(chan struct{})
 	go func() {
 		seen := map[string]bool{}
@@ -355,9 +523,9 @@ func runTurn(ctx context.Context, in contract.Input) contract.Output {
 			select {
 			case <-rctx.Done():
 				return
-			case <-usr1:
+			case <-steerSignal:
 				for _, text := range steering(seen) {
-					send(userLine(text))
+					c.send(userLine(text))
 				}
 			case <-tick.C:
 				if _, err := os.Stat(filepath.Join(ipcDir, contract.InputDir, "_close")); err == nil {
@@ -374,23 +542,11 @@ func runTurn(ctx context.Context, in contract.Input) contract.Output {
 		session = in.SessionID
 		gotRes  bool
 	)
-	lines := make(chan event)
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(stdout)
-		sc.Buffer(make([]byte, 1<<20), 64<<20)
-		for sc.Scan() {
-			var ev event
-			if json.Unmarshal(sc.Bytes(), &ev) == nil {
-				lines <- ev
-			}
-		}
-	}()
 	interrupted := false
 loop:
 	for {
 		select {
-		case ev, ok := <-lines:
+		case ev, ok := <-c.lines:
 			if !ok {
 				break loop
 			}
@@ -399,28 +555,28 @@ loop:
 			}
 			switch ev.Type {
 			case "assistant":
-				for _, c := range ev.Message.Content {
-					if c.Type == "text" && c.Text != "" {
-						text = c.Text
+				for _, m := range ev.Message.Content {
+					if m.Type == "text" && m.Text != "" {
+						text = m.Text
 					}
 				}
 			case "result":
 				last, gotRes = ev, true
-				answered()
+				c.answered()
 			}
 		case <-closed:
 			// The soft deadline: end with what there is.
 			interrupted = true
-			closeInput()
-			cmd.Process.Signal(syscall.SIGTERM)
+			c.closeInput()
+			c.cmd.Process.Signal(syscall.SIGTERM)
 			closed = nil
 		case <-ctx.Done():
 			interrupted = true
-			cmd.Process.Signal(syscall.SIGTERM)
+			c.cmd.Process.Signal(syscall.SIGTERM)
 		}
 	}
-	closeInput()
-	waitErr := cmd.Wait()
+	c.closeInput()
+	waitErr := c.cmd.Wait()
 	switch {
 	case gotRes && !last.IsError:
 		return contract.Output{Status: contract.StatusOK, Result: last.Result, NewSessionID: session}

@@ -69,7 +69,10 @@ func runDaemon(ctx context.Context, socket, folder, message, session, sender, ch
 }
 
 func cmdRuns(ctx context.Context, args []string) error {
-	fs := newFlags("runs", "[list [--folder F] [--state S] [--limit N] [--json] | show ID | kill ID]")
+	if len(args) > 0 && args[0] == "warm" {
+		return cmdRunsWarm(ctx, args[1:])
+	}
+	fs := newFlags("runs", "[list [--folder F] [--state S] [--limit N] [--json] | show ID | kill ID | warm [--json]]")
 	socket := socketFlag(fs)
 	folder := fs.String("folder", "", "only runs of this folder")
 	state := fs.String("state", "", "only runs in this state: queued, running, exited, error, killed")
@@ -133,6 +136,37 @@ func cmdRuns(ctx context.Context, args []string) error {
 		return enc.Encode(r)
 	}
 	return unknownVerb(fs, verb)
+}
+
+// cmdRunsWarm lists the warm agents (GET /v1/warm): the folders whose next agent waits,
+// started, for its turn, with the memory each holds.
+func cmdRunsWarm(ctx context.Context, args []string) error {
+	fs := newFlags("runs warm", "[--json]")
+	socket := socketFlag(fs)
+	asJSON := fs.Bool("json", false, "print the warm agents as JSON")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	var out apiwire.WarmAgents
+	if err := apiwire.NewClient(*socket).Do(ctx, http.MethodGet, "/v1/warm", nil, &out); err != nil {
+		return err
+	}
+	if *asJSON {
+		return indentedJSON(os.Stdout).Encode(out)
+	}
+	var total int64
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "FOLDER\tCONTAINER\tREADY\tPSS MB")
+	for _, w := range out.Agents {
+		total += w.PSSBytes
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.1f\n", safeLine(w.Folder), safeLine(w.Container), safeLine(w.Ready), float64(w.PSSBytes)/(1<<20))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Printf("%d of warm_agents=%d, %.1f MB together; MemAvailable %d MB (warm_min_available %d MB)\n",
+		len(out.Agents), out.Max, float64(total)/(1<<20), out.Available>>20, out.MinAvailable>>20)
+	return nil
 }
 
 // killWait is how long `runs kill` waits for the run it kills to end.

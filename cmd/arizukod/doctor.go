@@ -133,7 +133,7 @@ var checks = []check{
 	})},
 	{"limits", checkLimits, limitsFix},
 	{"image", checkImage, imageFix},
-	{"cluster", checkKubernetes, fixed("apply contrib/kubernetes (the engine's Role and ClusterRole, the RuntimeClass of network none and its containerd handler) to the cluster, and set pod_pids_limit in [kubernetes] of arizukod.toml to the kubelets' podPidsLimit")},
+	{"cluster", checkKubernetes, fixed("apply contrib/kubernetes (the engine's Role and ClusterRole, the RuntimeClass of network none and its containerd handler) to the cluster, set pod_pids_limit in [kubernetes] of arizukod.toml to the kubelets' podPidsLimit, and node_selector and tolerations to the labels and taints of the nodes for turns")},
 	{"runtime", checkRuntimes, fixed("register the runtime the error names with the engine (README, gVisor), or take it out of limits.runtime and limits.allowed_runtimes of arizukod.toml")},
 	{"allowlist", checkAllowlist, fixed("correct the entry the error names (the format: arizukod.toml(5), allowlist), or remove the file: without it groups get no extra mounts")},
 	{"model", checkModel, fixed("echo KEY > /etc/arizuko/anthropic-api-key && chmod 0640 it, and [model] api_key_file = \"/etc/arizuko/anthropic-api-key\" in arizukod.toml   (or ANTHROPIC_API_KEY in the daemon's environment or env file)")},

@@ -22,7 +22,12 @@ func TestDoctorCluster(t *testing.T) {
 		want       []string
 	}{
 		{"ready", "pod_pids_limit = 1024\n[limits]\npids = 1024\n", true,
-			[]string{"the account may do all the engine does", "RuntimeClass " + k.NoNetworkClass, "accepted in namespace arizuko (dry run)", "node " + k.Node + ":", "rlimits", "steering"}},
+			[]string{"the account may do all the engine does", "RuntimeClass " + k.NoNetworkClass, "accepted in namespace arizuko (dry run)", "node " + k.Node + ":", "rlimits", "steering",
+				"1 of 101 nodes take a turn's Pod (no node_selector or tolerations in [kubernetes])"}},
+		{"kwok nodes", "pod_pids_limit = 1024\nnode_selector = { type = \"kwok\" }\ntolerations = [\"kwok.x-k8s.io/node=fake:NoSchedule\"]\n[limits]\npids = 1024\n", true,
+			[]string{"100 of 101 nodes take a turn's Pod ([kubernetes] node_selector and tolerations)"}},
+		{"no node takes", "pod_pids_limit = 1024\nnode_selector = { type = \"kwok\" }\n[limits]\npids = 1024\n", false,
+			[]string{"no node of 101 takes a turn's Pod", "Pending, until its timeout", "node_selector and tolerations to the labels and taints"}},
 		{"no class", "no_network_class = \"no-such-class\"\npod_pids_limit = 1024\n[limits]\npids = 1024\n", false,
 			[]string{`RuntimeClass "no-such-class" of network none is missing`, "fix: apply contrib/kubernetes"}},
 		{"pids above the turn's", "pod_pids_limit = 1024\n", false, []string{"a turn's Pod cannot be made", "up to 1024 pids", "more than the 512"}},

@@ -65,7 +65,16 @@ func init() {
 		"plant":       plant,
 		"project":     projectCommand,
 		"projectswap": projectSwapCommand,
+		"prepared":    preparedCommand,
 	}
+}
+
+// preparedCommand answers whether the agent was started ahead of its turn (a warm agent).
+func preparedCommand(contract.Input, string) contract.Output {
+	if warm {
+		return contract.Output{Status: contract.StatusOK, Result: "warm"}
+	}
+	return contract.Output{Status: contract.StatusOK, Result: "fresh"}
 }
 
 // messagesCommand answers what the turn knows of its messages: each one's sender, chat and

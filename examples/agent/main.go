@@ -35,6 +35,13 @@
 //	scan PREFIX       answer where PREFIX appears in its environment and readable files
 //	messages          answer the turn's messages (sender, chat, time, content) and its chat
 //	plant MODE T DUR  plant symlinks to the host path T in the IPC directory (see plant.go)
+//	prepared          answer "warm" when it was started ahead of its turn, else "fresh"
+//
+// It can be a warm agent (contract.PrepareLabel): when its first line is a prepare line, it
+// prints contract.ReadyMarker (after DURATION when the system prompt is "ready-after
+// DURATION") and reads the turn's line that follows. Its own image does
+// not declare the label, so arizukod starts it at its turn; an image that adds the label
+// (`LABEL io.arizuko.prepare=1`) has it started ahead.
 package main
 
 import (
@@ -46,6 +53,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/arizuko/arizukod/contract"
 )
@@ -62,7 +70,21 @@ func main() {
 		holdThreads()
 	}
 	signal.Notify(steered, syscall.SIGUSR1)
-	in, err := readInput(os.Stdin)
+	stdin := bufio.NewReaderSize(os.Stdin, 64<<10)
+	in, err := readInput(stdin)
+	if err == nil && in.Prepare {
+		// A warm agent: whatever the agent sets up from the prepare line (the session, the
+		// system prompt) is done here, then it says it is ready and waits for its turn. As
+		// the test fixture, a system prompt "ready-after DURATION" makes it slow to get ready.
+		warm = true
+		if d, ok := strings.CutPrefix(in.SystemPrompt, "ready-after "); ok {
+			if wait, err := time.ParseDuration(d); err == nil {
+				time.Sleep(wait)
+			}
+		}
+		fmt.Println(contract.ReadyMarker)
+		in, err = readInput(stdin)
+	}
 	if err != nil {
 		answer(contract.Output{Status: contract.StatusFatal, Error: err.Error()})
 		return
@@ -87,8 +109,10 @@ func main() {
 	answer(out)
 }
 
-func readInput(r io.Reader) (contract.Input, error) {
-	br := bufio.NewReaderSize(r, 64<<10)
+// warm says the agent was started ahead of its turn, with a prepare line.
+var warm bool
+
+func readInput(br *bufio.Reader) (contract.Input, error) {
 	line, err := br.ReadBytes('\n')
 	if err != nil && (err != io.EOF || len(line) == 0) {
 		return contract.Input{}, fmt.Errorf("read stdin: %w", err)

@@ -120,9 +120,16 @@ type Config struct {
 	// Claude makes the daemon run the Claude Code image (built once per engine) instead
 	// of the example agent.
 	Claude bool
-	// Kube, when not nil, makes the daemon run its turns on the test host's cluster, with
-	// the agent image of Engine (kube.go); TOML must then have no [limits] or [kubernetes].
-	Kube *Kube
+	// Image, when set, is the daemon's image in place of the example agent's or Claude's
+	// (a test's own tag of one of them, which it may replace).
+	Image string
+	// Kube, when set, is the daemon's engine: the test host's cluster (kube.go). Engine is
+	// then the Podman its image is built on and imported from. TOML must not have
+	// [kubernetes] or [limits], which the daemon's configuration then has.
+	Kube *enginetest.Kube
+	// KubeConf is, with Kube, how the daemon is on the cluster; the zero value is the
+	// admin kubeconfig, the default namespace and the Pods mounting its own IPC directories.
+	KubeConf KubeConf
 }
 
 // Daemon is one arizukod of a test, over its own directory.
@@ -140,8 +147,7 @@ type Daemon struct {
 
 	t        testing.TB
 	image    string
-	engineKV string // the configuration's engine lines
-	kubeTOML string // its tables of the cluster (Config.Kube), last
+	kubePids int64 // the cluster's podPidsLimit, with Kube
 	cmd      *exec.Cmd
 	exited   chan struct{}
 	pids     []int // every arizukod process it started, for the failure output
@@ -159,6 +165,9 @@ func New(t testing.TB, cfg Config) *Daemon {
 	if cfg.Claude {
 		image = enginetest.EnsureClaudeImage(t, cfg.Engine, eng)
 	}
+	if cfg.Image != "" {
+		image = cfg.Image
+	}
 	dir, err := os.MkdirTemp("", "arizuko-dt-")
 	if err != nil {
 		t.Fatal(err)
@@ -172,11 +181,9 @@ func New(t testing.TB, cfg Config) *Daemon {
 		t: t, StderrLog: filepath.Join(dir, "stderr.log"), image: image,
 	}
 	d.Client = apiwire.NewClient(d.Socket)
-	d.engineKV = fmt.Sprintf("engine = %q\nengine_socket = %q", cfg.Engine.Kind, cfg.Engine.URI)
 	if cfg.Kube != nil {
-		d.Eng = openKube(t, cfg, image)
-		d.engineKV = `engine = "kubernetes"`
-		d.kubeTOML = d.kubeTables(t)
+		d.kubePids = cfg.Kube.PodPidsLimit(t)
+		d.Eng = openKube(t, *cfg.Kube, cfg.Engine, image, d.kubePids, cfg.KubeConf.Namespace)
 	}
 	if err := copyTree(filepath.Join(repoRoot(t), "container", "skills"), filepath.Join(dir, "skills")); err != nil {
 		t.Fatal(err)
@@ -225,10 +232,13 @@ func (d *Daemon) toml() string {
 		fmt.Sprintf("allowlist = %q", filepath.Join(d.Dir, "mount-allowlist.json")),
 		fmt.Sprintf("instance = %q", d.Instance),
 		`timezone = "UTC"`,
-		d.engineKV,
-		d.Config.TOML,
-		d.kubeTOML,
 	}
+	if d.Kube != nil {
+		lines = append(lines, d.kubeTOML())
+	} else {
+		lines = append(lines, fmt.Sprintf("engine = %q", d.Engine.Kind), fmt.Sprintf("engine_socket = %q", d.Engine.URI))
+	}
+	lines = append(lines, d.Config.TOML)
 	return strings.Join(lines, "\n") + "\n"
 }
 
@@ -570,12 +580,12 @@ func (d *Daemon) OpenStore(t testing.TB) *store.Store {
 }
 
 // Leftovers lists the containers of this daemon's instance but those it prepared for a
-// next turn and never started: the containers of runs.
+// next turn and never started, and its warm agents: the containers of runs.
 func (d *Daemon) Leftovers(t testing.TB) []engine.Container {
 	t.Helper()
 	var out []engine.Container
 	for _, c := range d.Containers(t) {
-		if c.Labels[engine.LabelPrepared] == "" || !Unstarted(c) {
+		if c.Labels[engine.LabelPrepared] == "" || !Unstarted(c) && c.Labels[engine.LabelWarm] == "" {
 			out = append(out, c)
 		}
 	}

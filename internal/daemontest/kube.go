@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,53 +15,59 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/arizuko/arizukod/internal/enginetest"
+	"github.com/arizuko/arizukod/runtime/engine"
 	"github.com/arizuko/arizukod/runtime/kube"
 )
 
-// Kube makes a daemon's engine the test host's cluster (engine = "kubernetes"): the
-// example agent is imported from Config.Engine (a Podman of the test host) into the real
-// node, every turn's pids limit is the node's podPidsLimit, and Daemon.Eng is the cluster
-// seen with the admin kubeconfig (for the leftovers of the daemon's instance).
-type Kube struct {
-	Cluster enginetest.Kube
-	// Kubeconfig is the daemon's ([kubernetes] kubeconfig); "" is the cluster's admin one.
-	Kubeconfig string
-	// Namespace of the turn Pods; "" is kube.DefaultNamespace.
-	Namespace string
-	// NodeIPCDir and RelayListen are [kubernetes] node_ipc_dir and relay_listen.
-	NodeIPCDir  string
-	RelayListen string
+// kubeImported holds the images imported into the cluster's node, once per process each.
+var kubeImported sync.Map // image reference -> *kubeImport
+
+type kubeImport struct {
+	once sync.Once
+	done bool
 }
 
-// openKube imports image into the cluster and returns the engine Daemon.Eng is.
-func openKube(t testing.TB, cfg Config, image string) *kube.Engine {
+// openKube imports image from the Podman e into the cluster's node, once per process, and
+// returns the cluster's engine as the daemon's configuration makes it (in namespace, ""
+// for the default), for the leftovers.
+func openKube(t testing.TB, k enginetest.Kube, e enginetest.Engine, image string, pids int64, namespace string) engine.Engine {
 	t.Helper()
-	k := cfg.Kube
-	k.Cluster.ImportImage(t, cfg.Engine, image)
-	eng, err := kube.New(kube.Config{Kubeconfig: k.Cluster.Kubeconfig, Namespace: k.Namespace,
-		NoNetworkClass: k.Cluster.NoNetworkClass, StopGrace: time.Second})
+	v, _ := kubeImported.LoadOrStore(image, &kubeImport{})
+	imp := v.(*kubeImport)
+	imp.once.Do(func() {
+		k.ImportImage(t, e, image)
+		imp.done = true
+	})
+	if !imp.done {
+		t.Fatalf("import %s into the cluster failed in an earlier test", image)
+	}
+	eng, err := kube.New(kube.Config{Kubeconfig: k.Kubeconfig, Namespace: namespace, NoNetworkClass: k.NoNetworkClass, PodPidsLimit: pids})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return eng
 }
 
-// kubeTables are the tables of a daemon on the cluster, after everything else of its
-// configuration: the [limits] pids the nodes keep, and [kubernetes].
-func (d *Daemon) kubeTables(t testing.TB) string {
-	k := d.Kube
-	pids := k.Cluster.PodPidsLimit(t)
-	return strings.Join([]string{
-		"[limits]",
-		fmt.Sprintf("pids = %d", pids),
-		"[kubernetes]",
-		fmt.Sprintf("kubeconfig = %q", or(k.Kubeconfig, k.Cluster.Kubeconfig)),
-		fmt.Sprintf("namespace = %q", or(k.Namespace, kube.DefaultNamespace)),
-		fmt.Sprintf("no_network_class = %q", k.Cluster.NoNetworkClass),
-		fmt.Sprintf("node_ipc_dir = %q", k.NodeIPCDir),
-		fmt.Sprintf("pod_pids_limit = %d", pids),
-		fmt.Sprintf("relay_listen = %q", k.RelayListen),
-	}, "\n")
+// KubeConf is how a daemon is on the cluster ([kubernetes] of its configuration).
+type KubeConf struct {
+	// Kubeconfig is the daemon's; "" is the cluster's admin one. ServiceAccountKubeconfig
+	// makes one of a service account, to act with exactly the rights its RBAC binds.
+	Kubeconfig string
+	// Namespace of its Pods; "" is kube.DefaultNamespace.
+	Namespace string
+	// NodeIPCDir is where the node agents (the DaemonSet) serve the turns' sockets; "" has
+	// the Pods mount the daemon's own IPC directories (the daemon runs on the node).
+	NodeIPCDir string
+	// RelayListen is where the node agents relay the turns' connections to; "" for none.
+	RelayListen string
+}
+
+// kubeTOML is the configuration of a daemon on the cluster: its engine, [kubernetes]
+// (KubeConf), and [limits] pids at the nodes' podPidsLimit, the only pids limit a Pod has.
+func (d *Daemon) kubeTOML() string {
+	c := d.KubeConf
+	return fmt.Sprintf("engine = \"kubernetes\"\n[kubernetes]\nkubeconfig = %q\nnamespace = %q\nno_network_class = %q\nnode_ipc_dir = %q\nrelay_listen = %q\npod_pids_limit = %d\n[limits]\npids = %d\n",
+		or(c.Kubeconfig, d.Kube.Kubeconfig), or(c.Namespace, kube.DefaultNamespace), d.Kube.NoNetworkClass, c.NodeIPCDir, c.RelayListen, d.kubePids, d.kubePids)
 }
 
 // ServiceAccountKubeconfig writes into dir a kubeconfig of the cluster that authenticates

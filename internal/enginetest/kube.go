@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -127,27 +126,6 @@ func (k Kube) NodeIP(t testing.TB) string {
 	}
 	t.Fatalf("node %s has no InternalIP: %+v", k.Node, n.Status.Addresses)
 	return ""
-}
-
-// PodPidsLimit is the real node's podPidsLimit, read from its kubelet's configuration
-// file (the API server does not proxy to a node at a loopback address, so configz is out
-// of reach here).
-func (k Kube) PodPidsLimit(t testing.TB) int64 {
-	t.Helper()
-	file := filepath.Join(os.Getenv("ARIZUKO_TESTHOST_DIR"), "kube", "config", "kubelet.yaml")
-	b, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "podPidsLimit:"); ok {
-			if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil && n > 0 {
-				return n
-			}
-		}
-	}
-	t.Fatalf("%s sets no podPidsLimit", file)
-	return 0
 }
 
 // ArizukodImage builds cmd/arizukod statically, imports it into e (a Podman of the test

@@ -200,3 +200,17 @@ func (d *Detecting) ImageID(ctx context.Context, ref string) (string, error) {
 	}
 	return p.ImageID(ctx, ref)
 }
+
+// ImageLabels asks the current engine when it reads image labels; on another it is
+// errors.ErrUnsupported.
+func (d *Detecting) ImageLabels(ctx context.Context, ref string) (map[string]string, error) {
+	e, err := d.current()
+	if err != nil {
+		return nil, err
+	}
+	p, ok := e.(engine.ImageLabeler)
+	if !ok {
+		return nil, fmt.Errorf("image labels on %T: %w", e, errors.ErrUnsupported)
+	}
+	return p.ImageLabels(ctx, ref)
+}

@@ -61,6 +61,14 @@ type Preparer interface {
 	ImageID(ctx context.Context, ref string) (string, error)
 }
 
+// ImageLabeler is a Preparer that reads an image's labels: contract.PrepareLabel says
+// whether its agent may be started ahead of its turn (a warm agent). A Preparer that is
+// not one gets prepared containers, never warm agents.
+type ImageLabeler interface {
+	// ImageLabels are the labels of the image ref names now.
+	ImageLabels(ctx context.Context, ref string) (map[string]string, error)
+}
+
 // ImageRemover is an engine that names an image's id and removes an image: what
 // ImportReplacing uses to remove the image a new import of the same reference replaced.
 type ImageRemover interface {
@@ -106,6 +114,9 @@ type State struct {
 	Error            string // the engine's error for a container that failed to start
 	StartedAt        time.Time
 	FinishedAt       time.Time
+	// Pid is the host's pid of the container's first process while it runs; 0 when the
+	// engine does not say.
+	Pid int
 }
 
 // Container is one entry of List.

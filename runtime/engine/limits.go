@@ -16,6 +16,9 @@ const (
 	// LabelPrepared marks an agent container created ahead of its turn; its value is the
 	// key of the spec it was made from. It has no LabelRun: no run owned it when it was made.
 	LabelPrepared = "io.arizuko.prepared"
+	// LabelWarm marks a prepared container started ahead of its turn (a warm agent): one
+	// that no run claims after a crash is no run's remains.
+	LabelWarm = "io.arizuko.warm"
 )
 
 // The network modes a container may get besides a named network. Which of them an

@@ -90,9 +90,15 @@ func (e *Engine) Check(ctx context.Context, probe *corev1.Pod) ([]string, error)
 		}
 	}
 	nodes, err := e.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	listed := err == nil
 	if err != nil {
 		bad = append(bad, fmt.Errorf("list nodes: %w", err))
 		nodes = &corev1.NodeList{}
+	}
+	if line, err := e.placementLine(nodes.Items); err != nil && listed {
+		bad = append(bad, err)
+	} else if listed {
+		lines = append(lines, line)
 	}
 	proxy, _ := e.allowed(ctx, Access{Verb: "get", Resource: "nodes", Subresource: "proxy", Cluster: true})
 	fake := 0

@@ -50,6 +50,10 @@ type Config struct {
 	// PodPidsLimit is the kubelets' podPidsLimit, what every Pod gets on the nodes; 0 says
 	// it is not known, and pids limits cannot be promised.
 	PodPidsLimit int64
+	// NodeSelector is every Pod's nodeSelector, and Tolerations the taints every Pod
+	// tolerates, each "key[=value][:effect]" (ParseToleration): dedicated turn nodes.
+	NodeSelector map[string]string
+	Tolerations  []string
 	// StopGrace is the Pods' terminationGracePeriodSeconds.
 	StopGrace time.Duration
 	// Logger takes what client-go logs, at debug level; nil is slog.Default().

@@ -193,6 +193,9 @@ func (e *Engine) PodFor(s engine.Spec) (*corev1.Pod, error) {
 		TerminationGracePeriodSeconds: &grace,
 		SecurityContext:               &corev1.PodSecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
 	}
+	if err := e.placement(pod); err != nil {
+		return refuse("%v", err)
+	}
 	switch s.Network {
 	case "", engine.NetworkNone:
 		if e.cfg.NoNetworkClass == "" {

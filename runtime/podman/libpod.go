@@ -135,6 +135,7 @@ type libpodInfo struct {
 type libpodState struct {
 	Status     string
 	Running    bool
+	Pid        int
 	OOMKilled  bool
 	ExitCode   int32
 	Error      string

@@ -246,7 +246,7 @@ func (p *Podman) Inspect(ctx context.Context, id string) (engine.State, error) {
 		return engine.State{}, err
 	}
 	s := d.State
-	return engine.State{Running: s.Running, ExitCode: int(s.ExitCode), OOMKilled: s.OOMKilled, Status: s.Status, Error: s.Error, StartedAt: s.StartedAt, FinishedAt: s.FinishedAt}, nil
+	return engine.State{Running: s.Running, ExitCode: int(s.ExitCode), OOMKilled: s.OOMKilled, Status: s.Status, Error: s.Error, StartedAt: s.StartedAt, FinishedAt: s.FinishedAt, Pid: s.Pid}, nil
 }
 
 func (p *Podman) Signal(ctx context.Context, id, signal string) error {
@@ -357,6 +357,15 @@ func (p *Podman) ImageID(ctx context.Context, ref string) (string, error) {
 		return "", err
 	}
 	return img.ID, nil
+}
+
+// ImageLabels inspects the labels of the image ref names.
+func (p *Podman) ImageLabels(ctx context.Context, ref string) (map[string]string, error) {
+	var img struct{ Labels map[string]string }
+	if err := p.do(ctx, request{method: http.MethodGet, endpoint: "/images/%s/json", args: []string{ref}}, &img); err != nil {
+		return nil, err
+	}
+	return img.Labels, nil
 }
 
 // RemoveImage removes image id without force: one a container uses, or another

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -26,7 +25,6 @@ var (
 	kubeImageOnce sync.Once
 	kubeImage     string
 	kubePids      int64
-	kubeErr       error
 )
 
 // newKubeHarness is newHarness on the test host's cluster: the example agent imported
@@ -41,11 +39,8 @@ func newKubeHarness(t *testing.T, mod func(*runner.Config)) *harness {
 		peng, _ := pm.Open(t)
 		kubeImage = enginetest.EnsureAgentImage(t, pm, peng)
 		k.ImportImage(t, pm, kubeImage)
-		kubePids, kubeErr = kubeletPids()
 	})
-	if kubeErr != nil {
-		t.Fatal(kubeErr)
-	}
+	kubePids = k.PodPidsLimit(t)
 	eng, err := kube.New(kube.Config{Kubeconfig: k.Kubeconfig, NoNetworkClass: k.NoNetworkClass, PodPidsLimit: kubePids, StopGrace: time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -81,26 +76,6 @@ func newKubeHarness(t *testing.T, mod func(*runner.Config)) *harness {
 		turnMod: func(tn *runner.Turn) { tn.Limits.PidsLimit = kubePids }}
 	t.Cleanup(h.assertNoLeftovers)
 	return h
-}
-
-// kubeletPids reads the real node's podPidsLimit from its kubelet's configuration file
-// (the API server does not proxy to a node at a loopback address, so configz is out of
-// reach here).
-func kubeletPids() (int64, error) {
-	file := filepath.Join(os.Getenv("ARIZUKO_TESTHOST_DIR"), "kube", "config", "kubelet.yaml")
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "podPidsLimit:"); ok {
-			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-			if err == nil && n > 0 {
-				return n, nil
-			}
-		}
-	}
-	return 0, errors.New(file + " sets no podPidsLimit")
 }
 
 // TestKubeSandbox checks every promise from inside a turn's Pod: no capabilities,

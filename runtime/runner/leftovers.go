@@ -63,8 +63,8 @@ func (r *Runner) removeAgain(id, name string) {
 // RemoveLeftovers removes the containers of this instance, running or not, that keep does
 // not claim: what a crash left behind. keep lets a restarting daemon spare the containers of
 // runs it adopts; nil keeps none. It returns the names of the leftovers removed: the
-// containers a previous daemon prepared and no turn started are removed too, but they
-// are no run's remains and are not counted.
+// containers a previous daemon prepared and no turn started, and its warm agents no
+// adopted run claims, are removed too, but they are no run's remains and are not counted.
 func (r *Runner) RemoveLeftovers(ctx context.Context, keep func(engine.Container) bool) ([]string, error) {
 	list, err := r.cfg.Engine.List(ctx, map[string]string{engine.LabelInstance: r.cfg.Instance})
 	if err != nil {
@@ -78,7 +78,7 @@ func (r *Runner) RemoveLeftovers(ctx context.Context, keep func(engine.Container
 		if err := r.cfg.Engine.Remove(ctx, c.ID); err != nil {
 			return removed, fmt.Errorf("remove leftover %s: %w", c.Name, err)
 		}
-		if c.Labels[engine.LabelPrepared] != "" && unstarted(c.State) {
+		if c.Labels[engine.LabelPrepared] != "" && (unstarted(c.State) || c.Labels[engine.LabelWarm] != "") {
 			r.log.Debug("removed a container prepared by the previous daemon", logging.FieldContainer, c.Name)
 			continue
 		}

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/arizuko/arizukod/contract"
 	"github.com/arizuko/arizukod/groupfolder"
 	"github.com/arizuko/arizukod/logging"
 	"github.com/arizuko/arizukod/runtime/engine"
@@ -39,6 +40,20 @@ type prepared struct {
 	key    string
 	gen    uint64 // the image generation it was made in
 	made   time.Time
+	// warm is set for a warm agent (warm.go), with wkey its warmKey; release is its Turn's.
+	warm    *warmAgent
+	wkey    string
+	release func()
+	once    sync.Once
+}
+
+// released calls p's release once.
+func (p *prepared) released() {
+	p.once.Do(func() {
+		if p.release != nil {
+			p.release()
+		}
+	})
 }
 
 // pool holds at most max prepared containers, one per folder, the least recently made
@@ -49,9 +64,14 @@ type pool struct {
 	mu       sync.Mutex
 	watching bool   // the engine's image events are followed
 	image    string // the id the configured image named at the last look; "" unknown
+	warmable bool   // that image declares contract.PrepareLabel
 	gen      uint64 // counts image changes and breaks of the stream
 	ready    map[groupfolder.Folder]*prepared
 	making   map[groupfolder.Folder]chan struct{}
+	busy     map[groupfolder.Folder]int // turns between Settle and their end
+	// abort cancels the making of a folder's warm agent, for a turn that does not wait
+	// longer for it (Settle).
+	abort map[groupfolder.Folder]context.CancelFunc
 }
 
 // preparer is the engine when preparing pays on it and the runner may prepare.
@@ -110,9 +130,16 @@ func (r *Runner) checkImage(ctx context.Context, p engine.Preparer) {
 		r.log.Debug("image of prepared containers", "image", r.cfg.Image, "err", err)
 		id = ""
 	}
+	var labels map[string]string
+	if l, ok := p.(engine.ImageLabeler); ok {
+		if labels, err = l.ImageLabels(ctx, r.cfg.Image); err != nil {
+			r.log.Debug("labels of the image of prepared containers", "image", r.cfg.Image, "err", err)
+		}
+	}
 	r.pool.mu.Lock()
 	changed := id != r.pool.image || id == ""
 	r.pool.image = id
+	r.pool.warmable = labels[contract.PrepareLabel] == "1"
 	r.pool.mu.Unlock()
 	if changed {
 		r.invalidate(ctx, "the image changed")
@@ -164,16 +191,21 @@ func (r *Runner) Prepare(ctx context.Context, t Turn) error {
 	if err := r.admit(&spec); err != nil {
 		return fmt.Errorf("prepare %s: %w", t.Folder, err)
 	}
-	key, err := specKey(spec)
+	key, wkey, err := turnKeys(t, spec)
 	if err != nil {
 		return fmt.Errorf("prepare %s: %w", t.Folder, err)
 	}
+	warm := t.Warm && t.Hold != nil && r.mayWarm()
 	r.pool.mu.Lock()
+	// A turn of the folder that runs (Settle) may have its services up already: a warm
+	// agent started now could reach them before its own turn.
+	warm = warm && r.pool.busy[t.Folder] == 0
 	if !r.pool.watching || r.pool.image == "" || r.pool.making[t.Folder] != nil {
 		r.pool.mu.Unlock()
 		return nil
 	}
-	if cur := r.pool.ready[t.Folder]; cur != nil && cur.key == key && cur.gen == r.pool.gen {
+	if cur := r.pool.ready[t.Folder]; cur != nil && cur.key == key && cur.gen == r.pool.gen && (cur.warm != nil) == warm &&
+		(!warm || cur.wkey == wkey && !cur.warm.dead()) {
 		r.pool.mu.Unlock()
 		return nil
 	}
@@ -182,11 +214,38 @@ func (r *Runner) Prepare(ctx context.Context, t Turn) error {
 		r.pool.making = map[groupfolder.Folder]chan struct{}{}
 	}
 	r.pool.making[t.Folder] = done
+	// Made whole or not at all: a request cancelled half-way could leave a container. A
+	// turn of the folder waits for it: bounded, so that a stuck engine cannot hold it; a
+	// warm agent's making may be cut short by the turn (Settle), and is then removed
+	// before the turn goes on.
+	timeout := prepareTimeout
+	if warm {
+		timeout += warmReadyTimeout
+	}
+	actx, abort := context.WithCancel(context.WithoutCancel(ctx))
+	defer abort()
+	cctx, cancel := context.WithTimeout(actx, timeout)
+	defer cancel()
+	if warm {
+		if r.pool.abort == nil {
+			r.pool.abort = map[groupfolder.Folder]context.CancelFunc{}
+		}
+		r.pool.abort[t.Folder] = abort
+	}
 	gen := r.pool.gen
 	r.pool.mu.Unlock()
+	var release func()
+	if warm {
+		// Held while making is set: a turn of the folder waits for it (Settle).
+		if release, err = t.Hold(); err != nil {
+			r.log.Warn("warm agent not made: its services", logging.FieldFolder, string(t.Folder), "err", err)
+			warm, release = false, nil
+		}
+	}
 	defer func() {
 		r.pool.mu.Lock()
 		delete(r.pool.making, t.Folder)
+		delete(r.pool.abort, t.Folder)
 		r.pool.mu.Unlock()
 		close(done)
 	}()
@@ -195,15 +254,29 @@ func (r *Runner) Prepare(ctx context.Context, t Turn) error {
 	p := &prepared{folder: t.Folder, name: ContainerName(t.Folder, "", r.stamp(now)), key: key, gen: gen, made: now}
 	spec.Name = p.name
 	spec.Labels[engine.LabelPrepared] = key
+	if warm {
+		spec.Labels[engine.LabelWarm] = "1"
+	}
 	spec.Env = append(spec.Env, t.containerEnv(p.name)...)
-	// Made whole or not at all: a request cancelled half-way could leave a container. A
-	// turn of the folder waits for it: bounded, so that a stuck engine cannot hold it.
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), prepareTimeout)
-	defer cancel()
-	if p.id, err = r.cfg.Engine.Create(cctx, spec); err != nil {
+	p.release = release
+	// The creation itself is not cut short: the engine may finish a create whose request
+	// was cancelled.
+	if p.id, err = r.cfg.Engine.Create(context.WithoutCancel(cctx), spec); err != nil {
+		p.released()
 		return fmt.Errorf("prepare %s: create: %w", t.Folder, err)
 	}
-	if err := pe.Init(cctx, p.id); err != nil {
+	if warm {
+		p.wkey = wkey
+		line, err := prepareLine(t)
+		if err == nil {
+			err = r.startWarm(cctx, p, line)
+		}
+		if err != nil {
+			// Gone before a turn that waits for it goes on.
+			r.remove(ctx, p)
+			return fmt.Errorf("prepare %s: warm agent: %w", t.Folder, err)
+		}
+	} else if err := pe.Init(cctx, p.id); err != nil {
 		r.removeLater(ctx, p)
 		return fmt.Errorf("prepare %s: init: %w", t.Folder, err)
 	}
@@ -219,6 +292,16 @@ func (r *Runner) Prepare(ctx context.Context, t Turn) error {
 			r.pool.ready = map[groupfolder.Folder]*prepared{}
 		}
 		r.pool.ready[t.Folder] = p
+		for warm && r.pool.warmCount() > r.cfg.WarmAgents {
+			oldest := p
+			for _, q := range r.pool.ready {
+				if q.warm != nil && q.made.Before(oldest.made) {
+					oldest = q
+				}
+			}
+			delete(r.pool.ready, oldest.folder)
+			drop = append(drop, oldest)
+		}
 		for len(r.pool.ready) > r.pool.max {
 			oldest := p
 			for _, q := range r.pool.ready {
@@ -237,10 +320,22 @@ func (r *Runner) Prepare(ctx context.Context, t Turn) error {
 	return nil
 }
 
+// warmCount is how many warm agents the pool holds; mu held.
+func (p *pool) warmCount() int {
+	n := 0
+	for _, q := range p.ready {
+		if q.warm != nil {
+			n++
+		}
+	}
+	return n
+}
+
 // take hands the turn of f its prepared container when it was made from a spec of the
-// same key since the last image event, waiting for one being made. A prepared container
-// of f that does not match is removed: the turn creates its own.
-func (r *Runner) take(ctx context.Context, f groupfolder.Folder, key string) *prepared {
+// same key since the last image event (a warm agent: with the same wkey, for a turn that
+// may have one, still running), waiting for one being made. A prepared container of f
+// that does not match is removed: the turn creates its own.
+func (r *Runner) take(ctx context.Context, f groupfolder.Folder, key, wkey string, warm bool) *prepared {
 	if _, ok := r.preparer(); !ok {
 		return nil
 	}
@@ -257,14 +352,37 @@ func (r *Runner) take(ctx context.Context, f groupfolder.Folder, key string) *pr
 	r.pool.mu.Lock()
 	p := r.pool.ready[f]
 	delete(r.pool.ready, f)
-	fresh := p != nil && p.key == key && p.gen == r.pool.gen && r.pool.watching && r.pool.image != ""
+	fresh := p != nil && p.key == key && p.gen == r.pool.gen && r.pool.watching && r.pool.image != "" &&
+		(p.warm == nil || warm && p.wkey == wkey && !p.warm.dead())
 	r.pool.mu.Unlock()
 	if p != nil && !fresh {
 		r.log.Debug("prepared container dropped: the turn's spec differs", logging.FieldContainer, p.name)
-		r.removeLater(ctx, p)
+		if p.warm != nil {
+			r.remove(ctx, p)
+		} else {
+			r.removeLater(ctx, p)
+		}
 		return nil
 	}
+	if p != nil {
+		p.released()
+	}
 	return p
+}
+
+// remove removes a prepared container before it returns: a warm agent a turn does not
+// use is gone before the turn's own container starts.
+func (r *Runner) remove(ctx context.Context, p *prepared) {
+	defer p.released()
+	if p.warm != nil {
+		p.warm.att.Close()
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := r.cfg.Engine.Remove(rctx, p.id); err != nil {
+		r.log.Warn("remove prepared container: retried once the engine answers", logging.FieldContainer, p.name, "err", err)
+		r.removeAgain(p.id, p.name)
+	}
 }
 
 // removeLater removes a prepared container in the background; Close waits for it.
@@ -272,6 +390,10 @@ func (r *Runner) removeLater(ctx context.Context, p *prepared) {
 	r.removals.Add(1)
 	go func() {
 		defer r.removals.Done()
+		defer p.released()
+		if p.warm != nil {
+			p.warm.att.Close()
+		}
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
 		if err := r.cfg.Engine.Remove(rctx, p.id); err != nil {

@@ -17,6 +17,9 @@ import (
 )
 
 const (
+	// settleWait is how long a turn waits for its folder's warm agent being made (Claude
+	// Code gets ready in about 1 to 3 s) before it runs a fresh container instead.
+	settleWait = 10 * time.Second
 	// softGap is how long before the hard deadline the agent is told to wrap up.
 	softGap       = 30 * time.Second
 	maxStderrKept = 64 << 10
@@ -55,7 +58,15 @@ type Config struct {
 	// Prepared is how many folders may have a container prepared ahead at once
 	// (engine.Preparer engines only); 0 prepares none.
 	Prepared int
-	Logger   *slog.Logger
+	// WarmAgents is how many of them may be warm agents (started, waiting for their turn:
+	// warm.go), the most recently prepared; 0 starts none.
+	WarmAgents int
+	// WarmMinAvailable: below this MemAvailable (bytes) no agent is warmed and the warm ones
+	// are removed; 0 does not look.
+	WarmMinAvailable int64
+	// MemAvailable, when set, is asked instead of /proc/meminfo (tests).
+	MemAvailable func() (int64, error)
+	Logger       *slog.Logger
 }
 
 // Runner runs turns. It is safe for concurrent use.
@@ -158,9 +169,14 @@ func (r *Runner) Run(ctx context.Context, t Turn) (Result, error) {
 	} else if p := r.takeFor(ctx, t, spec); p != nil {
 		res.Container = p.name
 		tr.id = p.id
-		tr.note("prepared %s, made %s before", p.id[:min(12, len(p.id))], start.Sub(p.made).Round(time.Millisecond))
 		spec.Name = p.name
-		tr.runCreated(ctx, spec, stdin, timeout)
+		if p.warm != nil {
+			tr.note("warm agent %s, ready %s before", p.id[:min(12, len(p.id))], start.Sub(p.made).Round(time.Millisecond))
+			tr.runWarm(ctx, spec, p.warm, stdin, timeout)
+		} else {
+			tr.note("prepared %s, made %s before", p.id[:min(12, len(p.id))], start.Sub(p.made).Round(time.Millisecond))
+			tr.runCreated(ctx, spec, stdin, timeout)
+		}
 	} else {
 		tr.run(ctx, spec, stdin, timeout)
 	}
@@ -181,8 +197,9 @@ func (r *Runner) Run(ctx context.Context, t Turn) (Result, error) {
 	return res, nil
 }
 
-// takeFor is the container prepared for t's folder when one matches spec: none for a
-// task's turn (its container has a name of its own).
+// takeFor is the container prepared for t's folder when one matches spec (a warm agent
+// also t's prepare line and WarmKey): none for a task's turn (its container has a name of
+// its own).
 func (r *Runner) takeFor(ctx context.Context, t Turn, spec engine.Spec) *prepared {
 	if t.TaskID != "" {
 		return nil
@@ -190,11 +207,116 @@ func (r *Runner) takeFor(ctx context.Context, t Turn, spec engine.Spec) *prepare
 	if _, ok := r.preparer(); !ok {
 		return nil
 	}
-	key, err := specKey(spec)
+	key, wkey, err := turnKeys(t, spec)
 	if err != nil {
 		return nil
 	}
-	return r.take(ctx, t.Folder, key)
+	return r.take(ctx, t.Folder, key, wkey, t.Warm)
+}
+
+// turnKeys are the keys a prepared container of t must have: its spec's, and a warm
+// agent's.
+func turnKeys(t Turn, spec engine.Spec) (key, wkey string, err error) {
+	if key, err = specKey(spec); err != nil {
+		return "", "", err
+	}
+	line, err := prepareLine(t)
+	if err != nil {
+		return "", "", err
+	}
+	return key, warmKey(key, line, t.WarmKey), nil
+}
+
+// Settle is called by a turn before it starts anything its agent could reach (its
+// services), and done once it is over: until then no warm agent of its folder is made.
+// It waits for one being made, and removes the folder's warm agent (waiting for the
+// removal) unless t, as the turn will run it (with the services' environment), would
+// use it (warmFits): a warm agent the turn does not use never reaches the turn's services.
+func (r *Runner) Settle(ctx context.Context, t Turn) (done func()) {
+	r.pool.mu.Lock()
+	if r.pool.busy == nil {
+		r.pool.busy = map[groupfolder.Folder]int{}
+	}
+	r.pool.busy[t.Folder]++
+	making := r.pool.making[t.Folder]
+	r.pool.mu.Unlock()
+	done = sync.OnceFunc(func() {
+		r.pool.mu.Lock()
+		if r.pool.busy[t.Folder]--; r.pool.busy[t.Folder] <= 0 {
+			delete(r.pool.busy, t.Folder)
+		}
+		r.pool.mu.Unlock()
+	})
+	pe, ok := r.preparer()
+	if !ok {
+		return done
+	}
+	if making != nil {
+		select {
+		case <-making:
+		case <-time.After(settleWait):
+			// A warm agent slow to get ready: the turn runs a fresh container rather than
+			// wait; the making is cut short and its container removed first.
+			r.pool.mu.Lock()
+			if abort := r.pool.abort[t.Folder]; abort != nil {
+				abort()
+			}
+			r.pool.mu.Unlock()
+			select {
+			case <-making:
+			case <-ctx.Done():
+				return done
+			}
+		case <-ctx.Done():
+			return done
+		}
+	}
+	r.pool.mu.Lock()
+	p := r.pool.ready[t.Folder]
+	r.pool.mu.Unlock()
+	if p == nil || p.warm == nil || r.warmFits(ctx, pe, t, p) {
+		return done
+	}
+	r.pool.mu.Lock()
+	if r.pool.ready[t.Folder] != p {
+		r.pool.mu.Unlock()
+		return done
+	}
+	delete(r.pool.ready, t.Folder)
+	r.pool.mu.Unlock()
+	r.log.Info("warm agent dropped: the turn differs from what it was prepared with", logging.FieldContainer, p.name, logging.FieldFolder, string(t.Folder))
+	r.remove(ctx, p)
+	return done
+}
+
+// warmFits says whether the warm agent p serves t: a turn that may have one (not a task's,
+// whose services would otherwise run beside it), with the same keys, the agent alive and
+// the image its reference names now the one it was made with (the image's events may come
+// later than the turn).
+func (r *Runner) warmFits(ctx context.Context, pe engine.Preparer, t Turn, p *prepared) bool {
+	if !t.Warm || t.TaskID != "" || p.warm.dead() {
+		return false
+	}
+	dirs, err := r.cfg.Layout.Ensure(t.Folder, os.Getuid(), os.Getgid())
+	if err != nil {
+		return false
+	}
+	mounts, err := r.Mounts(t.Folder, dirs, t.ProjectMounts, t.ExtraMounts)
+	if err != nil {
+		return false
+	}
+	spec := r.spec(t, "", mounts, r.timeout(t))
+	if r.admit(&spec) != nil {
+		return false
+	}
+	key, wkey, err := turnKeys(t, spec)
+	if err != nil || p.key != key || p.wkey != wkey {
+		return false
+	}
+	id, err := pe.ImageID(ctx, r.cfg.Image)
+	r.pool.mu.Lock()
+	defer r.pool.mu.Unlock()
+	return err == nil && id == r.pool.image && p.gen == r.pool.gen
 }
 
 // Close removes the prepared containers and waits for the removals still running after
@@ -290,6 +412,12 @@ func (tr *turnRun) runCreated(ctx context.Context, spec engine.Spec, stdin []byt
 		return
 	}
 	tr.note("started")
+	tr.feed(ctx, spec, att, capture, copied, streamEnd, stdin, timeout)
+}
+
+// feed writes the turn's input line to the started container and supervises it to its
+// end: copied and streamEnd are its output copy's.
+func (tr *turnRun) feed(ctx context.Context, spec engine.Spec, att *engine.Attachment, capture *contract.Capture, copied <-chan error, streamEnd <-chan struct{}, stdin []byte, timeout time.Duration) {
 	// The input counts as sent once Write took the whole line: the agent may then have
 	// read it. Closing stdin only adds the EOF after it.
 	inputErr := make(chan error, 1)

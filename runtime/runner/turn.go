@@ -58,6 +58,18 @@ type Turn struct {
 	// ContainerEnv, when set, mints the variables of one container by its name, such as
 	// its model token: a container prepared ahead gets them before any run is its.
 	ContainerEnv func(name string) []string
+	// Warm says that the turn's agent may be a warm agent, started ahead with the turn's
+	// prepare line (warm.go): its folder has nothing that must not run before its turn
+	// (sidecars). Only an image that declares contract.PrepareLabel gets one.
+	Warm bool
+	// WarmKey is what else a warm agent depends on that neither the spec nor the prepare
+	// line shows (a digest of its seeded home): a turn with another does not use it.
+	WarmKey string
+	// Hold, when set on a Turn handed to Prepare, starts what a warm agent of the turn
+	// connects to at its start (the MCP server, held until its turn binds it); release is
+	// called once no warm agent made from it waits anymore: it was removed, or a turn took
+	// it. Prepare calls it only for a warm agent, while no turn of the folder runs.
+	Hold func() (release func(), err error)
 	// OnCreated, when set, learns the container's name and id before it starts.
 	OnCreated func(name, id string)
 	// OnInput, when set, is called once the whole input line is written to the container's
