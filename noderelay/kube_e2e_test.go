@@ -3,8 +3,6 @@ package noderelay
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -20,7 +18,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/arizuko/arizukod/contract"
 	"github.com/arizuko/arizukod/gateway"
@@ -28,46 +25,7 @@ import (
 	"github.com/arizuko/arizukod/internal/agentdir"
 	"github.com/arizuko/arizukod/internal/enginetest"
 	"github.com/arizuko/arizukod/internal/fakemodel"
-	"github.com/arizuko/arizukod/runtime/engine"
 )
-
-// kubectl runs the cluster's kubectl with stdin, failing the test on an error.
-func kubectl(t *testing.T, k enginetest.Kube, stdin []byte, args ...string) string {
-	t.Helper()
-	cmd := exec.Command(filepath.Join(k.Bin, "kubectl"), append([]string{"--kubeconfig", k.Kubeconfig, "--request-timeout=60s"}, args...)...)
-	cmd.Stdin = bytes.NewReader(stdin)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return string(out)
-}
-
-// manifest is contrib/kubernetes/<name> with its placeholders and paths replaced.
-func manifest(t *testing.T, name string, repl ...string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "contrib", "kubernetes", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return []byte(strings.NewReplacer(repl...).Replace(string(b)))
-}
-
-// nodeIP is the InternalIP of node, where the node's Pods reach its host.
-func nodeIP(t *testing.T, cs kubernetes.Interface, node string) string {
-	t.Helper()
-	n, err := cs.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, a := range n.Status.Addresses {
-		if a.Type == corev1.NodeInternalIP {
-			return a.Address
-		}
-	}
-	t.Fatalf("node %s has no InternalIP: %+v", node, n.Status.Addresses)
-	return ""
-}
 
 // TestNodeDaemonSetRelaysATurnPodOnTheCluster applies contrib/kubernetes/ to the test
 // host's cluster with the arizukod image built from this tree, runs the node agent as the
@@ -81,20 +39,7 @@ func TestNodeDaemonSetRelaysATurnPodOnTheCluster(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 
-	bin, err := enginetest.StaticBinary("github.com/arizuko/arizukod/cmd/arizukod", "arizukod")
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256(data)
-	image := "localhost/arizukod:" + hex.EncodeToString(sum[:6])
-	if err := engine.ImportStatic(ctx, eng, image, bin); err != nil {
-		t.Fatal(err)
-	}
-	k.ImportImage(t, e, image)
+	image := k.ArizukodImage(t, e, eng)
 	agentImage := enginetest.EnsureAgentImage(t, e, eng)
 	k.ImportImage(t, e, agentImage)
 
@@ -133,7 +78,7 @@ func TestNodeDaemonSetRelaysATurnPodOnTheCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Stop()
-	ln, err := net.Listen("tcp", net.JoinHostPort(nodeIP(t, cs, k.Node), "0"))
+	ln, err := net.Listen("tcp", net.JoinHostPort(k.NodeIP(t), "0"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,10 +109,10 @@ func TestNodeDaemonSetRelaysATurnPodOnTheCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	secret, _ := json.Marshal(Secret(nc, DefaultNamespace, "arizuko-node-relay"))
-	objects := [][]byte{manifest(t, "namespace.yaml"), manifest(t, "rbac.yaml"), manifest(t, "networkpolicy.yaml"), secret,
-		manifest(t, "node-daemonset.yaml", repl...)}
+	objects := [][]byte{enginetest.Manifest(t, "namespace.yaml"), enginetest.Manifest(t, "rbac.yaml"), enginetest.Manifest(t, "networkpolicy.yaml"), secret,
+		enginetest.Manifest(t, "node-daemonset.yaml", repl...)}
 	for _, o := range objects {
-		kubectl(t, k, o, "apply", "-f", "-")
+		k.Kubectl(t, o, "apply", "-f", "-")
 	}
 	t.Cleanup(func() {
 		for _, o := range [][]byte{objects[4], objects[3], objects[2]} {
@@ -178,9 +123,9 @@ func TestNodeDaemonSetRelaysATurnPodOnTheCluster(t *testing.T) {
 	})
 	// The RuntimeClass is the cluster's already (hack/kube); the central's manifests are
 	// checked by the API server without being made (the cluster has no RWX storage).
-	kubectl(t, k, manifest(t, "runtimeclass.yaml"), "apply", "--dry-run=server", "-f", "-")
-	kubectl(t, k, manifest(t, "central.yaml", repl...), "apply", "--dry-run=server", "-f", "-")
-	kubectl(t, k, nil, "-n", DefaultNamespace, "rollout", "status", "daemonset/arizuko-node", "--timeout=180s")
+	k.Kubectl(t, enginetest.Manifest(t, "runtimeclass.yaml"), "apply", "--dry-run=server", "-f", "-")
+	k.Kubectl(t, enginetest.Manifest(t, "central.yaml", repl...), "apply", "--dry-run=server", "-f", "-")
+	k.Kubectl(t, nil, "-n", DefaultNamespace, "rollout", "status", "daemonset/arizuko-node", "--timeout=180s")
 
 	// The central asks the API where a slug's Pod is: a Pod on another node (a kwok
 	// node, kept running) is no slug this node may reach; a certificate for any node that
@@ -218,7 +163,7 @@ func TestNodeDaemonSetRelaysATurnPodOnTheCluster(t *testing.T) {
 	// node's.
 	run := func(name, prompt string) contract.Output {
 		t.Helper()
-		dirType := corev1.HostPathDirectory // as the engine: the node makes it
+		dirType := corev1.HostPathDirectoryOrCreate // as the engine: the kubelet makes it if the node has not yet
 		uid, no, yes := int64(1000), false, true
 		pod := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: DefaultNamespace, Annotations: map[string]string{Annotation: slug},
@@ -268,7 +213,7 @@ func TestNodeDaemonSetRelaysATurnPodOnTheCluster(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out := kubectl(t, k, line, "-n", DefaultNamespace, "attach", "-i", "-q", name, "-c", "agent")
+		out := k.Kubectl(t, line, "-n", DefaultNamespace, "attach", "-i", "-q", name, "-c", "agent")
 		var c contract.Capture
 		c.Write([]byte(out))
 		res, err := c.Result()

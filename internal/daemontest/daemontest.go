@@ -1,12 +1,12 @@
 // Package daemontest runs the real arizukod in tests: it builds the binary once per test
 // process, writes a configuration over a fresh directory in $TMPDIR (else /tmp), starts
-// `arizukod serve` as a subprocess on a real engine of the test host, talks to it over its
-// unix socket and, at cleanup, stops it and checks that no container of its instance is
-// left.
+// `arizukod serve` as a subprocess on a real engine of the test host (or its Kubernetes
+// cluster, kube.go), talks to it over its unix socket and, at cleanup, stops it and checks
+// that no container (Pod) of its instance is left.
 //
-// It owns only the daemons it starts, their directories and the private Podman services it
-// starts (podman.go). It must not stop, restart or reconfigure the test host's engines,
-// journald or systemd manager.
+// It owns only the daemons it starts, their directories, the private Podman services it
+// starts (podman.go) and the service account tokens it asks for. It must not stop, restart
+// or reconfigure the test host's engines, cluster, journald or systemd manager.
 package daemontest
 
 import (
@@ -127,6 +127,9 @@ type Config struct {
 	// then the Podman its image is built on and imported from. TOML must not have
 	// [kubernetes] or [limits], which the daemon's configuration then has.
 	Kube *enginetest.Kube
+	// KubeConf is, with Kube, how the daemon is on the cluster; the zero value is the
+	// admin kubeconfig, the default namespace and the Pods mounting its own IPC directories.
+	KubeConf KubeConf
 }
 
 // Daemon is one arizukod of a test, over its own directory.
@@ -180,7 +183,7 @@ func New(t testing.TB, cfg Config) *Daemon {
 	d.Client = apiwire.NewClient(d.Socket)
 	if cfg.Kube != nil {
 		d.kubePids = cfg.Kube.PodPidsLimit(t)
-		d.Eng = openKube(t, *cfg.Kube, cfg.Engine, image, d.kubePids)
+		d.Eng = openKube(t, *cfg.Kube, cfg.Engine, image, d.kubePids, cfg.KubeConf.Namespace)
 	}
 	if err := copyTree(filepath.Join(repoRoot(t), "container", "skills"), filepath.Join(dir, "skills")); err != nil {
 		t.Fatal(err)

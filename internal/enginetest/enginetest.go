@@ -2,7 +2,9 @@
 // hack/testhost/up.sh starts, and the example agent image inside each of them. It owns no
 // engine: it only reads the addresses up.sh exported. It also reads back the hardening a
 // Quadlet unit or an engine command line gives its container (QuadletHardening,
-// ArgvHardening), for the tests of what renders them.
+// ArgvHardening), for the tests of what renders them. On the test host's Kubernetes cluster
+// (kube.go) it imports images into the real node and runs kubectl with the manifests of
+// contrib/kubernetes as the tests fill them in; it never changes the cluster's own setup.
 //
 // The tests that use it live in files named *_e2e_test.go (internal/archtest checks the
 // names). They run when the real-part suite is asked for (Asked): hack/test.sh and CI set
@@ -204,18 +206,21 @@ func StaticBinary(pkg, name string) (string, error) {
 // checkoutID names the checkout of the module that dir is in: a digest of the directory
 // holding go.mod (of dir itself when there is none).
 func checkoutID(dir string) string {
-	root := dir
+	sum := sha256.Sum256([]byte(moduleRoot(dir)))
+	return hex.EncodeToString(sum[:6])
+}
+
+// moduleRoot is the directory holding go.mod at or above dir (dir itself when there is
+// none).
+func moduleRoot(dir string) string {
 	for d := dir; ; d = filepath.Dir(d) {
 		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-			root = d
-			break
+			return d
 		}
 		if filepath.Dir(d) == d {
-			break
+			return dir
 		}
 	}
-	sum := sha256.Sum256([]byte(root))
-	return hex.EncodeToString(sum[:6])
 }
 
 // EnsureAgentImage imports the example agent into eng as AgentImage:<digest of the binary>,

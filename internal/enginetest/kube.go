@@ -1,11 +1,23 @@
 package enginetest
 
 import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/arizuko/arizukod/runtime/engine"
 )
 
 // Kube is the test host's Kubernetes cluster (hack/kube/up.sh, started by
@@ -56,4 +68,86 @@ func (k Kube) ImportImage(t testing.TB, e Engine, ref string) {
 	if err != nil {
 		t.Fatalf("ctr images import %s: %v\n%s", ref, err, out)
 	}
+}
+
+// Client is a clientset of the cluster with the admin kubeconfig.
+func (k Kube) Client(t testing.TB) kubernetes.Interface {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", k.Kubeconfig)
+	if err != nil {
+		t.Fatalf("kubeconfig %s: %v", k.Kubeconfig, err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
+// Kubectl runs the cluster's kubectl (admin) with stdin and returns its output, failing
+// the test on an error.
+func (k Kube) Kubectl(t testing.TB, stdin []byte, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(k.Bin, "kubectl"), append([]string{"--kubeconfig", k.Kubeconfig, "--request-timeout=60s"}, args...)...)
+	cmd.Stdin = bytes.NewReader(stdin)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// Manifest is contrib/kubernetes/<name> of this checkout with every pair of repl
+// (old, new) replaced, as an operator fills in its placeholders.
+func Manifest(t testing.TB, name string, repl ...string) []byte {
+	t.Helper()
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(moduleRoot(wd), "contrib", "kubernetes", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []byte(strings.NewReplacer(repl...).Replace(string(b)))
+}
+
+// NodeIP is the real node's InternalIP, where its Pods reach its host.
+func (k Kube) NodeIP(t testing.TB) string {
+	t.Helper()
+	n, err := k.Client(t).CoreV1().Nodes().Get(context.Background(), k.Node, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range n.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP {
+			return a.Address
+		}
+	}
+	t.Fatalf("node %s has no InternalIP: %+v", k.Node, n.Status.Addresses)
+	return ""
+}
+
+// ArizukodImage builds cmd/arizukod statically, imports it into e (a Podman of the test
+// host) as localhost/arizukod:<digest of the binary> and from there into the real node:
+// the image of the node DaemonSet, never pulled.
+func (k Kube) ArizukodImage(t testing.TB, e Engine, eng engine.Engine) string {
+	t.Helper()
+	bin, err := StaticBinary("github.com/arizuko/arizukod/cmd/arizukod", "arizukod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(data)
+	image := "localhost/arizukod:" + hex.EncodeToString(sum[:6])
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := engine.ImportStatic(ctx, eng, image, bin); err != nil {
+		t.Fatal(err)
+	}
+	k.ImportImage(t, e, image)
+	return image
 }
