@@ -81,15 +81,12 @@ func (c *relayCluster) manifest(t *testing.T, name string) []byte {
 		"imagePullPolicy: IfNotPresent", "imagePullPolicy: Never")
 }
 
-// central is a daemon of the cluster with its service account: the node agents' relay
-// when relayed, else the turn Pods mount its IPC directories themselves (node_ipc_dir "").
-func (c *relayCluster) central(t *testing.T, relayed bool, cfg daemontest.Config) *daemontest.Daemon {
+// central is a daemon of the cluster with its service account, whose turn Pods' sockets
+// the node agents serve and relay to it.
+func (c *relayCluster) central(t *testing.T, cfg daemontest.Config) *daemontest.Daemon {
 	t.Helper()
 	cfg.Engine, cfg.Kube = c.pm, &c.k
-	cfg.KubeConf = daemontest.KubeConf{Kubeconfig: c.kubeconfig, Namespace: c.ns}
-	if relayed {
-		cfg.KubeConf.NodeIPCDir, cfg.KubeConf.RelayListen = c.nodeIPC, c.relay
-	}
+	cfg.KubeConf = daemontest.KubeConf{Kubeconfig: c.kubeconfig, Namespace: c.ns, NodeIPCDir: c.nodeIPC, RelayListen: c.relay}
 	return daemontest.New(t, cfg)
 }
 
@@ -173,7 +170,7 @@ func TestKubeTurnThroughTheNodeRelay(t *testing.T) {
 	fake := fakemodel.Start()
 	defer fake.Close()
 	key := "sk-ant-test-" + daemontest.RandHex(16)
-	d := c.central(t, true, daemontest.Config{EnvFile: "ANTHROPIC_API_KEY=" + key + "\n",
+	d := c.central(t, daemontest.Config{EnvFile: "ANTHROPIC_API_KEY=" + key + "\n",
 		TOML: fmt.Sprintf("[model]\nupstream = %q\n", fake.URL)})
 	c.startNodes(t, d)
 	d.Start(t)
@@ -275,7 +272,7 @@ func TestKubeRelayedTurnOutlivesTheCentral(t *testing.T) {
 	fake := fakemodel.Start()
 	defer fake.Close()
 	key := "sk-ant-test-" + daemontest.RandHex(16)
-	d := c.central(t, true, daemontest.Config{EnvFile: "ANTHROPIC_API_KEY=" + key + "\n",
+	d := c.central(t, daemontest.Config{EnvFile: "ANTHROPIC_API_KEY=" + key + "\n",
 		TOML: fmt.Sprintf("[model]\nupstream = %q\n", fake.URL)})
 	c.startNodes(t, d)
 	d.Start(t)
@@ -308,65 +305,3 @@ func TestKubeRelayedTurnOutlivesTheCentral(t *testing.T) {
 		t.Errorf("the upstream did not get one request with the key from the central: %d requests", len(reqs))
 	}
 }
-
-// TestKubeRelayTurnLatency measures, for BENCHMARKS.md, turns submitted to the API whose
-// agent uses no socket, and whose agent asks the model and lists the MCP tools, in a Pod
-// prepared ahead and in a new one, on the same cluster: through the node DaemonSet's relay, and with the Pods mounting the
-// central's own IPC directories (node_ipc_dir ""). The two centrals run at once and take
-// turns, so that the load of the machine weighs on both alike. It runs only when ARIZUKO_BENCH_KUBE is set: a
-// measurement, not a check.
-func TestKubeRelayTurnLatency(t *testing.T) {
-	if os.Getenv("ARIZUKO_BENCH_KUBE") == "" {
-		t.Skip("a measurement: set ARIZUKO_BENCH_KUBE=1 to run it")
-	}
-	const n = 15
-	c := newRelayCluster(t)
-	fake := fakemodel.Start()
-	defer fake.Close()
-	cfg := daemontest.Config{EnvFile: "ANTHROPIC_API_KEY=sk-ant-test-" + daemontest.RandHex(16) + "\n",
-		TOML: fmt.Sprintf("[model]\nupstream = %q\n", fake.URL)}
-	centrals := []struct {
-		name string
-		d    *daemontest.Daemon
-	}{{"through the node relay", c.central(t, true, cfg)}, {`node_ipc_dir ""`, c.central(t, false, cfg)}}
-	c.startNodes(t, centrals[0].d)
-	for _, ce := range centrals {
-		ce.d.Start(t)
-		ce.d.AddGroup(t, "main")
-	}
-	for _, turn := range []struct {
-		what, msg, want string
-		cold            bool // in a new folder each time: no Pod prepared
-	}{
-		{"prepared, no socket", "reply hi", "hi", false},
-		{"prepared, model and MCP", "all model hi ;; mcp list", "echo: hi", false},
-		{"nothing prepared, model and MCP", "all model hi ;; mcp list", "echo: hi", true},
-	} {
-		ds := make([][]time.Duration, len(centrals))
-		for i := range n + 2 {
-			for j, ce := range centrals {
-				folder := "main"
-				if turn.cold {
-					folder = fmt.Sprintf("cold%02d", i)
-					ce.d.AddGroup(t, folder)
-				}
-				time.Sleep(2 * time.Second) // the Pod prepared after its last turn is up by now
-				start := time.Now()
-				r := ce.d.Turn(t, folder, turn.msg)
-				if r.State != "exited" || r.Status != "ok" || !strings.Contains(r.Result, turn.want) {
-					t.Fatalf("%s: %+v", ce.name, r)
-				}
-				if i >= 2 { // the first two warm up the cluster and the daemon
-					ds[j] = append(ds[j], time.Since(start))
-				}
-			}
-		}
-		for j, ce := range centrals {
-			slices.Sort(ds[j])
-			t.Logf("%-22s %-31s n=%d p50 %6.1f ms  min %6.1f ms  p90 %6.1f ms", ce.name, turn.what, n,
-				ms(ds[j][n/2]), ms(ds[j][0]), ms(ds[j][n*9/10]))
-		}
-	}
-}
-
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
