@@ -308,12 +308,12 @@ func (b *bench) claudeLatency(ctx context.Context) error {
 		return err
 	}
 	methods := []*claudeMethod{bare, prun}
-	cold, err := b.claudeDaemon(ctx, k, "claude-warm-off", "", claudeFolder)
+	cold, err := b.claudeDaemon(ctx, k, "claude-warm-off", "warm_agents = 0\n", claudeFolder)
 	if err != nil {
 		return err
 	}
 	coldM := daemonMethod("arizukod, warm agents off",
-		"CreateRun + WaitRun against `arizukod serve` on Podman 4 (max_running 5, prepared 5: the defaults), image "+claudeImage+
+		"CreateRun + WaitRun against `arizukod serve` on Podman 4 (max_running 5, prepared 5: the defaults; warm_agents = 0: containers prepared ahead, Claude Code not started), image "+claudeImage+
 			", [model] upstream the scripted upstream's loopback port behind the model gateway, arizuko's MCP server, the folder's session resumed, the assembled system prompt", cold)
 	methods = append(methods, coldM)
 	// One turn of the daemon first, not counted: its model request tells the tools of
