@@ -315,3 +315,24 @@ func TestNamesUniqueFake(t *testing.T) {
 		t.Errorf("%d turns got %d container names and %d run logs", n, len(names), len(logs))
 	}
 }
+
+// TestNameTakenFake: another process on the engine (a second daemon, another checkout's
+// tests) made a container with the name this turn's would have, in the same millisecond:
+// the turn takes the next name instead of failing.
+func TestNameTakenFake(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := fakeengine.New(fakeengine.Script{Stdout: answer(contract.StatusOK, "done")})
+		r, _ := fakeRunner(t, e, time.Minute)
+		taken := runner.ContainerName("main", "", time.Now())
+		if _, err := e.Create(context.Background(), engine.Spec{Name: taken, Image: "img"}); err != nil {
+			t.Fatal(err)
+		}
+		res, err := r.Run(context.Background(), turnOf("r1"))
+		if err != nil || res.Failure != runner.FailNone || res.Output.Result != "done" {
+			t.Fatalf("run: %+v, %v; want an answer in a container of another name", res, err)
+		}
+		if want := runner.ContainerName("main", "", time.Now().Add(time.Millisecond)); res.Container != want {
+			t.Errorf("container %s, want %s (the next millisecond's name)", res.Container, want)
+		}
+	})
+}

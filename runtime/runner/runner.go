@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -357,12 +358,30 @@ func (tr *turnRun) fail(f Failure, terminal bool, format string, args ...any) {
 	tr.note("failed (%s): %s", f, tr.res.Output.Error)
 }
 
+// nameTries bounds the names a turn tries when another process took its container's.
+const nameTries = 3
+
 func (tr *turnRun) run(ctx context.Context, spec engine.Spec, stdin []byte, timeout time.Duration) {
 	e := tr.r.cfg.Engine
-	// A kill does not cancel the creation: the engine may finish a create whose request was
-	// cancelled, and the container would be left behind. It is removed once it exists.
-	spec.Env = append(spec.Env, tr.t.containerEnv(spec.Name)...)
-	id, err := e.Create(context.WithoutCancel(ctx), spec)
+	env := spec.Env
+	var (
+		id  string
+		err error
+	)
+	for range nameTries {
+		// A kill does not cancel the creation: the engine may finish a create whose request
+		// was cancelled, and the container would be left behind. It is removed once it exists.
+		spec.Env = append(slices.Clip(env), tr.t.containerEnv(spec.Name)...)
+		if id, err = e.Create(context.WithoutCancel(ctx), spec); !errors.Is(err, engine.ErrNameInUse) {
+			break
+		}
+		// Another process on the engine (a second daemon, another checkout's tests) named a
+		// container of this folder in the same millisecond: the next one is this turn's.
+		tr.note("name %s in use on the engine", spec.Name)
+		tr.stamp = tr.r.stamp(time.Now())
+		spec.Name = ContainerName(tr.t.Folder, tr.t.TaskID, tr.stamp)
+		tr.res.Container = spec.Name
+	}
 	if err != nil {
 		err = tr.r.info().CreateError(spec, err)
 		if errors.Is(err, engine.ErrCreate) {
