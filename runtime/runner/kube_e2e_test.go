@@ -6,7 +6,6 @@ import (
 	"errors"
 	"net"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -50,30 +49,8 @@ func newKubeHarness(t *testing.T, mod func(*runner.Config)) *harness {
 	if err != nil {
 		enginetest.Missing(t, "the cluster at %s does not answer: %v", k.Kubeconfig, err)
 	}
-	dataDir := enginetest.DataDir(t)
-	layout, err := groupfolder.NewLayout(dataDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	skills := filepath.Join(dataDir, "skills")
-	if err := os.MkdirAll(filepath.Join(skills, "diary"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	cfg := runner.Config{
-		Engine: eng, Info: info, Layout: layout, Image: kubeImage,
-		Instance:  "test-" + filepath.Base(dataDir),
-		SkillsDir: skills, StopGrace: time.Second, Timeout: time.Minute,
-	}
-	if mod != nil {
-		mod(&cfg)
-	}
-	r, err := runner.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := &harness{t: t, name: "kubernetes", eng: eng, info: info, runner: r, layout: layout, cfg: cfg,
-		turnMod: func(tn *runner.Turn) { tn.Limits.PidsLimit = kubePids }}
-	t.Cleanup(h.assertNoLeftovers)
+	h := harnessOn(t, "kubernetes", eng, info, kubeImage, mod)
+	h.turnMod = func(tn *runner.Turn) { tn.Limits.PidsLimit = kubePids }
 	return h
 }
 

@@ -36,7 +36,13 @@ type harness struct {
 func newHarness(t *testing.T, e enginetest.Engine, mod func(*runner.Config)) *harness {
 	t.Helper()
 	eng, info := e.Open(t)
-	image := enginetest.EnsureAgentImage(t, e, eng)
+	return harnessOn(t, e.Name, eng, info, enginetest.EnsureAgentImage(t, e, eng), mod)
+}
+
+// harnessOn is a harness whose runner drives eng with image, over a data directory of its
+// own; it checks at the end that nothing of its instance is left on the engine.
+func harnessOn(t *testing.T, name string, eng engine.Engine, info engine.Info, image string, mod func(*runner.Config)) *harness {
+	t.Helper()
 	dataDir := enginetest.DataDir(t)
 	layout, err := groupfolder.NewLayout(dataDir)
 	if err != nil {
@@ -58,7 +64,7 @@ func newHarness(t *testing.T, e enginetest.Engine, mod func(*runner.Config)) *ha
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, name: e.Name, eng: eng, info: info, runner: r, layout: layout, cfg: cfg}
+	h := &harness{t: t, name: name, eng: eng, info: info, runner: r, layout: layout, cfg: cfg}
 	t.Cleanup(h.assertNoLeftovers)
 	return h
 }
