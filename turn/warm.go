@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -38,19 +39,30 @@ func warmable(plan Plan) bool { return len(plan.Config.Sidecars) == 0 }
 // the session's .claude.json. A warm agent prepared with another is not used.
 func homeKey(layout groupfolder.Layout, f groupfolder.Folder, dirs groupfolder.Dirs) (string, error) {
 	h := sha256.New()
-	// The operator's copy is the daemon's, never mounted writable: plain reads.
+	// The operator's copy is the daemon's, never mounted writable: plain reads. Another
+	// turn of f may be completing it meanwhile (runner's protect): its files in flight are
+	// not content, and a name gone before it is read was one of them.
 	err := filepath.WalkDir(dirs.Claude, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
+		if agentdir.IsTemp(d.Name()) {
+			return nil
+		}
 		rel, _ := filepath.Rel(dirs.Claude, p)
 		info, err := d.Info()
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
 		if err != nil {
 			return err
 		}
 		fmt.Fprintf(h, "%s\x00%v\x00%d\x00", rel, info.Mode(), info.Size())
 		if info.Mode().IsRegular() {
 			f, err := os.Open(p)
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
 			if err != nil {
 				return err
 			}

@@ -326,9 +326,19 @@ func (d *Dir) CreateFile(rel string, data []byte, perm os.FileMode, owner *Owner
 	return true, nil
 }
 
+// tempMarker is in the name of every file WriteFile and CreateFile write before it takes
+// its place: such a file is gone (renamed, linked and unlinked) a moment later.
+const tempMarker = ".tmp-"
+
+// IsTemp says whether name (a base name) is one of those files, which a reader walking a
+// directory skips: they are not part of its content.
+func IsTemp(name string) bool {
+	return strings.HasPrefix(name, ".") && strings.Contains(name, tempMarker)
+}
+
 // temp writes data into a new file of d named after base, and returns its name.
 func (d *Dir) temp(base string, data []byte, perm os.FileMode, owner *Owner) (string, error) {
-	name := "." + base + ".tmp-" + rand.Text()
+	name := "." + base + tempMarker + rand.Text()
 	f, err := d.Create(name, perm)
 	if err != nil {
 		return "", err
