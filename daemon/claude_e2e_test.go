@@ -3,7 +3,6 @@ package daemon_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -191,16 +190,8 @@ func testClaudeAgent(t *testing.T, e enginetest.Engine) {
 	if _, err := st.AddRoute(context.Background(), store.Route{Seq: 1, Match: "platform=telegram", Target: "main"}); err != nil {
 		t.Fatal(err)
 	}
-	code, body, err := d.Do(http.MethodPost, "/v1/messages", "application/json",
-		[]byte(`{"platform":"telegram","chatJid":"tg:42","sender":"tg:7","content":"please use send_reply"}`))
-	if err != nil || code != http.StatusAccepted {
-		t.Fatalf("POST /v1/messages: %d %s %v", code, body, err)
-	}
-	var routed struct {
-		IDs []int64 `json:"ids"`
-	}
-	json.Unmarshal(body, &routed)
-	third := inboxTurn(t, d, st, routed.IDs[0])
+	id := routeChat(t, d, "tg:42", "please use send_reply")
+	third := inboxTurn(t, d, st, id)
 	if third.Status != "ok" || !strings.HasPrefix(third.Result, "tool said: ") {
 		t.Errorf("tool turn: %s %q %q", third.Status, third.Result, third.Error)
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
-	"net/http"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -181,16 +180,8 @@ func TestKubeClaude(t *testing.T) {
 	if _, err := st.AddRoute(context.Background(), store.Route{Seq: 1, Match: "platform=telegram", Target: "main"}); err != nil {
 		t.Fatal(err)
 	}
-	code, body, err := d.Do(http.MethodPost, "/v1/messages", "application/json",
-		[]byte(`{"platform":"telegram","chatJid":"tg:42","sender":"tg:7","content":"please use send_reply"}`))
-	if err != nil || code != http.StatusAccepted {
-		t.Fatalf("POST /v1/messages: %d %s %v", code, body, err)
-	}
-	var routed struct {
-		IDs []int64 `json:"ids"`
-	}
-	json.Unmarshal(body, &routed)
-	replied := inboxTurn(t, d, st, routed.IDs[0])
+	id := routeChat(t, d, "tg:42", "please use send_reply")
+	replied := inboxTurn(t, d, st, id)
 	if replied.Status != "ok" || !strings.HasPrefix(replied.Result, "tool said: ") {
 		t.Errorf("send_reply turn: %s %q %q", replied.Status, replied.Result, replied.Error)
 	}
@@ -229,19 +220,11 @@ func TestKubeRestartAdopt(t *testing.T) {
 	if _, err := st.AddRoute(context.Background(), store.Route{Seq: 1, Match: "platform=telegram", Target: "main"}); err != nil {
 		t.Fatal(err)
 	}
-	code, body, err := d.Do(http.MethodPost, "/v1/messages", "application/json",
-		[]byte(`{"platform":"telegram","chatJid":"tg:42","sender":"tg:7","content":"sleep 8s"}`))
-	if err != nil || code != http.StatusAccepted {
-		t.Fatalf("POST /v1/messages: %d %s %v", code, body, err)
-	}
-	var routed struct {
-		IDs []int64 `json:"ids"`
-	}
-	json.Unmarshal(body, &routed)
+	id := routeChat(t, d, "tg:42", "sleep 8s")
 	var run apiwire.Run
 	for deadline := time.Now().Add(time.Minute); run.ID == ""; time.Sleep(50 * time.Millisecond) {
 		for _, r := range d.Runs(t, "folder=main") {
-			if r.InboxFirst <= routed.IDs[0] && routed.IDs[0] <= r.InboxLast {
+			if r.InboxFirst <= id && id <= r.InboxLast {
 				run = r
 			}
 		}

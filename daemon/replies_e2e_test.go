@@ -128,6 +128,24 @@ func testReplies(t *testing.T, e enginetest.Engine) {
 	}
 }
 
+// routeChat posts content as a telegram message from tg:7 in chat (POST /v1/messages, which
+// the group's routes send to main) and returns its inbox id.
+func routeChat(t *testing.T, d *daemontest.Daemon, chat, content string) int64 {
+	t.Helper()
+	msg, _ := json.Marshal(map[string]string{"platform": "telegram", "chatJid": chat, "sender": "tg:7", "content": content})
+	code, body, err := d.Do(http.MethodPost, "/v1/messages", "application/json", msg)
+	if err != nil || code != http.StatusAccepted {
+		t.Fatalf("POST /v1/messages: %d %s %v", code, body, err)
+	}
+	var routed struct {
+		IDs []int64 `json:"ids"`
+	}
+	if err := json.Unmarshal(body, &routed); err != nil || len(routed.IDs) != 1 {
+		t.Fatalf("POST /v1/messages answered %s (%v), want one inbox id", body, err)
+	}
+	return routed.IDs[0]
+}
+
 // inboxTurn waits for the inbox run that covers message id to end.
 func inboxTurn(t *testing.T, d *daemontest.Daemon, st *store.Store, id int64) apiwire.Run {
 	t.Helper()
