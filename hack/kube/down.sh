@@ -123,17 +123,7 @@ remove_links() {
 }
 
 main() {
-	case ${1:-} in
-	-h | --help)
-		usage
-		return 0
-		;;
-	"") ;;
-	*)
-		usage >&2
-		return 2
-		;;
-	esac
+	no_arguments "$@"
 	require_root
 	check_layout
 	if [[ ! -d $KUBE_DIR ]]; then

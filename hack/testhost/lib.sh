@@ -63,6 +63,22 @@ die() {
 	exit 1
 }
 
+# no_arguments "$@": the check of a script that takes no argument but -h/--help, which
+# prints its usage; anything else prints the usage and fails (exit 2).
+no_arguments() {
+	case ${1:-} in
+	-h | --help)
+		usage
+		exit 0
+		;;
+	"") ;;
+	*)
+		usage >&2
+		exit 2
+		;;
+	esac
+}
+
 require_root() {
 	[[ $(id -u) -eq 0 ]] || die "must run as root (it starts container engines and mounts the chroot)"
 }

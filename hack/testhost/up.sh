@@ -550,17 +550,7 @@ write_env() {
 }
 
 main() {
-	case ${1:-} in
-	-h | --help)
-		usage
-		return 0
-		;;
-	"") ;;
-	*)
-		usage >&2
-		return 2
-		;;
-	esac
+	no_arguments "$@"
 	require_root
 	check_layout
 	local t0=$SECONDS uid
