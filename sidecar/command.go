@@ -24,12 +24,14 @@ const (
 // CommandLine is the engine CLI's command that runs the sidecar in the foreground and
 // removes its container when it ends: the transient unit's main process.
 //
-//	podman --url URI run --rm ARGS   ARGS: what Podman's Quadlet generator makes of u.Container
-//	docker -H URI run --rm ARGS      ARGS: the same flags in Docker's words
+//	podman --url URI run --rm --cidfile CIDFILE ARGS   ARGS: what Podman's Quadlet generator makes of u.Container
+//	docker -H URI run --rm --cidfile CIDFILE ARGS      ARGS: the same flags in Docker's words
 //
 // envFile, when not empty, is read by the CLI for u.Env (--env-file), so that no value of
-// the config's env appears on a command line or in the unit's properties.
-func (u *Unit) CommandLine(kind, cli, uri, envFile string) ([]string, error) {
+// the config's env appears on a command line or in the unit's properties. The CLI writes
+// the container's ID to cidFile, which must not exist yet: the unit's stop commands
+// (stopCommand, removeCommand) name the container by it, never by its name.
+func (u *Unit) CommandLine(kind, cli, uri, envFile, cidFile string) ([]string, error) {
 	switch kind {
 	case kindPodman:
 		c := *u.Container
@@ -41,13 +43,13 @@ func (u *Unit) CommandLine(kind, cli, uri, envFile string) ([]string, error) {
 		if err != nil {
 			return nil, fmt.Errorf("sidecar %s: %w", u.Name, err)
 		}
-		return append([]string{cli, "--url", uri, "run", "--rm"}, args...), nil
+		return append([]string{cli, "--url", uri, "run", "--rm", "--cidfile", cidFile}, args...), nil
 	case kindDocker:
 		args, err := u.dockerRunArgs(envFile)
 		if err != nil {
 			return nil, err
 		}
-		return append([]string{cli, "-H", uri, "run", "--rm"}, args...), nil
+		return append([]string{cli, "-H", uri, "run", "--rm", "--cidfile", cidFile}, args...), nil
 	}
 	return nil, fmt.Errorf("sidecar %s: engine %q: %w", u.Name, kind, ErrUnsupported)
 }
@@ -112,19 +114,32 @@ func (u *Unit) dockerRunArgs(envFile string) ([]string, error) {
 	return append(a, c.Exec...), nil
 }
 
+// The unit's stop commands name the container by the ID its run wrote to the cid file,
+// never by its name, which a container of another instance could hold. Podman's stop
+// and rm read the file (--cidfile); Docker's take no --cidfile, so a shell reads it and
+// appends the ID to their words (byCID). Without the file no container was made and
+// there is nothing to do; Podman 4 then fails, which the unit ignores (its stop commands
+// may fail).
+const byCIDScript = `f=$1; shift; [ -s "$f" ] || exit 0; exec "$@" "$(cat "$f")"`
+
+// byCID runs argv with the ID in cidFile as its last word, when there is one.
+func byCID(cidFile string, argv ...string) []string {
+	return append([]string{"/bin/sh", "-c", byCIDScript, "sh", cidFile}, argv...)
+}
+
 // stopCommand stops the container with grace: the unit's ExecStop.
-func stopCommand(kind, cli, uri, name string, grace time.Duration) []string {
+func stopCommand(kind, cli, uri, cidFile string, grace time.Duration) []string {
 	secs := strconv.Itoa(int(grace.Round(time.Second).Seconds()))
 	if kind == kindDocker {
-		return []string{cli, "-H", uri, "stop", "-t", secs, name}
+		return byCID(cidFile, cli, "-H", uri, "stop", "-t", secs)
 	}
-	return []string{cli, "--url", uri, "stop", "--ignore", "-t", secs, name}
+	return []string{cli, "--url", uri, "stop", "--ignore", "-t", secs, "--cidfile", cidFile}
 }
 
 // removeCommand removes the container whatever its state: the unit's ExecStopPost.
-func removeCommand(kind, cli, uri, name string) []string {
+func removeCommand(kind, cli, uri, cidFile string) []string {
 	if kind == kindDocker {
-		return []string{cli, "-H", uri, "rm", "-f", "-v", name}
+		return byCID(cidFile, cli, "-H", uri, "rm", "-f", "-v")
 	}
-	return []string{cli, "--url", uri, "rm", "-f", "-v", "--ignore", name}
+	return []string{cli, "--url", uri, "rm", "-f", "-v", "--ignore", "--cidfile", cidFile}
 }

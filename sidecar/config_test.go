@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -174,14 +175,14 @@ func TestHardening(t *testing.T) {
 	} {
 		u := testUnit(t, c, false)
 		q := u.Container
-		if q.ContainerName != "arizuko-sc-main-research-"+c.Name || u.Service != q.ContainerName+".service" {
+		if q.ContainerName != NamePrefix("abc123")+"main-research-"+c.Name || u.Service != q.ContainerName+".service" {
 			t.Errorf("%s: names %q %q", c.Name, q.ContainerName, u.Service)
 		}
 		if len(q.AddCapability) > 0 {
 			t.Errorf("%s: capabilities added: %v", c.Name, q.AddCapability)
 		}
 		argv := func(kind, cli string) []string {
-			a, err := u.CommandLine(kind, cli, "unix:///run/engine.sock", "/run/sc.env")
+			a, err := u.CommandLine(kind, cli, "unix:///run/engine.sock", "/run/sc.env", "/run/sc.cid")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -225,6 +226,55 @@ func TestHardening(t *testing.T) {
 	}
 }
 
+// TestNames: a sidecar's names carry its instance's tag (one length, hex, whatever the
+// instance), so two instances never share one, nor do two folders or two sidecars; the
+// longest folder with the longest sidecar name still makes a unit name systemd accepts.
+func TestNames(t *testing.T) {
+	if p := NamePrefix("abc123"); !regexp.MustCompile(`^arizuko-sc-[0-9a-f]{8}-$`).MatchString(p) {
+		t.Fatalf("prefix %q", p)
+	}
+	long := func(last string) groupfolder.Folder {
+		segs := []string{strings.Repeat("a", 63), strings.Repeat("b", 63), strings.Repeat("c", 63)}
+		return groupfolder.Folder(strings.Join(append(segs, last), "/"))
+	}
+	longName := strings.Repeat("n", MaxNameLen)
+	seen := map[string]string{}
+	for _, tc := range []struct {
+		instance string
+		folder   groupfolder.Folder
+		name     string
+	}{
+		{"abc123", "main", "echo"},
+		{"def456", "main", "echo"},
+		{"a-b", "c", "echo"},
+		{"a", "b/c", "echo"},
+		{"abc123", "main/research", "echo"},
+		{"abc123", "main", "research_echo"},
+		{"abc123", long(strings.Repeat("d", 63)), longName},
+		{"abc123", long(strings.Repeat("d", 62) + "e"), longName},
+		{"abc123", long("x"), longName},
+	} {
+		if err := tc.folder.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		n := ContainerName(tc.instance, tc.folder, tc.name)
+		what := fmt.Sprintf("%s %s %s", tc.instance, tc.folder, tc.name)
+		if !strings.HasPrefix(n, NamePrefix(tc.instance)) || !strings.HasSuffix(n, "-"+tc.name) || len(n+".service") > 255 {
+			t.Errorf("%s: %q (%d bytes)", what, n, len(n))
+		}
+		if !regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]*$`).MatchString(n) {
+			t.Errorf("%s: %q is no container and unit name", what, n)
+		}
+		if other, ok := seen[n]; ok {
+			t.Errorf("%s and %s share %q", what, other, n)
+		}
+		seen[n] = what
+	}
+	if n := ContainerName("abc123", "main/research", "echo"); n != NamePrefix("abc123")+"main-research-echo" {
+		t.Errorf("a folder that fits is not cut: %q", n)
+	}
+}
+
 // TestCommandLines: the command lines of a transient unit, per engine (golden), and the
 // quadlet units they come from. The config's env never appears on them.
 func TestCommandLines(t *testing.T) {
@@ -240,7 +290,8 @@ func TestCommandLines(t *testing.T) {
 		}
 		b.WriteString("## " + c.Name + ".container\n" + string(text))
 		for _, kind := range []string{"podman", "docker"} {
-			argv, err := u.CommandLine(kind, "/usr/bin/"+kind, "unix:///run/"+kind+".sock", "/srv/arizuko/sidecar-env/"+u.Container.ContainerName+".env")
+			files := "/srv/arizuko/sidecar-env/" + u.Container.ContainerName
+			argv, err := u.CommandLine(kind, "/usr/bin/"+kind, "unix:///run/"+kind+".sock", files+".env", files+".cid")
 			if err != nil {
 				t.Fatalf("%s %s: %v", c.Name, kind, err)
 			}
@@ -249,9 +300,10 @@ func TestCommandLines(t *testing.T) {
 				t.Errorf("%s: the config's env is on the command line: %s", kind, line)
 			}
 			b.WriteString("## " + kind + "\n" + strings.Join(argv, "\n  ") + "\n")
+			b.WriteString("## " + kind + " stop\n" + strings.Join(stopCommand(kind, "/usr/bin/"+kind, "unix:///run/"+kind+".sock", files+".cid", DefaultStopGrace), " ") + "\n")
+			b.WriteString(strings.Join(removeCommand(kind, "/usr/bin/"+kind, "unix:///run/"+kind+".sock", files+".cid"), " ") + "\n")
 		}
-		b.WriteString("## stop\n" + strings.Join(stopCommand("podman", "/usr/bin/podman", "unix:///run/podman.sock", u.Container.ContainerName, DefaultStopGrace), " ") + "\n")
-		b.WriteString(strings.Join(removeCommand("podman", "/usr/bin/podman", "unix:///run/podman.sock", u.Container.ContainerName), " ") + "\n\n")
+		b.WriteString("\n")
 	}
 	golden(t, "command-lines.txt", b.String())
 }
@@ -282,7 +334,7 @@ func TestEngineSpec(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Name != "arizuko-sc-main-research-echo" || s.MemoryBytes != 64<<20 || s.NanoCPUs != 25e7 || s.PidsLimit != DefaultPidsLimit || s.Network != "none" || s.User != "1000:1000" {
+	if s.Name != NamePrefix("abc123")+"main-research-echo" || s.MemoryBytes != 64<<20 || s.NanoCPUs != 25e7 || s.PidsLimit != DefaultPidsLimit || s.Network != "none" || s.User != "1000:1000" {
 		t.Errorf("spec %+v", s)
 	}
 	if !slices.Contains(s.Env, "API_KEY=k") || !slices.Contains(s.Env, EnvSocket+"=/var/run/pub/arizuko/sidecars/echo.sock") {
@@ -403,7 +455,7 @@ func FuzzConfig(f *testing.F) {
 		if !isTrue(u.Container.ReadOnly) || !slices.Equal(u.Container.DropCapability, []string{"all"}) {
 			t.Fatalf("not hardened: %+v", u.Container)
 		}
-		if _, err := u.CommandLine("podman", "/usr/bin/podman", "unix:///run/p.sock", ""); err != nil {
+		if _, err := u.CommandLine("podman", "/usr/bin/podman", "unix:///run/p.sock", "", "/run/sc.cid"); err != nil {
 			t.Fatalf("valid config, no podman command line: %v", err)
 		}
 	})
@@ -430,7 +482,7 @@ func TestUnitRuntime(t *testing.T) {
 			t.Fatal(err)
 		}
 		for kind, want := range map[string]string{"podman": "", "docker": "--runtime"} {
-			argv, err := u.CommandLine(kind, kind, "unix:///run/e.sock", "")
+			argv, err := u.CommandLine(kind, kind, "unix:///run/e.sock", "", "/run/sc.cid")
 			if err != nil {
 				t.Fatal(err)
 			}

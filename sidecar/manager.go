@@ -49,8 +49,6 @@ const (
 	// ClientMemory is what the engine's CLI, the unit's own process, may use on top of the
 	// container's memory: the unit's MemoryMax is the container's limit plus this.
 	ClientMemory = 64 << 20
-	// unitPattern matches the units of every sidecar.
-	unitPattern = "arizuko-sc-*.service"
 )
 
 // Options configure a Manager.
@@ -70,8 +68,8 @@ type Options struct {
 	// CLI is the engine's command-line tool that transient units run; empty looks up
 	// "podman" or "docker", after the engine's kind, in PATH.
 	CLI string
-	// EnvDir holds the env files of running sidecars (mode 0700, never mounted);
-	// default DataDir/sidecar-env.
+	// EnvDir holds the env files and container ID files of running sidecars (mode 0700,
+	// never mounted); default DataDir/sidecar-env.
 	EnvDir       string
 	StartTimeout time.Duration // how long a sidecar's socket may take to answer
 	StopGrace    time.Duration // between SIGTERM and SIGKILL when a sidecar stops
@@ -234,6 +232,7 @@ type running struct {
 	unit    bool   // a transient unit runs it; else the engine does
 	id      string // the engine's container id, when the engine runs it
 	envFile string
+	cidFile string // where the unit's engine CLI writes the container's id
 }
 
 // Names are the names of the running sidecars, in config order: session.Options.Sidecars.
@@ -370,13 +369,15 @@ func (m *Manager) startUnit(ctx context.Context, u *Unit, info engine.Info, cli 
 		return nil, fmt.Errorf("sidecar %s: %w", u.Name, err)
 	}
 	r := &running{u: u, unit: true}
+	if r.cidFile, err = m.cidFile(u); err != nil {
+		return nil, err
+	}
 	if len(u.Env) > 0 {
-		var err error
 		if r.envFile, err = m.writeEnvFile(u); err != nil {
 			return nil, err
 		}
 	}
-	argv, err := u.CommandLine(info.Name, cli, info.Socket, r.envFile)
+	argv, err := u.CommandLine(info.Name, cli, info.Socket, r.envFile, r.cidFile)
 	if err != nil {
 		removeFile(r.envFile)
 		return nil, err
@@ -385,8 +386,8 @@ func (m *Manager) startUnit(ctx context.Context, u *Unit, info engine.Info, cli 
 		sddbus.PropDescription(u.Container.Description),
 		sddbus.PropType("exec"),
 		execProperty("ExecStart", argv, false),
-		execProperty("ExecStop", stopCommand(info.Name, cli, info.Socket, name, m.o.StopGrace), true),
-		execProperty("ExecStopPost", removeCommand(info.Name, cli, info.Socket, name), true),
+		execProperty("ExecStop", stopCommand(info.Name, cli, info.Socket, r.cidFile, m.o.StopGrace), true),
+		execProperty("ExecStopPost", removeCommand(info.Name, cli, info.Socket, r.cidFile), true),
 		property("KillMode", "mixed"),
 		property("TimeoutStopUSec", uint64((m.o.StopGrace+10*time.Second)/time.Microsecond)),
 		property("CollectMode", "inactive-or-failed"),
@@ -506,7 +507,9 @@ func (m *Manager) create(ctx context.Context, spec engine.Spec) (string, error) 
 // nameWait bounds how long a sidecar's create waits for its name to be freed.
 const nameWait = 10 * time.Second
 
-// removeLeftover removes a container of this instance by name: what a crash left.
+// removeLeftover removes the container named name if it carries this instance's label,
+// by its ID: what a crash or a unit's stop left. A container of that name that is not
+// this instance's is never touched.
 func (m *Manager) removeLeftover(ctx context.Context, name string) error {
 	list, err := m.o.Engine.List(ctx, map[string]string{engine.LabelInstance: m.o.Instance, engine.LabelRole: RoleSidecar})
 	if err != nil {
@@ -551,29 +554,29 @@ func (m *Manager) stop(ctx context.Context, r *running) error {
 	var errs []error
 	if r.unit {
 		errs = append(errs, m.sd.stopUnit(ctx, r.u.Service))
-		errs = append(errs, m.o.Engine.Remove(ctx, r.u.Container.ContainerName))
+		errs = append(errs, m.removeLeftover(ctx, r.u.Container.ContainerName))
 	} else {
 		if err := m.o.Engine.Stop(ctx, r.id, m.o.StopGrace); err != nil && !errors.Is(err, engine.ErrNoSuchContainer) {
 			errs = append(errs, err)
 		}
 		errs = append(errs, m.o.Engine.Remove(ctx, r.id))
 	}
-	errs = append(errs, removeFile(r.envFile), removeSocket(r.u.Socket()))
+	errs = append(errs, removeFile(r.envFile), removeFile(r.cidFile), removeSocket(r.u.Socket()))
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("stop sidecar %s of %s: %w", r.u.Name, r.u.Folder, err)
 	}
 	return nil
 }
 
-// Cleanup stops what a killed daemon of this instance left: the sidecar units whose
-// description carries its instance, and the containers labelled role=sidecar of it, and
-// removes the env files. It returns the units and containers it stopped. Call it before
-// the first turn.
+// Cleanup stops what a killed daemon of this instance left: the sidecar units named for
+// it (NamePrefix) whose description carries its instance, and the containers labelled
+// role=sidecar of it, and removes the env and container id files. It returns the units
+// and containers it stopped. Call it before the first turn.
 func (m *Manager) Cleanup(ctx context.Context) ([]string, error) {
 	var done []string
 	var errs []error
 	if m.sd != nil {
-		units, err := m.sd.listUnits(ctx, unitPattern)
+		units, err := m.sd.listUnits(ctx, NamePrefix(m.o.Instance)+"*.service")
 		switch {
 		case errors.Is(err, ErrNoSystemd):
 			// No manager answers, so none of its units can be stopped; New logged why.
@@ -619,14 +622,36 @@ func (m *Manager) Cleanup(ctx context.Context) ([]string, error) {
 
 // writeEnvFile writes u.Env into EnvDir/<unit>.env, mode 0600, atomically.
 func (m *Manager) writeEnvFile(u *Unit) (string, error) {
-	if err := os.Mkdir(m.o.EnvDir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-		return "", fmt.Errorf("sidecar env directory: %w", err)
-	}
-	if fi, err := os.Lstat(m.o.EnvDir); err != nil || !fi.IsDir() || fi.Mode().Perm()&0o077 != 0 {
-		return "", fmt.Errorf("sidecar env directory %s: must be a directory of mode 0700", m.o.EnvDir)
+	if err := m.ensureEnvDir(); err != nil {
+		return "", err
 	}
 	path := filepath.Join(m.o.EnvDir, strings.TrimSuffix(u.Service, ".service")+".env")
 	return path, atomicfile.Write(path, EnvFile(u.Env), 0o600)
+}
+
+// cidFile is EnvDir/<unit>.cid, where u's run writes its container's id, removed if a
+// killed daemon's run left it (the run refuses a file that exists): the unit of the name
+// is stopped and its container removed by then.
+func (m *Manager) cidFile(u *Unit) (string, error) {
+	if err := m.ensureEnvDir(); err != nil {
+		return "", err
+	}
+	path := filepath.Join(m.o.EnvDir, strings.TrimSuffix(u.Service, ".service")+".cid")
+	if err := removeFile(path); err != nil {
+		return "", fmt.Errorf("sidecar %s: stale container id file: %w", u.Name, err)
+	}
+	return path, nil
+}
+
+// ensureEnvDir makes EnvDir, mode 0700, and checks that it is one.
+func (m *Manager) ensureEnvDir() error {
+	if err := os.Mkdir(m.o.EnvDir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("sidecar env directory: %w", err)
+	}
+	if fi, err := os.Lstat(m.o.EnvDir); err != nil || !fi.IsDir() || fi.Mode().Perm()&0o077 != 0 {
+		return fmt.Errorf("sidecar env directory %s: must be a directory of mode 0700", m.o.EnvDir)
+	}
+	return nil
 }
 
 func removeFile(p string) error {

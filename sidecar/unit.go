@@ -1,6 +1,8 @@
 package sidecar
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"maps"
 	"path"
@@ -61,7 +63,7 @@ type UnitOptions struct {
 type Unit struct {
 	Name   string
 	Folder groupfolder.Folder
-	// Service is the transient unit's name, arizuko-sc-<folder slug>-<name>.service.
+	// Service is the transient unit's name, ContainerName + ".service".
 	Service string
 	// Container is the hardened container. Its Environment holds arizukod's variables
 	// only; the config's are in Env, kept out of command lines (they may be secrets).
@@ -75,11 +77,41 @@ type Unit struct {
 	Runtime     string // the OCI runtime; "" is the engine's default
 }
 
-// ContainerName is arizuko-sc-<folder slug>-<name>, also the unit's name without
-// ".service". It names one sidecar of one folder: slugs join segments with '-' and
-// neither segments nor sidecar names contain '-'.
-func ContainerName(f groupfolder.Folder, name string) string {
-	return "arizuko-sc-" + f.ContainerSlug() + "-" + name
+// Names of a sidecar's container and unit. Two daemons on one engine or one systemd
+// manager (two data directories, so two instances) may run a sidecar of the same folder
+// and name at once: the names carry the instance, so neither ever touches the other's.
+const (
+	namePrefix = "arizuko-sc-"
+	// tagLen is the length of an instance's tag in the names: hex digits of its SHA-256.
+	tagLen = 8
+	// maxUnitName is the longest unit name systemd accepts (UNIT_NAME_MAX less its NUL).
+	maxUnitName = 255
+	// folderHashLen is the length of the folder's hash that ends a cut slug.
+	folderHashLen = 8
+)
+
+// NamePrefix is arizuko-sc-<tag>-, how the names of the sidecars of instance begin: the tag
+// is the first 8 hex digits of the SHA-256 of the instance, so that it has one length and
+// one alphabet whatever the instance (a label value, which may hold '-') and a name
+// reads back unambiguously.
+func NamePrefix(instance string) string {
+	sum := sha256.Sum256([]byte(instance))
+	return namePrefix + hex.EncodeToString(sum[:])[:tagLen] + "-"
+}
+
+// ContainerName is arizuko-sc-<tag>-<folder slug>-<name> (see NamePrefix), also the unit's
+// name without ".service". It names one sidecar of one folder of one instance: slugs
+// join segments with '-' and neither segments nor sidecar names contain '-'. A slug too
+// long for a unit name is cut and ends in '.' and 8 hex digits of the folder's SHA-256
+// ('.' is in no segment), so the name stays unique.
+func ContainerName(instance string, f groupfolder.Folder, name string) string {
+	slug := f.ContainerSlug()
+	prefix := NamePrefix(instance)
+	if room := maxUnitName - len(prefix) - len("-"+name+".service"); len(slug) > room {
+		sum := sha256.Sum256([]byte(f))
+		slug = slug[:room-1-folderHashLen] + "." + hex.EncodeToString(sum[:])[:folderHashLen]
+	}
+	return prefix + slug + "-" + name
 }
 
 // Socket is the sidecar's socket on the host.
@@ -164,7 +196,7 @@ func fromQuadlet(c Config, networks []string) (*source, error) {
 		return bad("%v", err)
 	}
 	for _, r := range []refusal{
-		{"ContainerName", q.ContainerName != "", "arizukod names the container arizuko-sc-<folder>-<name>"},
+		{"ContainerName", q.ContainerName != "", "arizukod names the container arizuko-sc-<instance tag>-<folder>-<name>"},
 		{"User", q.User != "" || q.Group != "", "the sidecar runs as the agent's user, so that the agent can use its socket"},
 		{"UserNS", q.UserNS != "", "the user namespace is the engine's"},
 		{"GroupAdd", len(q.GroupAdd) > 0, "it would add groups to the sidecar's user"},
@@ -276,7 +308,7 @@ func NewUnit(f groupfolder.Folder, c Config, o UnitOptions) (*Unit, error) {
 	if rl == nil {
 		rl = engine.DefaultRlimits()
 	}
-	name := ContainerName(f, c.Name)
+	name := ContainerName(o.Instance, f, c.Name)
 	q := src.c
 	desc := fmt.Sprintf("arizuko sidecar %s of %s", c.Name, f)
 	if q.Description != "" {
