@@ -30,7 +30,7 @@ const (
 // envFile, when not empty, is read by the CLI for u.Env (--env-file), so that no value of
 // the config's env appears on a command line or in the unit's properties. The CLI writes
 // the container's ID to cidFile, which must not exist yet: the unit's stop commands
-// (stopCommand, removeCommand) name the container by it, never by its name.
+// (stopCommand, removeCommand) name the container by it.
 func (u *Unit) CommandLine(kind, cli, uri, envFile, cidFile string) ([]string, error) {
 	switch kind {
 	case kindPodman:
@@ -115,11 +115,10 @@ func (u *Unit) dockerRunArgs(envFile string) ([]string, error) {
 }
 
 // The unit's stop commands name the container by the ID its run wrote to the cid file,
-// never by its name, which a container of another instance could hold. Podman's stop
-// and rm read the file (--cidfile); Docker's take no --cidfile, so a shell reads it and
-// appends the ID to their words (byCID). Without the file no container was made and
-// there is nothing to do; Podman 4 then fails, which the unit ignores (its stop commands
-// may fail).
+// never by its name, which a container of another instance could hold. A shell reads the
+// file and appends the ID to the CLI's words (Docker's stop and rm take no --cidfile, and
+// Podman 4's fail on a missing one even with --ignore); without the file no container
+// was made, or the engine removed it with its container, and there is nothing to do.
 const byCIDScript = `f=$1; shift; [ -s "$f" ] || exit 0; exec "$@" "$(cat "$f")"`
 
 // byCID runs argv with the ID in cidFile as its last word, when there is one.
@@ -133,7 +132,7 @@ func stopCommand(kind, cli, uri, cidFile string, grace time.Duration) []string {
 	if kind == kindDocker {
 		return byCID(cidFile, cli, "-H", uri, "stop", "-t", secs)
 	}
-	return []string{cli, "--url", uri, "stop", "--ignore", "-t", secs, "--cidfile", cidFile}
+	return byCID(cidFile, cli, "--url", uri, "stop", "--ignore", "-t", secs)
 }
 
 // removeCommand removes the container whatever its state: the unit's ExecStopPost.
@@ -141,5 +140,5 @@ func removeCommand(kind, cli, uri, cidFile string) []string {
 	if kind == kindDocker {
 		return byCID(cidFile, cli, "-H", uri, "rm", "-f", "-v")
 	}
-	return []string{cli, "--url", uri, "rm", "-f", "-v", "--ignore", "--cidfile", cidFile}
+	return byCID(cidFile, cli, "--url", uri, "rm", "-f", "-v", "--ignore")
 }

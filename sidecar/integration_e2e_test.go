@@ -154,6 +154,11 @@ func (fx *fixture) socket(folder, name string) string {
 	return filepath.Join(dir, name+".sock")
 }
 
+// name is the container of a sidecar of this fixture's instance; name+".service" its unit.
+func (fx *fixture) name(folder, sidecarName string) string {
+	return sidecar.ContainerName(fx.instance, groupfolder.Folder(folder), sidecarName)
+}
+
 func (fx *fixture) containers() []string {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -248,7 +253,7 @@ func TestTransientUnit(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			unit := "arizuko-sc-main-research-echo.service"
+			unit := fx.name("main/research", "echo") + ".service"
 			if got := h.Names(); len(got) != 1 || got[0] != "echo" {
 				t.Fatalf("names %v", got)
 			}
@@ -262,7 +267,7 @@ func TestTransientUnit(t *testing.T) {
 			if got := echo(t, fx.socket("main/research", "echo"), "hi from "+e.Name); got != "hi from "+e.Name {
 				t.Errorf("echo answered %q", got)
 			}
-			if c := fx.containers(); len(c) != 1 || c[0] != "arizuko-sc-main-research-echo" {
+			if c := fx.containers(); len(c) != 1 || c[0] != fx.name("main/research", "echo") {
 				t.Errorf("containers %v", c)
 			}
 			var log string
@@ -275,7 +280,7 @@ func TestTransientUnit(t *testing.T) {
 				t.Errorf("journal of %s:\n%s", unit, log)
 			}
 			envDir := filepath.Join(fx.layout.DataDir, "sidecar-env")
-			if entries, _ := os.ReadDir(envDir); len(entries) != 1 {
+			if entries, _ := os.ReadDir(envDir); len(entries) != 2 { // the env file and the container id file
 				t.Errorf("env files %v", entries)
 			}
 			fx.stop(h)
@@ -302,11 +307,11 @@ func TestStartFailure(t *testing.T) {
 	e := enginetest.Rootful(t)[0]
 	fx := newFixture(t, e, sidecar.ModeSystemdUser, func(o *sidecar.Options) { o.StartTimeout = 3 * time.Second })
 	_, err := fx.start("main", sidecar.Config{Name: "good", Image: sidecarImage}, sidecar.Config{Name: "bad", Image: sidecarImage, Command: []string{"-fail", "boom: the API key is missing"}})
-	if !errors.Is(err, sidecar.ErrStart) || !strings.Contains(err.Error(), "boom: the API key is missing") || !strings.Contains(err.Error(), "arizuko-sc-main-bad.service") {
+	if !errors.Is(err, sidecar.ErrStart) || !strings.Contains(err.Error(), "boom: the API key is missing") || !strings.Contains(err.Error(), fx.name("main", "bad")+".service") {
 		t.Fatalf("error %v", err)
 	}
 	t.Log(err)
-	if p := systemctl(t, "arizuko-sc-main-good.service", "LoadState"); p["LoadState"] != "not-found" {
+	if p := systemctl(t, fx.name("main", "good")+".service", "LoadState"); p["LoadState"] != "not-found" {
 		t.Errorf("the good sidecar still runs: %v", p)
 	}
 	_, err = fx.start("main", sidecar.Config{Name: "mute", Image: sidecarImage, Command: []string{"-socket", "/tmp/elsewhere.sock"}})
@@ -333,7 +338,7 @@ func TestCleanupAfterKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	fx.m.Close() // the daemon dies: nobody stops the unit
-	unit := "arizuko-sc-main-echo.service"
+	unit := fx.name("main", "echo") + ".service"
 	if p := systemctl(t, unit, "ActiveState"); p["ActiveState"] != "active" {
 		t.Fatalf("unit %v", p)
 	}
@@ -348,7 +353,7 @@ func TestCleanupAfterKill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Join(done, " ") != unit && strings.Join(done, " ") != unit+" arizuko-sc-main-echo" {
+	if strings.Join(done, " ") != unit && strings.Join(done, " ") != unit+" "+fx.name("main", "echo") {
 		t.Errorf("cleanup stopped %v", done)
 	}
 	if p := systemctl(t, unit, "LoadState"); p["LoadState"] != "not-found" {
@@ -423,7 +428,7 @@ func TestDetectedUserManager(t *testing.T) {
 	if fx.m.Mode() != sidecar.ModeSystemdUser {
 		t.Errorf("mode %s once the manager answers", fx.m.Mode())
 	}
-	if p := systemctl(t, "arizuko-sc-main-echo.service", "ActiveState"); p["ActiveState"] != "active" {
+	if p := systemctl(t, fx.name("main", "echo")+".service", "ActiveState"); p["ActiveState"] != "active" {
 		t.Errorf("unit %v", p)
 	}
 	if got := echo(t, fx.socket("main", "echo"), "hi"); got != "hi" {
