@@ -152,7 +152,7 @@ func checkPodman54Keys(t *testing.T, text []byte, c *Container) {
 func sidecarSpec() *Container {
 	return &Container{
 		Description:   "arizuko sidecar weather of group main",
-		ContainerName: "arizuko-sc-main-weather",
+		ContainerName: "arizuko-sc-6ca13d52-main-weather",
 		Image:         "localhost/weather-mcp:1.2",
 		Exec:          []string{"/usr/local/bin/weather-mcp", "--socket", "/run/mcp/weather.sock", "--greeting", "hello world"},
 		Environment: map[string]string{
