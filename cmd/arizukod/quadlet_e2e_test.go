@@ -20,6 +20,7 @@ import (
 	"github.com/arizuko/arizukod/internal/fakeengine"
 	"github.com/arizuko/arizukod/runtime/engine"
 	"github.com/arizuko/arizukod/runtime/runner"
+	"github.com/arizuko/arizukod/sidecar"
 	"github.com/arizuko/arizukod/turn"
 )
 
@@ -55,17 +56,19 @@ func TestQuadletPodmanGenerator(t *testing.T) {
 			execStart[service] = v
 		}
 	}
+	instance := fx.instance(t)
+	echo, weather := sidecar.ContainerName(instance, "main/research", "echo"), sidecar.ContainerName(instance, "main/research", "weather")
 	common := []string{"--cap-drop all", "--security-opt=no-new-privileges", "--read-only", "--read-only-tmpfs=false",
 		"--network none", "--pull never", "--ulimit nofile=1024:1024", "--ulimit nproc=4096:4096", "--tmpfs /tmp:rw,nosuid,nodev,size="}
 	for svc, flags := range map[string][]string{
 		"arizuko-main-research-quadlet.service": {"--memory=536870912", "--cpus=1.5", "--pids-limit 512", "--user " + fx.user,
 			"--label io.arizuko.role=agent", "--mount type=bind,source=" + fx.data + "/groups/main/research,destination=/workspace,rw",
 			"--mount type=bind,source=" + fx.skills + ",destination=/skills,ro", " localhost/arizuko-agent:1"},
-		"arizuko-sc-main-research-echo.service": {"--memory=64m", "--cpus=0.5", "--pids-limit 256", "--user " + fx.user,
-			"--label io.arizuko.role=sidecar", "--env-file " + fx.out + "/arizuko-sc-main-research-echo.env",
+		echo + ".service": {"--memory=64m", "--cpus=0.5", "--pids-limit 256", "--user " + fx.user,
+			"--label io.arizuko.role=sidecar", "--env-file " + fx.out + "/" + echo + ".env",
 			"--mount type=bind,source=" + fx.data + "/ipc/main-research/sidecars,destination=/var/run/pub/arizuko/sidecars,rw", " localhost/arizuko-sidecar:1"},
-		"arizuko-sc-main-research-weather.service": {"--memory=512m", "--cpus=2", "--pids-limit 128", "--label io.arizuko.sidecar=weather",
-			"--env-file " + fx.out + "/arizuko-sc-main-research-weather.env",
+		weather + ".service": {"--memory=512m", "--cpus=2", "--pids-limit 128", "--label io.arizuko.sidecar=weather",
+			"--env-file " + fx.out + "/" + weather + ".env",
 			" localhost/weather-mcp:1.2 --log-level \"debug mode\""},
 	} {
 		line, ok := execStart[svc]

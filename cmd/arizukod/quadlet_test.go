@@ -142,7 +142,8 @@ func (fx quadletFixture) instance(t *testing.T) string {
 }
 
 // TestQuadletGolden: the units for a group with a sidecar from fields (with a secret
-// env) and one from a Quadlet unit, paths and the instance label made stable.
+// env) and one from a Quadlet unit, paths, the instance label and its tag in the
+// sidecars' names made stable.
 func TestQuadletGolden(t *testing.T) {
 	fx := writeQuadlet(t, "1000:1000", bundledSkills(t))
 	var b strings.Builder
@@ -157,7 +158,9 @@ func TestQuadletGolden(t *testing.T) {
 		}
 		fmt.Fprintf(&b, "==> %s (%v) <==\n%s\n", n, fi.Mode().Perm(), data)
 	}
-	got := strings.NewReplacer(fx.data, "/srv/arizuko", fx.out, "/etc/containers/systemd", fx.skills, "/usr/share/arizuko/skills", fx.instance(t), "INSTANCE").Replace(b.String())
+	instance := fx.instance(t)
+	got := strings.NewReplacer(fx.data, "/srv/arizuko", fx.out, "/etc/containers/systemd", fx.skills, "/usr/share/arizuko/skills",
+		sidecar.NamePrefix(instance), "arizuko-sc-TAG-", instance, "INSTANCE").Replace(b.String())
 	path := filepath.Join("testdata", "quadlet", "main-research.golden")
 	if *update {
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
