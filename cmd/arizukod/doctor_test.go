@@ -11,6 +11,7 @@ import (
 	"github.com/arizuko/arizukod/api/apiwire"
 	"github.com/arizuko/arizukod/config"
 	"github.com/arizuko/arizukod/internal/fakeengine"
+	"github.com/arizuko/arizukod/sidecar"
 )
 
 // daemonHealthOf is a daemon whose /health says h.
@@ -56,6 +57,35 @@ func TestDoctorAsksTheDaemon(t *testing.T) {
 				t.Errorf("without a daemon doctor marks checks as the daemon's:\n%s", stdout)
 			}
 		})
+	}
+}
+
+// TestDoctorSidecarNames: the sidecars line names the units and containers of the daemon
+// of this configuration and data directory, whose instance they carry: derived from
+// --data-dir, or the configuration's instance.
+func TestDoctorSidecarNames(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	empty := filepath.Join(dir, "empty.toml")
+	writeFile(t, empty, "")
+	named := filepath.Join(dir, "named.toml")
+	writeFile(t, named, "instance = \"prod-1\"\n")
+	cfg, err := config.Load(serviceMode(), empty, func(k string) string {
+		if k == "DATA_DIR" {
+			return data
+		}
+		return ""
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		config, instance string
+	}{{empty, cfg.Instance}, {named, "prod-1"}} {
+		stdout, stderr, _ := runCLI(t, []string{"doctor", "--check", "sidecars", "--config", tc.config, "--data-dir", data, "--socket", filepath.Join(dir, "none.sock")})
+		if want := "This daemon's sidecars are named " + sidecar.NamePrefix(tc.instance) + "FOLDER-NAME"; !strings.Contains(stdout, want) {
+			t.Errorf("%s: doctor printed\n%s%s\nwant %q", tc.instance, stdout, stderr, want)
+		}
 	}
 }
 
