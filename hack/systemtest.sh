@@ -466,8 +466,6 @@ pass "container of the turn: ran, removed" "$(since "$t")" "podman events: $even
 # of user@UID.service of the lingering arizuko (never of the system manager, which polkit
 # would refuse), and run as arizuko. usd: systemctl for that manager, from root.
 usd() { ct systemctl --no-pager --user -M arizuko@ "$@"; }
-sc_unit=arizuko-sc-tools-echo.service
-sc_container=arizuko-sc-tools-echo
 # sc_left prints the sidecar units arizuko's manager still has and the sidecar containers
 # its Podman still has.
 # A failing command prints its error, which fails the caller's check.
@@ -500,6 +498,11 @@ ct test -S "/run/user/$arizuko_uid/systemd/private" || fail "sidecar mode" "no u
 doc=$(ct runuser -u arizuko -- env ARIZUKO_MODE=system DATA_DIR=/var/lib/arizuko CONTAINER_HOST="unix://$PODMAN_SOCK" \
 	arizukod doctor --check sidecars 2>&1) || fail "sidecar mode: doctor" "$doc"
 [[ $doc == *"systemd-user: transient units of the user manager of uid $arizuko_uid"* ]] || fail "sidecar mode: doctor" "$doc"
+# The sidecars' names carry the daemon's instance (arizuko-sc-<tag>-FOLDER-NAME), which
+# doctor computes as the daemon does, from the same configuration and data directory.
+sc_prefix=$(sed -n 's/.*sidecars are named \(arizuko-sc-[0-9a-f]*-\)FOLDER-NAME.*/\1/p' <<<"$doc")
+[[ -n $sc_prefix ]] || fail "sidecar mode: doctor" "no sidecar names in: $doc"
+sc_unit=${sc_prefix}tools-echo.service
 pass "sidecars: arizuko's user manager" "$(since "$t")" "daemon: \"${said% }\"; user@$arizuko_uid.service $(ct systemctl is-active "user@$arizuko_uid.service"); doctor: $(grep sidecars <<<"$doc" | tr -s ' ' | cut -c1-110)"
 
 # The agent calls the sidecar's echo tool through its socket; the unit's journal has what
@@ -549,9 +552,10 @@ out=$(ct arizukod groups add broken --config \
 	'{"sidecars":[{"name":"bad","image":"localhost/arizuko-sidecar:test","command":["-fail","boom: no API key"]}]}' 2>&1) ||
 	fail "groups add broken" "$out"
 CT_TIMEOUT=180 ct arizukod run --folder broken --message "reply hi" >"$LOGS/run-sidecar-bad.json" 2>&1 || true
-bad_log=$(ct journalctl --no-pager -o cat _SYSTEMD_USER_UNIT=arizuko-sc-broken-bad.service 2>&1)
-[[ $bad_log == *'boom: no API key'* ]] || fail "a failing sidecar" "journalctl _SYSTEMD_USER_UNIT=arizuko-sc-broken-bad.service: $bad_log"
-grep -q 'arizuko-sc-broken-bad.service' "$LOGS/run-sidecar-bad.json" || fail "a failing sidecar" "the run does not name the unit: $(cat "$LOGS/run-sidecar-bad.json")"
+bad_unit=${sc_prefix}broken-bad.service
+bad_log=$(ct journalctl --no-pager -o cat "_SYSTEMD_USER_UNIT=$bad_unit" 2>&1)
+[[ $bad_log == *'boom: no API key'* ]] || fail "a failing sidecar" "journalctl _SYSTEMD_USER_UNIT=$bad_unit: $bad_log"
+grep -q "$bad_unit" "$LOGS/run-sidecar-bad.json" || fail "a failing sidecar" "the run does not name the unit: $(cat "$LOGS/run-sidecar-bad.json")"
 left=$(sc_left)
 [[ -z $left ]] || fail "a failing sidecar" "left: $left"
 pass "a failing sidecar fails its turn" "$(since "$t")" "$(grep -o '"error": "[^"]*' "$LOGS/run-sidecar-bad.json" | head -n 1 | cut -c1-300)"

@@ -30,8 +30,8 @@ const (
 // hardening of an agent container; see NewUnit.
 type Config struct {
 	// Name names the sidecar's socket, its mcpServers entry and its unit:
-	// [a-z0-9][a-z0-9_]{0,31}. No '-', so that arizuko-sc-<folder slug>-<name> names
-	// one sidecar of one folder only (folder slugs join segments with '-').
+	// [a-z0-9][a-z0-9_]{0,31}. No '-', so that arizuko-sc-<instance tag>-<folder slug>-<name>
+	// names one sidecar of one folder only (folder slugs join segments with '-').
 	Name    string            `json:"name"`
 	Image   string            `json:"image,omitempty"`
 	Command []string          `json:"command,omitempty"` // arguments after the image's entrypoint
