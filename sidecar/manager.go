@@ -568,15 +568,17 @@ func (m *Manager) stop(ctx context.Context, r *running) error {
 	return nil
 }
 
-// Cleanup stops what a killed daemon of this instance left: the sidecar units named for
-// it (NamePrefix) whose description carries its instance, and the containers labelled
-// role=sidecar of it, and removes the env and container id files. It returns the units
-// and containers it stopped. Call it before the first turn.
+// Cleanup stops what a killed daemon of this instance left: the sidecar units whose
+// description carries its instance, and the containers labelled role=sidecar of it, and
+// removes the env and container id files. It returns the units and containers it
+// stopped. Call it before the first turn.
 func (m *Manager) Cleanup(ctx context.Context) ([]string, error) {
 	var done []string
 	var errs []error
 	if m.sd != nil {
-		units, err := m.sd.listUnits(ctx, NamePrefix(m.o.Instance)+"*.service")
+		// Every sidecar's units, not only those named for this instance (NamePrefix): the
+		// description says whose a unit is, also one named before names carried the tag.
+		units, err := m.sd.listUnits(ctx, namePrefix+"*.service")
 		switch {
 		case errors.Is(err, ErrNoSystemd):
 			// No manager answers, so none of its units can be stopped; New logged why.
