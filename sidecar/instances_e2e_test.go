@@ -82,8 +82,20 @@ func twoInstances(t *testing.T, e enginetest.Engine, mode sidecar.Mode) {
 		if c := b.containers(); len(c) > 0 {
 			t.Errorf("after systemctl stop %s: containers %v", unit, c)
 		}
-		// The engine's stop and rm print the id they were given.
-		if log := journal(t, unit); !strings.Contains(log, id) {
+		// The engine's stop and rm print the id they were given (journald may take a moment).
+		// By the unit's syslog identifier, the container's name: journald may attribute the
+		// lines of a short-lived stop command to no unit when it exited before being read.
+		var log string
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+			out, err := exec.Command("journalctl", "--no-pager", "-q", "-o", "cat", "SYSLOG_IDENTIFIER="+b.name("main", "echo")).Output()
+			if err != nil {
+				t.Fatalf("journalctl: %v", err)
+			}
+			if log = string(out); strings.Contains(log, id) {
+				break
+			}
+		}
+		if !strings.Contains(log, id) {
 			t.Errorf("the unit's stop commands did not name container %s:\n%s", id, log)
 		}
 	}
