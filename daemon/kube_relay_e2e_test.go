@@ -262,3 +262,46 @@ func TestKubeTurnThroughTheNodeRelay(t *testing.T) {
 		t.Errorf("the key is on the node after the turn: %v", hits)
 	}
 }
+
+// TestKubeRelayedTurnOutlivesTheCentral stops the central while a turn's Pod sleeps and
+// starts it again: the adopted turn then reaches the model and the MCP tools through the
+// same node agent, whose relay finds the new central.
+func TestKubeRelayedTurnOutlivesTheCentral(t *testing.T) {
+	daemontest.JournalOn(t)
+	c := newRelayCluster(t)
+	fake := fakemodel.Start()
+	defer fake.Close()
+	key := "sk-ant-test-" + daemontest.RandHex(16)
+	d := c.central(t, daemontest.Config{EnvFile: "ANTHROPIC_API_KEY=" + key + "\n",
+		TOML: fmt.Sprintf("[model]\nupstream = %q\n", fake.URL)})
+	c.startNodes(t, d)
+	d.Start(t)
+	d.AddGroup(t, "main")
+	cmds := []string{"sleep 10s", "model after the restart", `mcp send_reply {"text":"after the restart"}`}
+	run, err := d.Client.CreateRun(context.Background(), apiwire.CreateRunRequest{Folder: "main", ChatJID: "tg:-27",
+		Messages: []contract.Message{{Content: "all " + strings.Join(cmds, " ;; ")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := d.WaitRunning(t, run.ID, time.Minute)
+	d.WaitContainerRunning(t, running.Container)
+	d.Stop(t)
+	d.Start(t)
+	r := d.Wait(t, run.ID, 2*time.Minute)
+	if r.State != "exited" || r.Status != "ok" || r.Attempt != 1 {
+		t.Fatalf("the adopted turn: %+v, want it answered in its first Pod", r)
+	}
+	var outs []contract.Output
+	if err := json.Unmarshal([]byte(r.Result), &outs); err != nil || len(outs) != len(cmds) {
+		t.Fatalf("the adopted turn's answer %q: %v", r.Result, err)
+	}
+	want := []string{"", "echo: after the restart", `"isError":false`}
+	for i, o := range outs {
+		if o.Status != contract.StatusOK || !strings.Contains(o.Result, want[i]) {
+			t.Errorf("after the restart, %q answered %s %q %q; want %s", cmds[i], o.Status, o.Result, o.Error, want[i])
+		}
+	}
+	if reqs := fake.Requests(); len(reqs) != 1 || reqs[0].Header.Get("X-Api-Key") != key {
+		t.Errorf("the upstream did not get one request with the key from the central: %d requests", len(reqs))
+	}
+}
