@@ -265,8 +265,23 @@ func TestKubeTurnThroughTheNodeRelay(t *testing.T) {
 
 // TestKubeRelayedTurnOutlivesTheCentral stops the central while a turn's Pod sleeps and
 // starts it again: the adopted turn then reaches the model and the MCP tools through the
-// same node agent, whose relay finds the new central.
+// same node agent, whose relay finds the new central. The central stops once the agent
+// has its input: stopped before, the Pod's stdin was never attached and its agent waits on
+// it (an adopted turn the next central cannot finish before its run timeout).
 func TestKubeRelayedTurnOutlivesTheCentral(t *testing.T) {
+	relayedTurnOutlivesTheCentral(t, 0)
+}
+
+// TestKubeRelayedTurnOutlivesALongRestart is the same with the central away longer than
+// the Pod sleeps: the agent asks the model while no central listens, and the node agent
+// holds its connection until the new central, once it has adopted the turn, takes it.
+func TestKubeRelayedTurnOutlivesALongRestart(t *testing.T) {
+	relayedTurnOutlivesTheCentral(t, 15*time.Second)
+}
+
+// relayedTurnOutlivesTheCentral stops the central once the turn's Pod runs `sleep 10s`,
+// waits away, then starts it again; the turn must end answered in its first Pod.
+func relayedTurnOutlivesTheCentral(t *testing.T, away time.Duration) {
 	daemontest.JournalOn(t)
 	c := newRelayCluster(t)
 	fake := fakemodel.Start()
@@ -285,8 +300,23 @@ func TestKubeRelayedTurnOutlivesTheCentral(t *testing.T) {
 	}
 	running := d.WaitRunning(t, run.ID, time.Minute)
 	d.WaitContainerRunning(t, running.Container)
+	c.logsOnFailure(t, running.Container)
+	// Stopped once the agent has its input: what the next central adopts rather than runs
+	// again.
+	st := d.OpenStore(t)
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if r, err := st.GetRun(context.Background(), run.ID); err == nil && r.InputSentAt > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the turn's input was not sent in 20 s")
+		}
+	}
 	d.Stop(t)
+	stopped := time.Now()
+	time.Sleep(away)
 	d.Start(t)
+	t.Logf("the central was away %s", time.Since(stopped).Round(time.Millisecond))
 	r := d.Wait(t, run.ID, 2*time.Minute)
 	if r.State != "exited" || r.Status != "ok" || r.Attempt != 1 {
 		t.Fatalf("the adopted turn: %+v, want it answered in its first Pod", r)
@@ -304,4 +334,18 @@ func TestKubeRelayedTurnOutlivesTheCentral(t *testing.T) {
 	if reqs := fake.Requests(); len(reqs) != 1 || reqs[0].Header.Get("X-Api-Key") != key {
 		t.Errorf("the upstream did not get one request with the key from the central: %d requests", len(reqs))
 	}
+}
+
+// logsOnFailure logs, when the test has failed, the node agent's log and the turn Pod's.
+func (c *relayCluster) logsOnFailure(t *testing.T, pod string) {
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		for _, args := range [][]string{{"logs", "daemonset/arizuko-node", "--timestamps"}, {"logs", pod, "--timestamps"}} {
+			cmd := exec.Command(filepath.Join(c.k.Bin, "kubectl"), append([]string{"--kubeconfig", c.k.Kubeconfig, "-n", c.ns}, args...)...)
+			out, err := cmd.CombinedOutput()
+			t.Logf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	})
 }
