@@ -266,8 +266,9 @@ func TestKubeTurnThroughTheNodeRelay(t *testing.T) {
 // TestKubeRelayedTurnOutlivesTheCentral stops the central while a turn's Pod sleeps and
 // starts it again: the adopted turn then reaches the model and the MCP tools through the
 // same node agent, whose relay finds the new central. The central stops once the agent
-// has its input: stopped before, the Pod's stdin was never attached and its agent waits on
-// it (an adopted turn the next central cannot finish before its run timeout).
+// has its input: stopped before, the turn is run again (attempt 2), and stopped before its
+// attach stream reached the Pod, the agent waited on its stdin until the run timeout, the
+// CI hang (runtime/kube's TestAdoptedPodNoOneAttachedEnds).
 func TestKubeRelayedTurnOutlivesTheCentral(t *testing.T) {
 	relayedTurnOutlivesTheCentral(t, 0)
 }
