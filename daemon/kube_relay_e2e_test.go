@@ -262,3 +262,91 @@ func TestKubeTurnThroughTheNodeRelay(t *testing.T) {
 		t.Errorf("the key is on the node after the turn: %v", hits)
 	}
 }
+
+// TestKubeRelayedTurnOutlivesTheCentral stops the central while a turn's Pod sleeps and
+// starts it again: the adopted turn then reaches the model and the MCP tools through the
+// same node agent, whose relay finds the new central. The central stops once the agent
+// has its input: stopped before, the turn is run again (attempt 2), and stopped before its
+// attach stream reached the Pod, the agent waited on its stdin until the run timeout, the
+// CI hang (runtime/kube's TestAdoptedPodNoOneAttachedEnds).
+func TestKubeRelayedTurnOutlivesTheCentral(t *testing.T) {
+	relayedTurnOutlivesTheCentral(t, 0)
+}
+
+// TestKubeRelayedTurnOutlivesALongRestart is the same with the central away longer than
+// the Pod sleeps: the agent asks the model while no central listens, and the node agent
+// holds its connection until the new central, once it has adopted the turn, takes it.
+func TestKubeRelayedTurnOutlivesALongRestart(t *testing.T) {
+	relayedTurnOutlivesTheCentral(t, 15*time.Second)
+}
+
+// relayedTurnOutlivesTheCentral stops the central once the turn's Pod runs `sleep 10s`,
+// waits away, then starts it again; the turn must end answered in its first Pod.
+func relayedTurnOutlivesTheCentral(t *testing.T, away time.Duration) {
+	daemontest.JournalOn(t)
+	c := newRelayCluster(t)
+	fake := fakemodel.Start()
+	defer fake.Close()
+	key := "sk-ant-test-" + daemontest.RandHex(16)
+	d := c.central(t, daemontest.Config{EnvFile: "ANTHROPIC_API_KEY=" + key + "\n",
+		TOML: fmt.Sprintf("[model]\nupstream = %q\n", fake.URL)})
+	c.startNodes(t, d)
+	d.Start(t)
+	d.AddGroup(t, "main")
+	cmds := []string{"sleep 10s", "model after the restart", `mcp send_reply {"text":"after the restart"}`}
+	run, err := d.Client.CreateRun(context.Background(), apiwire.CreateRunRequest{Folder: "main", ChatJID: "tg:-27",
+		Messages: []contract.Message{{Content: "all " + strings.Join(cmds, " ;; ")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := d.WaitRunning(t, run.ID, time.Minute)
+	d.WaitContainerRunning(t, running.Container)
+	c.logsOnFailure(t, running.Container)
+	// Stopped once the agent has its input: what the next central adopts rather than runs
+	// again.
+	st := d.OpenStore(t)
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if r, err := st.GetRun(context.Background(), run.ID); err == nil && r.InputSentAt > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the turn's input was not sent in 20 s")
+		}
+	}
+	d.Stop(t)
+	stopped := time.Now()
+	time.Sleep(away)
+	d.Start(t)
+	t.Logf("the central was away %s", time.Since(stopped).Round(time.Millisecond))
+	r := d.Wait(t, run.ID, 2*time.Minute)
+	if r.State != "exited" || r.Status != "ok" || r.Attempt != 1 {
+		t.Fatalf("the adopted turn: %+v, want it answered in its first Pod", r)
+	}
+	var outs []contract.Output
+	if err := json.Unmarshal([]byte(r.Result), &outs); err != nil || len(outs) != len(cmds) {
+		t.Fatalf("the adopted turn's answer %q: %v", r.Result, err)
+	}
+	want := []string{"", "echo: after the restart", `"isError":false`}
+	for i, o := range outs {
+		if o.Status != contract.StatusOK || !strings.Contains(o.Result, want[i]) {
+			t.Errorf("after the restart, %q answered %s %q %q; want %s", cmds[i], o.Status, o.Result, o.Error, want[i])
+		}
+	}
+	if reqs := fake.Requests(); len(reqs) != 1 || reqs[0].Header.Get("X-Api-Key") != key {
+		t.Errorf("the upstream did not get one request with the key from the central: %d requests", len(reqs))
+	}
+}
+
+// logsOnFailure logs, when the test has failed, the node agent's log and the turn Pod's.
+func (c *relayCluster) logsOnFailure(t *testing.T, pod string) {
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		for _, args := range [][]string{{"logs", "daemonset/arizuko-node", "--timestamps"}, {"logs", pod, "--timestamps"}} {
+			cmd := exec.Command(filepath.Join(c.k.Bin, "kubectl"), append([]string{"--kubeconfig", c.k.Kubeconfig, "-n", c.ns}, args...)...)
+			out, err := cmd.CombinedOutput()
+			t.Logf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	})
+}

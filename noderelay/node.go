@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -45,6 +46,10 @@ type Node struct {
 	// MaxConns bounds the connections relayed at once for one slug; one more is closed at
 	// once. 0 is DefaultMaxConns.
 	MaxConns int
+	// Retry is how long a connection the agent made waits for the central to take it
+	// (unreachable, not answering, or refusing while it starts) before the node closes it.
+	// 0 is DefaultRetry.
+	Retry time.Duration
 
 	root   *agentdir.Dir
 	mu     sync.Mutex
@@ -55,6 +60,12 @@ type Node struct {
 // DefaultMaxConns is how many connections of one turn Pod a node relays at once: a Pod
 // that opens more cannot make the node hold more connections to the central.
 const DefaultMaxConns = 256
+
+// DefaultRetry is how long a node holds an agent's connection while the central is away:
+// long enough for a central's restart (a systemd restart, a StatefulSet's rollout) to go
+// unseen by the turn, short enough that an agent whose central is gone learns it well
+// before its own timeouts (the example agent's 2 min, Claude Code's longer).
+const DefaultRetry = 30 * time.Second
 
 // Run serves the turns of every snapshot from turns (the node's turn Pods now) until ctx
 // ends, then stops serving them all and removes their directories.
@@ -270,18 +281,26 @@ func (s *slugServer) listen(ctx context.Context, d *agentdir.Dir, base, name str
 	return nil
 }
 
+// answerTimeout bounds one attempt of dial: the TLS handshake, the header and the
+// central's answer.
+const answerTimeout = 15 * time.Second
+
 // dial opens a connection to the central that has said yes to h, and the reader of what
-// follows its answer.
+// follows its answer; the whole attempt is bounded by answerTimeout and by ctx.
 func (n *Node) dial(ctx context.Context, h header) (*tls.Conn, *bufio.Reader, error) {
 	d := tls.Dialer{NetDialer: &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}, Config: n.TLS}
-	dctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	dctx, cancel := context.WithTimeout(ctx, answerTimeout)
 	defer cancel()
 	nc, err := d.DialContext(dctx, "tcp", n.Central)
 	if err != nil {
 		return nil, nil, fmt.Errorf("relay to %s: %w", n.Central, err)
 	}
 	c := nc.(*tls.Conn)
-	c.SetDeadline(time.Now().Add(15 * time.Second))
+	deadline, _ := dctx.Deadline()
+	c.SetDeadline(deadline)
+	// A ctx that ends first (the Pod gone) ends the attempt too.
+	stop := context.AfterFunc(dctx, func() { c.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
 	if err := writeLine(c, h); err != nil {
 		c.Close()
 		return nil, nil, fmt.Errorf("relay to %s: %w", n.Central, err)
@@ -296,8 +315,58 @@ func (n *Node) dial(ctx context.Context, h header) (*tls.Conn, *bufio.Reader, er
 		c.Close()
 		return nil, nil, fmt.Errorf("%w: %s", ErrRefused, a.Error)
 	}
+	if !stop() {
+		// The attempt's time ran out as the answer came: the connection has a past deadline.
+		c.Close()
+		return nil, nil, fmt.Errorf("relay to %s: %w", n.Central, context.Cause(dctx))
+	}
 	c.SetDeadline(time.Time{})
 	return c, r, nil
+}
+
+// dialRetry is dial tried again, after 250 ms doubling up to 4 s, until the central takes
+// the connection or Retry has passed: a central that restarts is down for a while, and
+// then refuses the sockets of the turns it has not adopted yet. A certificate the node
+// does not trust is not tried again: it will not change.
+func (n *Node) dialRetry(ctx context.Context, h header, log *slog.Logger) (*tls.Conn, *bufio.Reader, error) {
+	retry := n.Retry
+	if retry <= 0 {
+		retry = DefaultRetry
+	}
+	rctx, cancel := context.WithTimeout(ctx, retry)
+	defer cancel()
+	wait := 250 * time.Millisecond
+	for tries := 1; ; tries++ {
+		c, r, err := n.dial(rctx, h)
+		if err == nil {
+			if tries > 1 {
+				log.Info("relay connection taken by the central", "tries", tries)
+			}
+			return c, r, nil
+		}
+		if untrusted(err) {
+			return nil, nil, err
+		}
+		if tries == 1 {
+			log.Warn("relay connection waits for the central", "err", err, "for", retry)
+		}
+		select {
+		case <-rctx.Done():
+			return nil, nil, fmt.Errorf("%d tries in %s: %w", tries, retry, err)
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 4*time.Second)
+	}
+}
+
+// untrusted says whether err is the node refusing the central's certificate.
+func untrusted(err error) bool {
+	var (
+		cv *tls.CertificateVerificationError
+		ua x509.UnknownAuthorityError
+		he x509.HostnameError
+	)
+	return errors.As(err, &cv) || errors.As(err, &ua) || errors.As(err, &he)
 }
 
 // relay carries one connection the agent made to the socket name on to the central.
@@ -310,9 +379,10 @@ func (s *slugServer) relay(ctx context.Context, name string, c net.Conn) {
 		c.Close()
 		return
 	}
-	tc, r, err := s.n.dial(ctx, header{Op: opConnect, Node: s.n.Name, Slug: s.slug, Socket: name})
+	log := s.n.Log.With("slug", s.slug, "socket", name)
+	tc, r, err := s.n.dialRetry(ctx, header{Op: opConnect, Node: s.n.Name, Slug: s.slug, Socket: name}, log)
 	if err != nil {
-		s.n.Log.Warn("relay connection failed", "slug", s.slug, "socket", name, "err", err)
+		log.Warn("relay connection failed", "err", err)
 		c.Close()
 		return
 	}

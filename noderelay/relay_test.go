@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -16,6 +17,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -69,6 +71,24 @@ type central struct {
 
 func startCentral(t *testing.T) *central {
 	t.Helper()
+	c := newCentral(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.addr = ln.Addr().String()
+	c.serve(ln)
+	for _, slug := range []string{"main", "other"} {
+		for _, sock := range []string{contract.RouterSocket, contract.ModelSocket, contract.EgressSocket} {
+			c.echo(slug, sock)
+		}
+	}
+	return c
+}
+
+// newCentral is a central's data directory and CA, not listening yet.
+func newCentral(t *testing.T) *central {
+	t.Helper()
 	layout, err := groupfolder.NewLayout(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -77,18 +97,18 @@ func startCentral(t *testing.T) *central {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conf, err := ServerTLS(ca)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &central{t: t, layout: layout, ca: ca, addr: ln.Addr().String(), log: &logBuf{},
+	return &central{t: t, layout: layout, ca: ca, log: &logBuf{},
 		pods: &staticPods{on: map[string]string{"main": "node-a", "other": "node-b"}}}
-	ipcRoot := filepath.Join(layout.DataDir, "ipc")
-	s := &Server{IPCRoot: ipcRoot, TLS: conf, Pods: c.pods, Poll: 20 * time.Millisecond, Recheck: 50 * time.Millisecond,
+}
+
+// serve runs the central's relay listener on ln until the test ends.
+func (c *central) serve(ln net.Listener) {
+	c.t.Helper()
+	conf, err := ServerTLS(c.ca)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	s := &Server{IPCRoot: filepath.Join(c.layout.DataDir, "ipc"), TLS: conf, Pods: c.pods, Poll: 20 * time.Millisecond, Recheck: 50 * time.Millisecond,
 		Log: slog.New(slog.NewTextHandler(c.log, &slog.HandlerOptions{Level: slog.LevelDebug}))}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -96,16 +116,10 @@ func startCentral(t *testing.T) *central {
 		defer close(done)
 		s.Serve(ctx, ln)
 	}()
-	t.Cleanup(func() {
+	c.t.Cleanup(func() {
 		cancel()
 		<-done
 	})
-	for _, slug := range []string{"main", "other"} {
-		for _, sock := range []string{contract.RouterSocket, contract.ModelSocket, contract.EgressSocket} {
-			c.echo(slug, sock)
-		}
-	}
-	return c
 }
 
 // ipc opens the central's IPC directory of slug, made when missing.
@@ -613,4 +627,116 @@ func TestNodeSweepsWhatEndedPodsLeftAndBoundsConnections(t *testing.T) {
 		got, _ := call(t, slugDir, contract.ModelSocket, "third")
 		return got == "main/model.sock:third"
 	})
+}
+
+// TestNodeHoldsAConnectionWhileTheCentralRestarts: an agent that connects while no central
+// listens, then while the new central has not adopted the turn yet (it refuses the socket
+// it does not serve yet), is carried through once the central serves it: a restart of the
+// central is not seen by the turn.
+func TestNodeHoldsAConnectionWhileTheCentralRestarts(t *testing.T) {
+	c := newCentral(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.addr = ln.Addr().String()
+	ln.Close() // the central is down
+	dir, turns, log := startNode(t, c, "node-a", c.nodeCert("node-a"), nil)
+	turns <- []Turn{{Slug: "main", UID: -1, GID: -1}}
+	slugDir := filepath.Join(dir, "main")
+	waitFor(t, "the node's sockets", func() bool { return isSocket(filepath.Join(slugDir, contract.ModelSocket)) })
+	type result struct {
+		got string
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		got, err := call(t, slugDir, contract.ModelSocket, "asked while the central was away")
+		done <- result{got, err}
+	}()
+	waitFor(t, "the node waiting for the central", func() bool { return strings.Contains(log.String(), "relay connection waits for the central") })
+	time.Sleep(time.Second)
+	// The central is back, without the turn's model socket yet: it refuses.
+	ln, err = net.Listen("tcp", c.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.serve(ln)
+	c.ipc("main").Close()
+	waitFor(t, "the central refusing the socket it does not serve yet", func() bool {
+		return strings.Contains(c.log.String(), "model.sock of main")
+	})
+	select {
+	case r := <-done:
+		t.Fatalf("the agent's connection ended before the central served it: %q, %v", r.got, r.err)
+	default:
+	}
+	c.echo("main", contract.ModelSocket) // adopted: the turn's socket is back
+	r := <-done
+	if want := "main/model.sock:asked while the central was away"; r.err != nil || r.got != want {
+		t.Fatalf("through the restart: %q, %v; want %q\nnode log:\n%s", r.got, r.err, want, log)
+	}
+}
+
+// TestNodeBoundsACentralThatNeverAnswers: a central that takes the TCP connection and
+// never speaks, or none at all, costs the agent Retry, then its connection is closed.
+func TestNodeBoundsACentralThatNeverAnswers(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		start func(t *testing.T) string
+	}{
+		{"silent", func(t *testing.T) string {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var mu sync.Mutex
+			var held []net.Conn
+			go func() {
+				for {
+					conn, err := ln.Accept()
+					if err != nil {
+						return
+					}
+					mu.Lock()
+					held = append(held, conn)
+					mu.Unlock()
+				}
+			}()
+			t.Cleanup(func() {
+				ln.Close()
+				mu.Lock()
+				defer mu.Unlock()
+				for _, c := range held {
+					c.Close()
+				}
+			})
+			return ln.Addr().String()
+		}},
+		{"down", func(t *testing.T) string {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ln.Close()
+			return ln.Addr().String()
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCentral(t)
+			c.addr = tc.start(t)
+			dir, turns, log := startNode(t, c, "node-a", c.nodeCert("node-a"), nil, func(n *Node) { n.Retry = 2 * time.Second })
+			turns <- []Turn{{Slug: "main", UID: -1, GID: -1}}
+			slugDir := filepath.Join(dir, "main")
+			waitFor(t, "the node's sockets", func() bool { return isSocket(filepath.Join(slugDir, contract.ModelSocket)) })
+			began := time.Now()
+			got, err := call(t, slugDir, contract.ModelSocket, "anyone?")
+			took := time.Since(began)
+			// Closed with the request unread, the agent's connection reads a reset.
+			if got != "" || err != nil && !errors.Is(err, syscall.ECONNRESET) || took < 2*time.Second || took > 5*time.Second {
+				t.Errorf("the agent's connection: %q, %v after %s; want it closed after the node's 2 s", got, err, took)
+			}
+			waitFor(t, "the failure logged", func() bool { return strings.Contains(log.String(), "relay connection failed") })
+		})
+	}
 }

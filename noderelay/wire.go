@@ -7,7 +7,9 @@
 // input/ (steering messages and the _close sentinel) into it, and relays every connection
 // byte for byte over TLS 1.3 with client certificates to the central's relay listener
 // (Server), which connects it to the real socket in DATA_DIR/ipc/<slug>/ once the
-// Kubernetes API says that slug's Pod is on the node the connection comes from. The relay's
+// Kubernetes API says that slug's Pod is on the node the connection comes from; a
+// connection made while the central is away (restarting, or not serving the turn's sockets
+// yet) waits for it up to Node.Retry, so a restart of the central is not seen by a turn. The relay's
 // CA (OpenCA) lives in the central's data directory; a node gets a certificate and key
 // signed by it (IssueNode), never the CA's key. The model key never leaves the central's
 // model gateway: a node only pipes bytes.

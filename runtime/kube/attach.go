@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"time"
 
@@ -26,21 +27,9 @@ func (e *Engine) Attach(ctx context.Context, id string) (*engine.Attachment, err
 	if e.rest == nil {
 		return nil, errors.New("kubernetes: attach needs a server (this engine has a client only)")
 	}
-	req := e.client.CoreV1().RESTClient().Post().Namespace(e.cfg.Namespace).Resource("pods").Name(id).SubResource("attach").
-		VersionedParams(&corev1.PodAttachOptions{Container: ContainerName, Stdin: true, Stdout: true, Stderr: true}, scheme.ParameterCodec)
-	ws, err := remotecommand.NewWebSocketExecutor(e.rest, "GET", req.URL().String())
+	exec, err := e.attacher(id, &corev1.PodAttachOptions{Container: ContainerName, Stdin: true, Stdout: true, Stderr: true})
 	if err != nil {
-		return nil, fmt.Errorf("kubernetes: attach to pod %s: %w", id, err)
-	}
-	spdy, err := remotecommand.NewSPDYExecutor(e.rest, "POST", req.URL())
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes: attach to pod %s: %w", id, err)
-	}
-	exec, err := remotecommand.NewFallbackExecutor(ws, spdy, func(err error) bool {
-		return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes: attach to pod %s: %w", id, err)
+		return nil, err
 	}
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
@@ -81,6 +70,67 @@ func (e *Engine) Attach(ctx context.Context, id string) (*engine.Attachment, err
 		return nil
 	}
 	return engine.NewAttachment(inW, copyOut, closeFn), nil
+}
+
+// attacher is the executor of the Pod's attach subresource with opts: WebSocket, SPDY
+// where the server or a proxy refuses the upgrade.
+func (e *Engine) attacher(id string, opts *corev1.PodAttachOptions) (remotecommand.Executor, error) {
+	req := e.client.CoreV1().RESTClient().Post().Namespace(e.cfg.Namespace).Resource("pods").Name(id).SubResource("attach").
+		VersionedParams(opts, scheme.ParameterCodec)
+	ws, err := remotecommand.NewWebSocketExecutor(e.rest, "GET", req.URL().String())
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes: attach to pod %s: %w", id, err)
+	}
+	spdy, err := remotecommand.NewSPDYExecutor(e.rest, "POST", req.URL())
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes: attach to pod %s: %w", id, err)
+	}
+	exec, err := remotecommand.NewFallbackExecutor(ws, spdy, func(err error) bool {
+		return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes: attach to pod %s: %w", id, err)
+	}
+	return exec, nil
+}
+
+// stdinCloseWait bounds the attach that closes an adopted Pod's stdin.
+const stdinCloseWait = 10 * time.Second
+
+// closeStdin closes the stdin of a Pod this engine never attached to, once it runs: an
+// attach that sends nothing and goes. The Pod's stdin is one-shot (StdinOnce): a previous
+// central's attach that ended closed it already, and then this changes nothing; a central
+// that went before its attach left it open and empty, and the agent would wait on it until
+// the run's timeout: now it reads EOF and ends, and its turn, whose input was never sent,
+// is run again.
+func (e *Engine) closeStdin(ctx context.Context, id string) {
+	if e.rest == nil {
+		return
+	}
+	p, err := e.waitRunning(ctx, id)
+	if err != nil || p == nil || container(p) == nil || container(p).State.Running == nil {
+		return
+	}
+	if c := podContainer(p); c == nil || !c.Stdin {
+		return
+	}
+	exec, err := e.attacher(id, &corev1.PodAttachOptions{Container: ContainerName, Stdin: true})
+	if err != nil {
+		return
+	}
+	sctx, cancel := context.WithTimeout(ctx, stdinCloseWait)
+	defer cancel()
+	exec.StreamWithContext(sctx, remotecommand.StreamOptions{Stdin: strings.NewReader("")})
+}
+
+// podContainer is the spec of the Pod's agent container.
+func podContainer(p *corev1.Pod) *corev1.Container {
+	for i := range p.Spec.Containers {
+		if p.Spec.Containers[i].Name == ContainerName {
+			return &p.Spec.Containers[i]
+		}
+	}
+	return nil
 }
 
 // tailWriter passes writes on and keeps the last bytes, to tell whether the output ended

@@ -522,6 +522,11 @@ func (e *Engine) Wait(ctx context.Context, id string) (engine.State, error) {
 			}
 		}()
 	}
+	if end == nil {
+		// Not attached here: a previous central's Pod, adopted; its agent may wait on a
+		// stdin no one attached.
+		go e.closeStdin(wctx, id)
+	}
 	err := e.watchPod(wctx, id, func(p *corev1.Pod) (bool, error) {
 		st = e.stateOf(p)
 		return ended(p, st), nil

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -86,4 +87,56 @@ func TestNonRootPod(t *testing.T) {
 	if err != nil || len(list) != 1 || list[0].Name != s.Name {
 		t.Errorf("List = %+v, %v", list, err)
 	}
+}
+
+// TestAdoptedPodNoOneAttachedEnds is a Pod whose central went after starting it and before
+// its attach stream reached it (the central stopped or crashed in between): its agent
+// waits on a one-shot stdin no one attached. The next central's engine, waiting for the
+// adopted Pod, closes that stdin: the agent reads EOF and the Pod ends within seconds,
+// where it waited for its run timeout before.
+func TestAdoptedPodNoOneAttachedEnds(t *testing.T) {
+	k := enginetest.KubeCluster(t)
+	pm := enginetest.Rootful(t)[0]
+	peng, _ := pm.Open(t)
+	image := enginetest.EnsureAgentImage(t, pm, peng)
+	k.ImportImage(t, pm, image)
+	cfg := kube.Config{Kubeconfig: k.Kubeconfig, NoNetworkClass: k.NoNetworkClass, StopGrace: time.Second}
+	e, err := kube.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s := engine.Spec{
+		Name: "arizuko-kube-unattached-" + strconv.FormatInt(time.Now().UnixMilli(), 10), Image: image,
+		Labels: map[string]string{engine.LabelInstance: "kube-e2e", engine.LabelFolder: "main/unattached"},
+		Env:    []string{"HOME=/tmp"}, Tmpfs: []engine.Tmpfs{{Target: "/tmp", Options: "size=16m"}},
+		Network: engine.NetworkNone, MemoryBytes: 128 << 20, NanoCPUs: 1e9,
+		User: "1000:1001", WorkingDir: "/tmp", Stdin: true, Timeout: 10 * time.Minute,
+	}
+	id, err := e.Create(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Remove(context.Background(), id)
+	if err := e.Start(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	// The central goes here. The next one's engine adopts the Pod.
+	next, err := kube.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer wcancel()
+	began := time.Now()
+	st, err := next.Wait(wctx, id)
+	if err != nil || st.Running {
+		t.Fatalf("Wait of the adopted Pod: %+v, %v after %s; want it ended, its stdin closed", st, err, time.Since(began).Round(time.Millisecond))
+	}
+	var logs strings.Builder
+	if err := next.Logs(ctx, id, &logs, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the adopted Pod ended %s after the wait began: %s exit %d, %q", time.Since(began).Round(time.Millisecond), st.Status, st.ExitCode, logs.String())
 }
