@@ -510,7 +510,7 @@ func (c *claude) drive(ctx context.Context, in contract.Input) contract.Output {
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	home, _ := os.UserHomeDir()
-	c.send(userLine(withNudge(prompt(in.Messages), home, time.Now())))
+	countTurn(home, func(n int) { c.send(userLine(withNudge(prompt(in.Messages), n, time.Now()))) })
 
 	// Steering: SIGUSR1 turns the new message files into user messages of the session.
 	// A signal that came before the turn's messages were sent finds the files now.

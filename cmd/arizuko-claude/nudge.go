@@ -20,23 +20,27 @@ const diaryEvery = 100
 // directory, across containers and daemon restarts.
 const turnsFile = ".arizuko/turns"
 
-// countTurn adds one turn to the count in home and returns the new count. A count that
+// nextTurn is the number of this turn in home's count: the count plus one. A count that
 // is missing or unreadable starts again from zero.
-func countTurn(home string) (int, error) {
-	path := filepath.Join(home, turnsFile)
+func nextTurn(home string) int {
 	n := 0
-	if b, err := readBounded(path, 64); err == nil {
+	if b, err := readBounded(filepath.Join(home, turnsFile), 64); err == nil {
 		n, _ = strconv.Atoi(string(bytes.TrimSpace(b)))
 		n = max(n, 0)
 	}
-	n++
+	return n + 1
+}
+
+// saveTurn makes n home's count of turns.
+func saveTurn(home string, n int) error {
+	path := filepath.Join(home, turnsFile)
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return n, fmt.Errorf("count turns: %w", err)
+		return fmt.Errorf("count turns: %w", err)
 	}
 	if err := atomicfile.Write(path, []byte(strconv.Itoa(n)+"\n"), 0o600); err != nil {
-		return n, fmt.Errorf("count turns: %w", err)
+		return fmt.Errorf("count turns: %w", err)
 	}
-	return n, nil
+	return nil
 }
 
 // diaryNudge is what every diaryEvery-th turn puts before its messages: the ask to write a
@@ -48,20 +52,27 @@ This is turn %d of this group: every %d turns you write a diary entry. Before yo
 `, n, n, diaryEvery, now.Format("2006-01-02"))
 }
 
-// withNudge is the turn's user message text, headed by the diary nudge when this turn
-// (counted in home) is a diary turn.
-func withNudge(text, home string, now time.Time) string {
-	if home == "" {
-		return text
-	}
-	n, err := countTurn(home)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "arizuko-claude: %v\n", err)
-		return text
-	}
-	if n%diaryEvery != 0 {
+// withNudge is the user message text of turn n (0: not counted), headed by the diary
+// nudge when it is a diary turn.
+func withNudge(text string, n int, now time.Time) string {
+	if n <= 0 || n%diaryEvery != 0 {
 		return text
 	}
 	fmt.Fprintf(os.Stderr, "arizuko-claude: turn %d: the agent is asked to write a diary entry\n", n)
 	return diaryNudge(n, now) + "\n" + text
+}
+
+// countTurn is the number of this turn in home's count, with the drive's message: the
+// message goes first, and the count (a synced write) is saved after it, off the path to
+// the model's first request. Without a home the turn is not counted.
+func countTurn(home string, send func(n int)) {
+	if home == "" {
+		send(0)
+		return
+	}
+	n := nextTurn(home)
+	send(n)
+	if err := saveTurn(home, n); err != nil {
+		fmt.Fprintf(os.Stderr, "arizuko-claude: %v\n", err)
+	}
 }

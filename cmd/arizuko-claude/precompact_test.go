@@ -244,12 +244,19 @@ func TestPreCompactDiary(t *testing.T) {
 func ptr(s string) *string { return &s }
 
 // TestDiaryNudge: every 100th turn counted in the session home heads the turn's message
-// with the diary nudge; the others leave it as it is; a count that is garbage starts again.
+// with the diary nudge; the others leave it as it is; a count that is garbage starts again;
+// the message is sent before the count is saved.
 func TestDiaryNudge(t *testing.T) {
 	now := time.Date(2030, 1, 2, 15, 4, 5, 0, time.UTC)
 	home := t.TempDir()
 	for i := 1; i <= 2*diaryEvery; i++ {
-		got := withNudge("hello", home, now)
+		var got string
+		countTurn(home, func(n int) {
+			if saved := nextTurn(home); saved != n {
+				t.Fatalf("turn %d: the count was saved (%d) before the message went", i, saved-1)
+			}
+			got = withNudge("hello", n, now)
+		})
 		nudged := strings.Contains(got, "<diary-nudge turn=")
 		if nudged != (i%diaryEvery == 0) {
 			t.Fatalf("turn %d: nudged %v, prompt %q", i, nudged, got)
@@ -265,10 +272,12 @@ func TestDiaryNudge(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(home, turnsFile), []byte("garbage"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := countTurn(home); n != 1 || err != nil {
-		t.Errorf("after garbage: %d, %v; want 1", n, err)
+	if n := nextTurn(home); n != 1 {
+		t.Errorf("after garbage: %d; want 1", n)
 	}
-	if got := withNudge("p", "", now); got != "p" {
+	var got string
+	countTurn("", func(n int) { got = withNudge("p", n, now) })
+	if got != "p" {
 		t.Errorf("without a home: %q", got)
 	}
 }

@@ -309,6 +309,12 @@ func (d *Dir) CreateFile(rel string, data []byte, perm os.FileMode, owner *Owner
 		return false, err
 	}
 	defer d.release(p)
+	// A name already taken is the common case (the daemon makes sure of its files before
+	// every turn): answered without writing, syncing and unlinking a temporary file.
+	var st unix.Stat_t
+	if unix.Fstatat(p.fd(), base, &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
+		return false, nil
+	}
 	tmp, err := p.temp(base, data, perm, owner)
 	if err != nil {
 		return false, fmt.Errorf("create %s: %w", d.join(rel), err)

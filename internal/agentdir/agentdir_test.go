@@ -8,8 +8,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/arizuko/arizukod/internal/agentdir"
+	"golang.org/x/sys/unix"
 )
 
 // hostile is an agent's directory with links planted towards outside, a directory
@@ -252,9 +254,16 @@ func TestWriteAndCreate(t *testing.T) {
 	if _, err := h.dir.ReadFile("real/a", 2); err == nil {
 		t.Fatal("read past max")
 	}
+	// Over an existing name, nothing is written in the directory, not even a temporary
+	// file (the daemon makes sure of its files before every turn: a synced temporary
+	// file each time was a cost on the turn's path).
+	watch := watchCreates(t, filepath.Join(h.root, "real"))
 	created, err := h.dir.CreateFile("real/a", []byte("three"), 0o600, nil)
 	if err != nil || created {
 		t.Fatalf("CreateFile over an existing file: %v %v", created, err)
+	}
+	if names := watch(); len(names) > 0 {
+		t.Fatalf("CreateFile over an existing file created %q", names)
 	}
 	entries, err := h.dir.ReadDir("real")
 	if err != nil {
@@ -266,5 +275,35 @@ func TestWriteAndCreate(t *testing.T) {
 	}
 	if got, want := strings.Join(names, " "), "a inner relsec"; got != want {
 		t.Fatalf("entries %q, want %q (no temporary file left)", got, want)
+	}
+}
+
+// watchCreates watches dir for entries created in it; the function it returns stops
+// watching and names them.
+func watchCreates(t *testing.T, dir string) func() []string {
+	t.Helper()
+	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := unix.InotifyAddWatch(fd, dir, unix.IN_CREATE); err != nil {
+		unix.Close(fd)
+		t.Fatal(err)
+	}
+	return func() []string {
+		defer unix.Close(fd)
+		var names []string
+		buf := make([]byte, 64<<10)
+		n, err := unix.Read(fd, buf)
+		if err != nil && !errors.Is(err, unix.EAGAIN) {
+			t.Fatal(err)
+		}
+		for off := 0; off+unix.SizeofInotifyEvent <= n; {
+			ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
+			name := buf[off+unix.SizeofInotifyEvent : off+unix.SizeofInotifyEvent+int(ev.Len)]
+			names = append(names, strings.TrimRight(string(name), "\x00"))
+			off += unix.SizeofInotifyEvent + int(ev.Len)
+		}
+		return names
 	}
 }

@@ -298,6 +298,26 @@ func (r *Runner) warmFits(ctx context.Context, pe engine.Preparer, t Turn, p *pr
 	if !t.Warm || t.TaskID != "" || p.warm.dead() {
 		return false
 	}
+	// The engine's answer is the slowest part (tens of ms on a busy Podman): asked at
+	// once, while the keys are computed.
+	type look struct {
+		id  string
+		err error
+	}
+	image := make(chan look, 1)
+	go func() {
+		id, err := pe.ImageID(ctx, r.cfg.Image)
+		image <- look{id, err}
+	}()
+	fits := r.sameKeys(t, p)
+	img := <-image
+	r.pool.mu.Lock()
+	defer r.pool.mu.Unlock()
+	return fits && img.err == nil && img.id == r.pool.image && p.gen == r.pool.gen
+}
+
+// sameKeys says whether t, as the runner would run it now, has p's keys.
+func (r *Runner) sameKeys(t Turn, p *prepared) bool {
 	dirs, err := r.cfg.Layout.Ensure(t.Folder, os.Getuid(), os.Getgid())
 	if err != nil {
 		return false
@@ -311,13 +331,7 @@ func (r *Runner) warmFits(ctx context.Context, pe engine.Preparer, t Turn, p *pr
 		return false
 	}
 	key, wkey, err := turnKeys(t, spec)
-	if err != nil || p.key != key || p.wkey != wkey {
-		return false
-	}
-	id, err := pe.ImageID(ctx, r.cfg.Image)
-	r.pool.mu.Lock()
-	defer r.pool.mu.Unlock()
-	return err == nil && id == r.pool.image && p.gen == r.pool.gen
+	return err == nil && p.key == key && p.wkey == wkey
 }
 
 // Close removes the prepared containers and waits for the removals still running after
