@@ -27,6 +27,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -338,6 +339,7 @@ func (d *Daemon) StartWith(t testing.TB, prefix []string, env []string) {
 	}
 	d.cmd, d.exited = cmd, make(chan struct{})
 	d.pids = append(d.pids, cmd.Process.Pid)
+	pidStarts.Store(cmd.Process.Pid, time.Now())
 	go func(c *exec.Cmd, done chan struct{}) { c.Wait(); close(done) }(cmd, d.exited)
 }
 
@@ -647,6 +649,42 @@ func (d *Daemon) Output() string {
 // AddPid makes Output include the journal of a daemon started elsewhere (by systemd).
 func (d *Daemon) AddPid(pid int) { d.pids = append(d.pids, pid) }
 
+// pidStarts is when this test process started each daemon, by pid, and testStart when it
+// started itself: journald keeps the entries of every earlier process that had a pid (pids
+// wrap at 32768 on the test host, and its journal outlives a run), so Journal reads a
+// match on _PID from that start on.
+var (
+	pidStarts sync.Map // int -> time.Time
+	testStart = time.Now()
+)
+
+// journalSince is the journalctl argument that leaves out entries older than the process
+// matches name by _PID: the start this process saw of the latest daemon with that pid, or
+// this process's own start.
+func journalSince(matches []string) []string {
+	var since time.Time
+	for _, m := range matches {
+		v, ok := strings.CutPrefix(m, "_PID=")
+		if !ok {
+			continue
+		}
+		at := testStart
+		if pid, err := strconv.Atoi(v); err == nil {
+			if t, ok := pidStarts.Load(pid); ok {
+				at = t.(time.Time)
+			}
+		}
+		if at.After(since) {
+			since = at
+		}
+	}
+	if since.IsZero() {
+		return nil
+	}
+	// Whole seconds, one before: journalctl's "@" takes seconds since the epoch.
+	return []string{fmt.Sprintf("--since=@%d", since.Unix()-1)}
+}
+
 func (d *Daemon) cleanup() {
 	t := d.t
 	if d.Running() {
@@ -700,7 +738,7 @@ func JournalOn(t testing.TB) {
 
 // Journal reads the journal entries matching every match (FIELD=VALUE), oldest first.
 func Journal(matches ...string) ([]Entry, error) {
-	args := append([]string{"-o", "json", "--no-pager", "--all"}, matches...)
+	args := append(append([]string{"-o", "json", "--no-pager", "--all"}, journalSince(matches)...), matches...)
 	out, err := exec.Command("journalctl", args...).Output()
 	if err != nil {
 		var ee *exec.ExitError
